@@ -1,0 +1,1 @@
+"""The course autograder: `checker grade labN`. See checker/cli.py."""

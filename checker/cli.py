@@ -1,0 +1,153 @@
+"""`checker`: grade a lab by running the learner's code and measuring it.
+
+    checker list
+    checker grade lab1                  # your code in labs/
+    checker grade lab1 --solutions      # the reference (CI, instructors)
+    checker grade --all --solutions --json report.json
+
+Exit status: 0 every check passed, 1 a check failed, 2 bad usage or input (unknown lab, missing
+folder, learner code that does not import), always with one clear line saying which.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from checker import seams
+from checker.harness import REPO_ROOT, Harness
+from checker.report import LabReport, render, write_json
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda")  # mirrors labs.common.dist.DEVICE_CHOICES without importing torch
+
+
+class UsageError(Exception):
+    """Bad usage or input: exit status 2 with this one line."""
+
+
+def _lab_module(lab: str):
+    return importlib.import_module(f"checker.labs.{lab}")
+
+
+def cmd_list(console: Console) -> int:
+    for lab in seams.lab_names():
+        s = seams.SEAMS[lab]
+        console.print(f"[bold]{lab}[/] {s.title}  (labs/{s.folder})")
+        for c in _lab_module(lab).CHECKS:
+            console.print(f"  {c.name:<18} {c.what}")
+    return 0
+
+
+def _check_json_path(path: str | None) -> None:
+    if path is None:
+        return
+    parent = Path(path).resolve().parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK) or (Path(path).is_dir()):
+        raise UsageError(f"cannot write the --json report to {path}: "
+                         f"{'it is a folder' if Path(path).is_dir() else 'its folder is missing or not writable'}")
+
+
+def grade_lab(lab: str, args, console: Console) -> LabReport:
+    mod = _lab_module(lab)
+    checks = mod.CHECKS
+    if args.only:
+        checks = [c for c in checks if c.name in args.only]
+        unknown = set(args.only) - {c.name for c in mod.CHECKS}
+        if unknown:
+            raise UsageError(f"{lab} has no check {', '.join(sorted(unknown))}; its checks: "
+                             f"{', '.join(c.name for c in mod.CHECKS)}")
+    root = Path(args.root).resolve()
+    target = "solutions" if args.solutions else "labs"
+    folder = root / target / seams.SEAMS[lab].folder
+    if not (folder / "__init__.py").exists():
+        raise UsageError(f"{folder} not found: run from the course repository, or pass --root")
+    workdir = Path(tempfile.mkdtemp(prefix=f"checker-{lab}-"))
+    t0 = time.monotonic()
+    try:
+        with console.status(f"{lab}: starting") as status:
+            h = Harness(workdir, lab, target, args.device, root=root,
+                        on_progress=lambda m: status.update(f"{lab}: running {m}"))
+            probe = h.run("probe", "probe", {}, budget_s=60)
+            err = probe.error()
+            if err:
+                where = f" ({err['where']})" if err.get("where") else ""
+                raise UsageError(f"{target}/{seams.SEAMS[lab].folder} does not import: "
+                                 f"{err['type']}: {err['message'].splitlines()[0] if err['message'] else ''}{where}")
+            results, info = mod.grade(h, checks)
+    finally:
+        if args.keep:
+            console.print(f"[dim]run folder kept: {workdir}[/]")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    world = getattr(mod, "WORLD_SIZE", 1) if args.nproc is None else args.nproc
+    report = LabReport(lab, target, probe.result.get("device", args.device), world, time.monotonic() - t0, results, info)
+    if args.only:
+        report.info.append(("partial run", f"{len(checks)} of {len(mod.CHECKS)} checks (--only)"))
+    return report
+
+
+def cmd_grade(args, console: Console) -> int:
+    if args.all == bool(args.lab):
+        raise UsageError("give one lab (e.g. `checker grade lab1`) or --all")
+    if args.all:
+        labs = [lab for lab in seams.lab_names()
+                if (Path(args.root) / ("solutions" if args.solutions else "labs") / seams.SEAMS[lab].folder).exists()]
+    else:
+        lab = seams.normalise(args.lab)
+        if lab is None:
+            raise UsageError(f"unknown lab {args.lab!r}; labs are: {', '.join(seams.lab_names())}")
+        labs = [lab]
+    _check_json_path(args.json)
+    reports = []
+    for lab in labs:
+        report = grade_lab(lab, args, console)
+        render(report, console, verbose=args.verbose)
+        reports.append(report)
+    if args.json:
+        write_json(reports, args.json)
+    return 0 if all(r.passed for r in reports) else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="checker", description="Grade the course's labs by running them.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub.add_parser("list", help="labs and the checks of each")
+    g = sub.add_parser("grade", help="run a lab's checks")
+    g.add_argument("lab", nargs="?", help="lab1 ... lab6 (or 1 ... 6)")
+    g.add_argument("--all", action="store_true", help="every lab that exists")
+    g.add_argument("--solutions", action="store_true", help="grade solutions/ instead of labs/")
+    g.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    g.add_argument("--nproc", type=int, default=None, help="ranks for multi-process labs")
+    g.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    g.add_argument("--only", action="append", metavar="CHECK", help="run only this check (repeatable)")
+    g.add_argument("--root", default=str(REPO_ROOT), help="folder holding labs/ and solutions/")
+    g.add_argument("--keep", action="store_true", help="keep the run folder (logs, checkpoints)")
+    g.add_argument("-v", "--verbose", action="store_true", help="show stacks and tracebacks of failures")
+    return ap
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    # A pipe or a CI log has no width; 120 columns keeps one check per few lines.
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+    try:
+        if args.cmd == "list":
+            return cmd_list(console)
+        return cmd_grade(args, console)
+    except UsageError as e:
+        Console(stderr=True, highlight=False).print(f"checker: {e}", markup=False)
+        return 2
+    except KeyboardInterrupt:
+        Console(stderr=True).print("checker: interrupted; every run was stopped")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""Launching graded runs: one subprocess (or one torchrun) per run, each with a time budget.
+
+Guarantees the checker relies on:
+  - every run starts in its own session (process group), so one signal reaches all its ranks;
+  - a run that outlives its budget is asked for its Python stacks (SIGUSR1 -> faulthandler in
+    the worker), then killed; the stacks become the failed check's evidence;
+  - nothing survives a run: the process group is killed, and because the checker makes itself
+    a child subreaper (Linux), even a grandchild that escaped into its own session is re-parented
+    to the checker and reaped;
+  - results come from files the checker's own worker writes, never from parsing learner output.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> None:
+    """Orphans of our runs get re-parented to us instead of init, so cleanup can find them."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+
+
+def _children_of(pids: set[int]) -> set[int]:
+    """All live descendants of `pids`, from /proc (ppid is field 4 of /proc/PID/stat)."""
+    parent = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                parent[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found, frontier = set(), set(pids)
+    while frontier:
+        frontier = {p for p, pp in parent.items() if pp in frontier and p not in found}
+        found |= frontier
+    return found
+
+
+def _signal_all(pids, sig) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def reap_orphans() -> None:
+    """Kill and reap anything of ours still alive (only descendants of this process)."""
+    strays = _children_of({os.getpid()})
+    _signal_all(strays, signal.SIGKILL)
+    for _ in strays:
+        try:
+            os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+
+
+@dataclass
+class Run:
+    """A finished run: what the checker saw, not what the learner's code said."""
+
+    name: str
+    returncode: int | None
+    seconds: float
+    timed_out: bool = False
+    killed_on_cue: bool = False
+    results: list[dict] = field(default_factory=list)  # one per rank, written by checker.worker
+    log_path: Path | None = None
+    stacks: str = ""
+
+    @property
+    def result(self) -> dict:
+        return self.results[0] if self.results else {}
+
+    def error(self) -> dict | None:
+        """The first rank's error report, or a synthesized one for a crash/timeout."""
+        for r in self.results:
+            if r.get("error"):
+                return r["error"]
+        if self.timed_out:
+            return {"type": "Timeout", "message": f"no result within {self.seconds:.0f} s", "stacks": self.stacks}
+        if not self.results:
+            tail = self.log_tail()
+            return {"type": "Crash", "message": f"exit status {self.returncode}, no result written", "log": tail}
+        return None
+
+    def log_tail(self, n: int = 15) -> str:
+        if self.log_path and self.log_path.exists():
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        return ""
+
+
+class Harness:
+    """Runs checker.worker tasks for one grade in a private work directory."""
+
+    def __init__(self, workdir: Path, lab: str, target: str, device: str = "auto", root: Path = REPO_ROOT,
+                 on_progress: Callable[[str], None] | None = None):
+        self.workdir = Path(workdir)
+        self.lab, self.target, self.device, self.root = lab, target, device, Path(root)
+        self.on_progress = on_progress or (lambda msg: None)
+        become_subreaper()
+
+    def _command(self, task: str, out: Path, args: dict, nproc: int) -> list[str]:
+        worker = ["-m", "checker.worker", "--lab", self.lab, "--task", task, "--target", self.target,
+                  "--root", str(self.root), "--out", str(out), "--args", json.dumps(args)]
+        if nproc == 1:
+            return [sys.executable, *worker]
+        # --standalone: a private rendezvous on a port the OS picks; never a fixed port.
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+                "--max-restarts=0", *worker]
+
+    def _env(self) -> dict:
+        env = dict(os.environ)
+        env.update({
+            "PYTHONPATH": os.pathsep.join([str(self.root), str(REPO_ROOT), env.get("PYTHONPATH", "")]),
+            "COURSE_DEVICE": self.device, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
+            "COURSE_DATA_DIR": env.get("COURSE_DATA_DIR", str(REPO_ROOT / "data")),
+        })
+        return env
+
+    def run_many(self, specs: list[dict], parallel: int = 2) -> dict[str, Run]:
+        """Run specs (dicts: name, task, args, budget_s, nproc=1, kill_on=None) `parallel` at a time.
+
+        `kill_on` names a file the worker creates (e.g. after a checkpoint); when it appears the run
+        is SIGKILLed, as a preemption or an OOM-kill would do. That is a cue, not a failure.
+        """
+        pending, live, done = list(specs), {}, {}
+        try:
+            while pending or live:
+                while pending and len(live) < parallel:
+                    spec = pending.pop(0)
+                    live[spec["name"]] = self._start(spec)
+                for name in list(live):
+                    run = self._poll(live[name])
+                    if run is not None:
+                        done[name] = run
+                        del live[name]
+                if live:
+                    self.on_progress(", ".join(f"{n} {time.monotonic() - s['t0']:.0f}s" for n, s in live.items()))
+                    time.sleep(0.05)
+        finally:
+            for st in live.values():  # interrupted (Ctrl-C): leave nothing behind
+                self._kill(st)
+            reap_orphans()
+        return done
+
+    def run(self, name: str, task: str, args: dict, budget_s: float, **kw) -> Run:
+        return self.run_many([dict(name=name, task=task, args=args, budget_s=budget_s, **kw)], parallel=1)[name]
+
+    def _start(self, spec: dict) -> dict:
+        name, nproc = spec["name"], spec.get("nproc", 1)
+        out = self.workdir / f"{name}.result.json"
+        log_path = self.workdir / f"{name}.log"
+        args = {**spec.get("args", {}), "workdir": str(self.workdir)}
+        log = open(log_path, "wb")
+        proc = subprocess.Popen(self._command(spec["task"], out, args, nproc), cwd=self.workdir,
+                                env=self._env(), stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        kill_on = self.workdir / spec["kill_on"] if spec.get("kill_on") else None
+        return {"spec": spec, "proc": proc, "t0": time.monotonic(), "out": out, "log": log_path,
+                "kill_on": kill_on, "nproc": nproc}
+
+    def _poll(self, st: dict) -> Run | None:
+        proc, spec = st["proc"], st["spec"]
+        elapsed = time.monotonic() - st["t0"]
+        timed_out = killed = False
+        if proc.poll() is None:
+            if st["kill_on"] is not None and st["kill_on"].exists():
+                killed = True
+            elif elapsed > spec["budget_s"]:
+                timed_out = True
+            else:
+                return None
+            stacks = self._kill(st, dump_stacks=timed_out)
+        else:
+            stacks = ""
+            self._kill(st)  # the launcher exited; make sure no rank or child lingers
+        return Run(name=spec["name"], returncode=proc.returncode, seconds=elapsed, timed_out=timed_out,
+                   killed_on_cue=killed, results=self._results(st), log_path=st["log"], stacks=stacks)
+
+    def _kill(self, st: dict, dump_stacks: bool = False) -> str:
+        proc = st["proc"]
+        pids = {proc.pid} | _children_of({proc.pid})
+        stacks = ""
+        if dump_stacks:
+            _signal_all(pids, signal.SIGUSR1)  # each worker's faulthandler writes its stacks
+            time.sleep(1.0)
+            stacks = "\n".join(p.read_text(errors="replace")[-4000:]
+                               for p in sorted(self.workdir.glob(f"{st['out'].name}.stacks.*")))
+        pids |= _children_of(pids)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        _signal_all(pids, signal.SIGKILL)
+        proc.wait()
+        return stacks
+
+    def _results(self, st: dict) -> list[dict]:
+        files = sorted(st["out"].parent.glob(st["out"].name + ".rank*"))
+        results = []
+        for f in files:
+            try:
+                results.append(json.loads(f.read_text()))
+            except (OSError, ValueError):
+                results.append({"error": {"type": "BadResult", "message": f"unreadable result {f.name}"}})
+        return results

@@ -1,0 +1,230 @@
+"""Lab 1 checks: reproducibility, exact resume after a SIGKILL, learning, speed, meters.
+
+Worker side (`task_*`, run by checker.worker next to the learner's code) measures; checker side
+(`grade`) compares. Every number in the report is computed here, from tensors and clocks the
+checker reads itself: the loss that counts is the checker's own validation loss, the bytes that
+count come from the formula, the speed from the checker's timer.
+"""
+from __future__ import annotations
+
+import hashlib
+import statistics
+import time
+
+from checker import seams
+from checker.labs._common import Check, error_result
+
+LAB = "lab1"
+WORLD_SIZE = 1
+CONFIG, BATCH, SEQ = "tiny", 16, 64
+SEED, DATA_SEED = 1234, 0
+N_STEPS, SAVE_AT = 100, 40  # 100 tiny steps ~ 2.5 s on one core
+WHERE = "labs/lab1_baseline"
+
+CHECKS = [
+    Check("reproducible", "two fresh processes with one seed give bit-identical losses and weights; "
+          "another seed gives others",
+          f"Seed Python's random, NumPy and torch in seed_everything ({WHERE}/seeding.py), and use the "
+          "seed you are given; keep train_step free of unseeded randomness."),
+    Check("resume_exact", f"train {N_STEPS} steps; separately train {SAVE_AT}, save, SIGKILL, resume in a "
+          "fresh process: losses and final weights bit-identical",
+          f"Exact resume needs model, optimizer (AdamW moments), scheduler, sampler position, step and "
+          f"every RNG state (rng_state()) in the checkpoint, all restored ({WHERE}/state.py)."),
+    Check("loss_decreases", "the checker's own validation loss falls at least half way from ln(V) to "
+          "the data's entropy floor",
+          f"The model is not learning: train_step ({WHERE}/step.py) must zero grads, call backward, then "
+          "optimizer.step() and scheduler.step() once each."),
+    Check("throughput", "your train_step's tokens/s >= 0.8x the reference, interleaved in one process",
+          f"train_step is slower than the reference ({WHERE}/step.py): look for extra .item()/.cpu() "
+          "syncs, a second forward pass, or Python loops over parameters."),
+    Check("throughput_meter", "ThroughputMeter agrees with the checker's clock over the same steps (5%)",
+          f"ThroughputMeter ({WHERE}/meters.py): synchronise the device, open the window at the "
+          "warmup_steps-th step() call, then count only tokens of later steps over the time since."),
+    Check("memory_reported", "model_state_bytes equals 4 B/param weights + 4 B/param grads + AdamW "
+          "(8 B/param + 4 B per tensor)",
+          f"model_state_bytes ({WHERE}/meters.py): sum numel()*element_size() over unique parameters, "
+          "existing .grad tensors and every tensor in optimizer.state."),
+]
+
+
+# ---------------------------------------------------------------- worker side
+def _setup(seed_fn, seed: int):
+    import torch  # noqa: F401  (workers only: keeps `checker list` fast)
+    from labs.common import dist as cdist
+    from labs.common.data import BatchSampler, TokenFile, ensure_corpus
+    from labs.common.model import build_model
+    from labs.common.optim import make_optimizer, make_scheduler
+
+    env = cdist.init()
+    seed_fn(seed)
+    data = TokenFile.open(ensure_corpus(256))
+    model = build_model(CONFIG).to(env.device)
+    opt = make_optimizer(model)
+    sched = make_scheduler(opt, warmup=10, total=N_STEPS)
+    sampler = BatchSampler(data.num_windows(SEQ), BATCH, seed=DATA_SEED)
+    return env, data, model, opt, sched, sampler
+
+
+def _digest(model) -> str:
+    h = hashlib.sha256()
+    for name, p in model.named_parameters():
+        h.update(name.encode())
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def _val_loss(model, data_dir, device) -> float:
+    import torch
+    from labs.common.data import TokenFile
+
+    val = TokenFile.open(data_dir, "val")
+    model.eval()
+    with torch.no_grad():
+        losses = [model(*val.batch(range(i * BATCH, (i + 1) * BATCH), SEQ, device))[1].item() for i in range(8)]
+    model.train()
+    return sum(losses) / len(losses)
+
+
+def _run_steps(seam, env, data, model, opt, sched, sampler, start: int, stop: int) -> list[str]:
+    losses = []
+    for _ in range(start, stop):
+        loss = seam.train_step(model, opt, sched, data.batch(sampler.next_ids(), SEQ, env.device))
+        if not isinstance(loss, float):
+            raise TypeError(f"train_step returned {type(loss).__name__}, expected a Python float (loss.item())")
+        losses.append(loss.hex())  # hex: exact, so "bit-identical" means what it says
+    return losses
+
+
+def task_probe(ctx, target):
+    """Does the learner's package import, is the device there, is the data written?"""
+    import os
+
+    from labs.common.data import ensure_corpus
+    from labs.common.dist import pick_device
+
+    seams.load(LAB, target)
+    device, _ = pick_device(os.environ.get("COURSE_DEVICE", "auto"))
+    ensure_corpus(256)
+    return {"device": device.type}
+
+
+def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, other_seed=None, evaluate=False):
+    seam = seams.load(LAB, target)
+    env, data, model, opt, sched, sampler = _setup(seam.seed_everything, seed)
+    out = {}
+    if evaluate:
+        out["val_loss_init"] = _val_loss(model, data.directory, env.device)
+    start = seam.load_checkpoint(ckpt, model, opt, sched, sampler) if resume else 0
+    out["start"] = start
+    out["losses"] = _run_steps(seam, env, data, model, opt, sched, sampler, start, save_at or steps)
+    if save_at:
+        seam.save_checkpoint(ckpt, model, opt, sched, sampler, save_at)
+        ctx.write(out)
+        ctx.cue("saved")  # the harness SIGKILLs us from here on, mid-training, like a preemption
+        _run_steps(seam, env, data, model, opt, sched, sampler, save_at, steps)
+        time.sleep(3600)
+    out["digest"] = _digest(model)
+    if evaluate:
+        out["val_loss"] = _val_loss(model, data.directory, env.device)
+        out.update({k: data.meta[k] for k in ("entropy_rate", "uniform_entropy")})
+    if other_seed is not None:  # the seed must matter: another one gives another run
+        env, data, model, opt, sched, sampler = _setup(seam.seed_everything, other_seed)
+        out["other_seed_losses"] = _run_steps(seam, env, data, model, opt, sched, sampler, 0, 5)
+    return out
+
+
+def _attempt(fn, root="."):
+    from pathlib import Path
+
+    from checker.worker import describe
+    try:
+        return fn(), None
+    except Exception as exc:  # noqa: BLE001
+        return None, describe(exc, Path(root))
+
+
+def task_measure(ctx, target, windows=6, steps=8):
+    """Speed ratio (interleaved A B B A ...), meter accuracy, model-state bytes. Each part alone,
+    so an unfinished part fails only its own check."""
+    from labs.common import dist as cdist
+
+    seam, ref = seams.load(LAB, target), seams.load(LAB, "solutions")
+    out = {}
+
+    def speed():
+        import torch
+        env, data, *learner = _setup(torch.manual_seed, SEED)
+        _, _, *reference = _setup(torch.manual_seed, SEED)
+        batches = [data.batch(learner[3].next_ids(), SEQ, env.device) for _ in range(steps)]
+        fns = {"learner": (seam.train_step, learner), "reference": (ref.train_step, reference)}
+        for fn, (model, opt, sched, _) in fns.values():
+            for b in batches[:2]:
+                fn(model, opt, sched, b)  # warm-up
+        rates = {"learner": [], "reference": []}
+        for w in range(windows):
+            for who in (("learner", "reference") if w % 2 == 0 else ("reference", "learner")):
+                fn, (model, opt, sched, _) = fns[who]
+                t0 = time.perf_counter()
+                for b in batches:
+                    fn(model, opt, sched, b)
+                cdist.synchronize(env.device)
+                rates[who].append(BATCH * SEQ * steps / (time.perf_counter() - t0))
+        ratios = [a / b for a, b in zip(rates["learner"], rates["reference"])]
+        return {"ratio": statistics.median(ratios), "learner_tps": statistics.median(rates["learner"]),
+                "reference_tps": statistics.median(rates["reference"])}
+
+    def meter_and_memory():
+        import torch
+        env, data, model, opt, sched, sampler = _setup(torch.manual_seed, SEED)
+        meter, stamps = seam.ThroughputMeter(env.device, warmup_steps=2), []
+        for _ in range(12):
+            ref.train_step(model, opt, sched, data.batch(sampler.next_ids(), SEQ, env.device))
+            meter.step(BATCH * SEQ)
+            stamps.append(time.perf_counter())
+        params = list(model.parameters())
+        return ({"meter_tps": meter.tokens_per_s, "clock_tps": BATCH * SEQ * 10 / (stamps[-1] - stamps[1])},
+                {"psi": sum(p.numel() for p in params), "tensors": len(params),
+                 "all_fp32": all(p.dtype == torch.float32 for p in params)},
+                (model, opt))
+
+    out["speed"], out["speed_error"] = _attempt(speed)
+    both, err = _attempt(meter_and_memory)
+    if err:
+        return {**out, "meter_error": err, "memory_error": err}
+    out["meter"], out["truth"], (model, opt) = both
+    out["memory"], out["memory_error"] = _attempt(lambda: seam.model_state_bytes(model, opt))
+    return out
+
+
+TASKS = {"probe": task_probe, "train": task_train, "measure": task_measure}
+
+
+# ---------------------------------------------------------------- checker side
+RUNS = {  # which runs each check needs; --only runs just those
+    "reproducible": {"run_a", "run_b"}, "resume_exact": {"run_a", "resume_1", "resume_2"},
+    "loss_decreases": {"run_a"}, "throughput": {"measure"}, "throughput_meter": {"measure"},
+    "memory_reported": {"measure"},
+}
+
+
+def grade(h, checks: list[Check]) -> tuple[list, list]:
+    from checker.labs import lab1_eval
+
+    need = set().union(*(RUNS[c.name] for c in checks))
+    specs = [
+        dict(name="run_a", task="train", args=dict(seed=SEED, steps=N_STEPS, evaluate=True), budget_s=60),
+        dict(name="run_b", task="train", args=dict(seed=SEED, steps=N_STEPS, other_seed=SEED + 1), budget_s=60),
+        dict(name="resume_1", task="train", budget_s=60, kill_on="saved",
+             args=dict(seed=SEED, steps=N_STEPS, save_at=SAVE_AT, ckpt=str(h.workdir / "ckpt.pt"))),
+    ]
+    runs = h.run_many([s for s in specs if s["name"] in need], parallel=2)
+    if "resume_2" in need:  # a different seed first: only what the checkpoint restores may matter
+        runs["resume_2"] = h.run("resume_2", "train", dict(seed=SEED + 777, steps=N_STEPS, resume=True,
+                                                           ckpt=str(h.workdir / "ckpt.pt")), budget_s=60)
+    if "measure" in need:
+        runs["measure"] = h.run("measure", "measure", {}, budget_s=90)
+    results = [lab1_eval.EVALUATORS[c.name](c, runs) for c in checks]
+    return results, lab1_eval.info(runs)
+
+
+__all__ = ["CHECKS", "TASKS", "grade", "error_result"]

@@ -1,0 +1,142 @@
+"""Lab 1: from the runs' measurements to pass/fail. Thresholds are stated once, here."""
+from __future__ import annotations
+
+import math
+
+from checker.labs._common import Check, error_result
+from checker.labs.lab1 import SEED
+from checker.report import CheckResult
+
+THROUGHPUT_MIN = 0.8   # learner/reference tokens/s, medians of interleaved windows (noise here is ~15%)
+METER_TOL = 0.05       # relative difference between the learner's meter and the checker's clock
+LEARN_FRACTION = 0.5   # the val loss must cover this fraction of the way from ln V to the floor
+
+
+def _first_error(runs, *names):
+    for n in names:
+        run = runs.get(n)
+        if run is None:
+            return {"type": "Crash", "message": f"run {n} did not start"}
+        if run.killed_on_cue and run.results and not run.results[0].get("error"):
+            continue  # killed on purpose after it reported
+        err = run.error()
+        if err:
+            return err
+    return None
+
+
+def _diverged_at(a: list[str], b: list[str], offset: int = 0) -> str:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return f"first differs at step {offset + i + 1}: {float.fromhex(x):.6f} vs {float.fromhex(y):.6f}"
+    return f"{len(a)} vs {len(b)} steps" if len(a) != len(b) else "losses equal, weights differ"
+
+
+def reproducible(c: Check, runs) -> CheckResult:
+    err = _first_error(runs, "run_a", "run_b")
+    if err:
+        return error_result(c, err)
+    a, b = runs["run_a"].result, runs["run_b"].result
+    same = a["losses"] == b["losses"] and a["digest"] == b["digest"]
+    other = b["other_seed_losses"] != b["losses"][:5]
+    n = sum(x == y for x, y in zip(a["losses"], b["losses"]))
+    if same and other:
+        msg = f"{len(a['losses'])} steps bit-identical across two processes; another seed differs"
+    elif not same:
+        msg = f"two runs with seed {SEED} differ: {_diverged_at(a['losses'], b['losses'])}"
+    else:
+        msg = f"seed {SEED + 1} gave exactly the run of seed {SEED}: the seed argument is ignored"
+    return CheckResult(c.name, same and other, value=n, threshold=len(a["losses"]), unit="identical steps",
+                       message=msg, hint=c.hint)
+
+
+def resume_exact(c: Check, runs) -> CheckResult:
+    err = _first_error(runs, "run_a", "resume_1", "resume_2")
+    if err:
+        return error_result(c, err)
+    a, r1, r2 = runs["run_a"].result, runs["resume_1"].result, runs["resume_2"].result
+    if not runs["resume_1"].killed_on_cue:
+        return CheckResult(c.name, False, message="the first half never reported its checkpoint as saved",
+                           hint=c.hint)
+    start = r2["start"]
+    if start != len(r1["losses"]):
+        return CheckResult(c.name, False, value=start, threshold=len(r1["losses"]), unit="step",
+                           message=f"load_checkpoint returned step {start}, but the checkpoint was saved "
+                                   f"after step {len(r1['losses'])}", hint=c.hint)
+    resumed = r1["losses"] + r2["losses"]
+    same = resumed == a["losses"] and r2["digest"] == a["digest"]
+    n = sum(x == y for x, y in zip(resumed, a["losses"]))
+    msg = (f"killed after step {start}, resumed in a fresh process: steps {start + 1}-{len(resumed)} and final "
+           f"weights bit-identical" if same else
+           f"resumed run {_diverged_at(resumed, a['losses'])}" + (" (just after the resume)"
+                                                                  if resumed[start:start + 1] != a["losses"][start:start + 1] else ""))
+    return CheckResult(c.name, same, value=n, threshold=len(a["losses"]), unit="identical steps",
+                       message=msg, hint=c.hint)
+
+
+def loss_decreases(c: Check, runs) -> CheckResult:
+    err = _first_error(runs, "run_a")
+    if err:
+        return error_result(c, err, unit="nats")
+    a = runs["run_a"].result
+    uniform, floor = a["uniform_entropy"], a["entropy_rate"]
+    threshold = uniform - LEARN_FRACTION * (uniform - floor)
+    ok = math.isfinite(a["val_loss"]) and a["val_loss"] <= threshold
+    return CheckResult(c.name, ok, value=round(a["val_loss"], 4), threshold=round(threshold, 4), unit="nats",
+                       message=f"checker's val loss {a['val_loss_init']:.3f} -> {a['val_loss']:.3f} in "
+                               f"{len(a['losses'])} steps (ln V = {uniform:.3f}, floor {floor:.3f})", hint=c.hint)
+
+
+def throughput(c: Check, runs) -> CheckResult:
+    err = _first_error(runs, "measure") or runs["measure"].result.get("speed_error")
+    if err:
+        return error_result(c, err, unit="x reference")
+    s = runs["measure"].result["speed"]
+    return CheckResult(c.name, s["ratio"] >= THROUGHPUT_MIN, value=round(s["ratio"], 3), threshold=THROUGHPUT_MIN,
+                       unit="x reference", hint=c.hint,
+                       message=f"yours {s['learner_tps']:,.0f} tok/s, reference {s['reference_tps']:,.0f} tok/s "
+                               f"(medians of interleaved windows)")
+
+
+def throughput_meter(c: Check, runs) -> CheckResult:
+    err = _first_error(runs, "measure") or runs["measure"].result.get("meter_error")
+    if err:
+        return error_result(c, err, unit="rel. error")
+    m = runs["measure"].result["meter"]
+    mine, clock = m["meter_tps"], m["clock_tps"]
+    rel = abs(mine / clock - 1) if (mine is not None and math.isfinite(mine)) else float("inf")
+    return CheckResult(c.name, rel <= METER_TOL, value=round(rel, 4), threshold=METER_TOL, unit="rel. error",
+                       hint=c.hint, message=f"your meter {mine:,.0f} tok/s, checker's clock {clock:,.0f} tok/s "
+                                            f"over the same 10 steps")
+
+
+def memory_reported(c: Check, runs) -> CheckResult:
+    err = _first_error(runs, "measure") or runs["measure"].result.get("memory_error")
+    if err:
+        return error_result(c, err, unit="bytes")
+    r = runs["measure"].result
+    psi, tensors = r["truth"]["psi"], r["truth"]["tensors"]
+    want = {"params": 4 * psi, "grads": 4 * psi, "optimizer": 8 * psi + 4 * tensors}
+    want["total"] = sum(want.values())
+    got = r["memory"]
+    if not isinstance(got, dict):
+        return CheckResult(c.name, False, hint=c.hint, message=f"model_state_bytes returned {type(got).__name__}; "
+                                                             "expected a dict with params, grads, optimizer, total")
+    wrong = [f"{k}: {got.get(k)} != {v}" for k, v in want.items() if got.get(k) != v]
+    return CheckResult(c.name, not wrong, value=got.get("total"), threshold=want["total"], unit="bytes", hint=c.hint,
+                       message=(f"Ψ={psi:,} params in {tensors} tensors: 16Ψ + 4·{tensors} = {want['total']:,} bytes"
+                                if not wrong else "; ".join(wrong) + f" (Ψ={psi:,}, {tensors} tensors)"))
+
+
+EVALUATORS = {f.__name__: f for f in (reproducible, resume_exact, loss_decreases, throughput, throughput_meter,
+                                      memory_reported)}
+
+
+def info(runs) -> list[tuple[str, str]]:
+    out = []
+    m = runs.get("measure")
+    if m and m.result.get("speed"):
+        out.append(("reference tokens/s (tiny, 1 thread)", f"{m.result['speed']['reference_tps']:,.0f}"))
+    for name, run in runs.items():
+        out.append((f"run {name}", f"{run.seconds:.1f} s" + (" (killed on cue)" if run.killed_on_cue else "")))
+    return out

@@ -1,0 +1,68 @@
+"""The seam: the only learner functions the checker calls, per lab, with their contracts.
+
+Learners may restructure everything else. Each lab's README repeats its part of this table.
+The checker imports `labs.<folder>` or `solutions.<folder>` (the target switch) and finds
+these names there; notebooks use the same switch (COURSE_TARGET=labs|solutions).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Seam:
+    lab: str
+    folder: str
+    title: str
+    functions: dict[str, str]  # name -> contract, one line
+
+
+SEAMS: dict[str, Seam] = {
+    "lab1": Seam("lab1", "lab1_baseline", "Single-device baseline", {
+        "seed_everything": "seed_everything(seed) -> None; same seed, same run, bit for bit, in a fresh process",
+        "train_step": "train_step(model, optimizer, scheduler, (x, y)) -> float loss; zero grads first, "
+                      "one optimizer and one scheduler step; .grad holds this step's gradient afterwards",
+        "ThroughputMeter": "ThroughputMeter(device, warmup_steps=2); .step(tokens) after each step; "
+                           ".tokens_per_s over the window after warm-up (device synchronised)",
+        "model_state_bytes": "model_state_bytes(model, optimizer) -> {params, grads, optimizer, total} "
+                             "bytes counted from the tensors",
+        "save_checkpoint": "save_checkpoint(path, model, optimizer, scheduler, sampler, step); full "
+                           "training state, written atomically",
+        "load_checkpoint": "load_checkpoint(path, model, optimizer, scheduler, sampler) -> step",
+    }),
+}
+
+
+def lab_names() -> list[str]:
+    return sorted(SEAMS)
+
+
+def normalise(lab: str) -> str | None:
+    """'lab1', '1' and 'lab1_baseline' all mean lab1; None for an unknown lab."""
+    key = lab if lab.startswith("lab") else f"lab{lab}"
+    key = key.split("_")[0]
+    return key if key in SEAMS else None
+
+
+def module_name(lab: str, target: str) -> str:
+    return f"{target}.{SEAMS[lab].folder}"
+
+
+def load(lab: str, target: str):
+    """Import the learner's (or the reference) lab package and check the seam is complete."""
+    mod = importlib.import_module(module_name(lab, target))
+    missing = [n for n in SEAMS[lab].functions if not hasattr(mod, n)]
+    if missing:
+        raise ImportError(f"{target}/{SEAMS[lab].folder}/__init__.py does not export {', '.join(missing)} "
+                          f"(the checker calls these; see the lab README's 'What the checker calls')")
+    return mod
+
+
+def notebook_target() -> str:
+    """The switch notebooks honour: COURSE_TARGET=solutions runs them against the reference."""
+    target = os.environ.get("COURSE_TARGET", "labs")
+    if target not in ("labs", "solutions"):
+        raise ValueError(f"COURSE_TARGET must be 'labs' or 'solutions', not {target!r}")
+    return target

@@ -1,0 +1,88 @@
+"""The checker's own process around learner code: `python -m checker.worker --lab lab1 --task NAME ...`.
+
+The checker starts this (directly or under torchrun), never the learner's script. It imports the
+learner's functions through the lab's seam, runs the task, and writes what it measured to
+OUT.rank<R> as JSON. Learner exceptions become a structured error (type, message, the learner's
+file:line, and the TODO text for an unfinished starter) instead of a traceback to grep.
+On SIGUSR1 every thread's Python stack goes to OUT.stacks.rank<R>: that is how a hang is shown.
+"""
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import importlib
+import json
+import os
+import signal
+import sys
+import traceback
+from pathlib import Path
+
+
+class Context:
+    """What a task may do besides compute: report results, drop a cue file for the harness."""
+
+    def __init__(self, out: Path, rank: int, workdir: Path):
+        self.out, self.rank, self.workdir = out, rank, workdir
+
+    def write(self, result: dict) -> None:
+        path = Path(f"{self.out}.rank{self.rank}")
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(result))
+        os.replace(tmp, path)
+
+    def cue(self, name: str) -> None:
+        if self.rank == 0:
+            (self.workdir / name).touch()
+
+
+def describe(exc: BaseException, root: Path) -> dict:
+    """Where in the learner's code it went wrong, in one line a learner can act on."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    learner = [f for f in frames if "/labs/" in f.filename or "/solutions/" in f.filename]
+    where = ""
+    if learner:
+        f = learner[-1]
+        try:
+            rel = Path(f.filename).resolve().relative_to(root.resolve())
+        except ValueError:
+            rel = f.filename
+        where = f"{rel}:{f.lineno} in {f.name}"
+    msg = str(exc)
+    return {"type": type(exc).__name__, "message": msg[:2000], "where": where,
+            "todo": msg if isinstance(exc, NotImplementedError) and "TODO(" in msg else None,
+            "traceback": "".join(traceback.format_exception(exc))[-4000:]}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lab", required=True)
+    ap.add_argument("--task", required=True)
+    ap.add_argument("--target", choices=["labs", "solutions"], required=True)
+    ap.add_argument("--root", required=True, help="folder that holds labs/ and solutions/")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--args", default="{}")
+    a = ap.parse_args(argv)
+    rank = int(os.environ.get("RANK", 0))
+    out, root = Path(a.out), Path(a.root)
+    stacks = open(f"{out}.stacks.rank{rank}", "w")
+    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+    sys.path.insert(0, str(root))  # the graded tree's labs/ and solutions/ win over any installed copy
+
+    ctx = Context(out, rank, Path(json.loads(a.args).get("workdir", out.parent)))
+    lab = importlib.import_module(f"checker.labs.{a.lab}")
+    kwargs = json.loads(a.args)
+    kwargs.pop("workdir", None)
+    try:
+        result = lab.TASKS[a.task](ctx, a.target, **kwargs)
+    except BaseException as exc:  # noqa: BLE001 - anything the learner's code raises is a result
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        ctx.write({"error": describe(exc, root)})
+        return 3
+    ctx.write(result or {})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
