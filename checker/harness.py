@@ -165,6 +165,8 @@ class Harness:
 
     def _start(self, spec: dict) -> dict:
         name, nproc = spec["name"], spec.get("nproc", 1)
+        # CHECKER_BUDGET_SCALE stretches every budget (a slow laptop) or shrinks it (tests of hangs).
+        spec = {**spec, "budget_s": spec["budget_s"] * float(os.environ.get("CHECKER_BUDGET_SCALE", "1"))}
         out = self.workdir / f"{name}.result.json"
         log_path = self.workdir / f"{name}.log"
         args = {**spec.get("args", {}), "workdir": str(self.workdir)}

@@ -22,8 +22,16 @@ from pathlib import Path
 class Context:
     """What a task may do besides compute: report results, drop a cue file for the harness."""
 
-    def __init__(self, out: Path, rank: int, workdir: Path):
-        self.out, self.rank, self.workdir = out, rank, workdir
+    def __init__(self, out: Path, rank: int, workdir: Path, root: Path):
+        self.out, self.rank, self.workdir, self.root = out, rank, workdir, root
+        self.partial: dict = {}  # what a task measured before it raised is still reported
+
+    def attempt(self, fn):
+        """(fn(), None), or (None, error) if the learner's code in fn raised: one part fails alone."""
+        try:
+            return fn(), None
+        except Exception as exc:  # noqa: BLE001
+            return None, describe(exc, self.root)
 
     def write(self, result: dict) -> None:
         path = Path(f"{self.out}.rank{self.rank}")
@@ -69,7 +77,7 @@ def main(argv=None) -> int:
     faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
     sys.path.insert(0, str(root))  # the graded tree's labs/ and solutions/ win over any installed copy
 
-    ctx = Context(out, rank, Path(json.loads(a.args).get("workdir", out.parent)))
+    ctx = Context(out, rank, Path(json.loads(a.args).get("workdir", out.parent)), root)
     lab = importlib.import_module(f"checker.labs.{a.lab}")
     kwargs = json.loads(a.args)
     kwargs.pop("workdir", None)
@@ -78,7 +86,7 @@ def main(argv=None) -> int:
     except BaseException as exc:  # noqa: BLE001 - anything the learner's code raises is a result
         if isinstance(exc, KeyboardInterrupt):
             raise
-        ctx.write({"error": describe(exc, root)})
+        ctx.write({**ctx.partial, "error": describe(exc, root)})
         return 3
     ctx.write(result or {})
     return 0

@@ -48,6 +48,18 @@ CHECKS = [
 
 
 # ---------------------------------------------------------------- worker side
+def _learner_seed(ctx, seam, out: dict):
+    """The learner's seed_everything; if it raises, a plain seed instead, so that checks of other
+    functions (resume, learning) still run and only `reproducible` reports the seeding error."""
+    def seed_fn(seed):
+        _, err = ctx.attempt(lambda: seam.seed_everything(seed))
+        if err:
+            import torch
+            out["seed_error"] = err
+            torch.manual_seed(seed)
+    return seed_fn
+
+
 def _setup(seed_fn, seed: int):
     import torch  # noqa: F401  (workers only: keeps `checker list` fast)
     from labs.common import dist as cdist
@@ -110,8 +122,9 @@ def task_probe(ctx, target):
 
 def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, other_seed=None, evaluate=False):
     seam = seams.load(LAB, target)
-    env, data, model, opt, sched, sampler = _setup(seam.seed_everything, seed)
-    out = {}
+    out = ctx.partial
+    seed_fn = _learner_seed(ctx, seam, out)
+    env, data, model, opt, sched, sampler = _setup(seed_fn, seed)
     if evaluate:
         out["val_loss_init"] = _val_loss(model, data.directory, env.device)
     start = seam.load_checkpoint(ckpt, model, opt, sched, sampler) if resume else 0
@@ -128,19 +141,9 @@ def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, 
         out["val_loss"] = _val_loss(model, data.directory, env.device)
         out.update({k: data.meta[k] for k in ("entropy_rate", "uniform_entropy")})
     if other_seed is not None:  # the seed must matter: another one gives another run
-        env, data, model, opt, sched, sampler = _setup(seam.seed_everything, other_seed)
+        env, data, model, opt, sched, sampler = _setup(seed_fn, other_seed)
         out["other_seed_losses"] = _run_steps(seam, env, data, model, opt, sched, sampler, 0, 5)
     return out
-
-
-def _attempt(fn, root="."):
-    from pathlib import Path
-
-    from checker.worker import describe
-    try:
-        return fn(), None
-    except Exception as exc:  # noqa: BLE001
-        return None, describe(exc, Path(root))
 
 
 def task_measure(ctx, target, windows=6, steps=8):
@@ -173,26 +176,24 @@ def task_measure(ctx, target, windows=6, steps=8):
         return {"ratio": statistics.median(ratios), "learner_tps": statistics.median(rates["learner"]),
                 "reference_tps": statistics.median(rates["reference"])}
 
-    def meter_and_memory():
-        import torch
-        env, data, model, opt, sched, sampler = _setup(torch.manual_seed, SEED)
-        meter, stamps = seam.ThroughputMeter(env.device, warmup_steps=2), []
-        for _ in range(12):
-            ref.train_step(model, opt, sched, data.batch(sampler.next_ids(), SEQ, env.device))
-            meter.step(BATCH * SEQ)
-            stamps.append(time.perf_counter())
-        params = list(model.parameters())
-        return ({"meter_tps": meter.tokens_per_s, "clock_tps": BATCH * SEQ * 10 / (stamps[-1] - stamps[1])},
-                {"psi": sum(p.numel() for p in params), "tensors": len(params),
-                 "all_fp32": all(p.dtype == torch.float32 for p in params)},
-                (model, opt))
+    out["speed"], out["speed_error"] = ctx.attempt(speed)
 
-    out["speed"], out["speed_error"] = _attempt(speed)
-    both, err = _attempt(meter_and_memory)
-    if err:
-        return {**out, "meter_error": err, "memory_error": err}
-    out["meter"], out["truth"], (model, opt) = both
-    out["memory"], out["memory_error"] = _attempt(lambda: seam.model_state_bytes(model, opt))
+    # The reference trains; the learner's meter watches it and the learner's byte count sizes it.
+    import torch
+    env, data, model, opt, sched, sampler = _setup(torch.manual_seed, SEED)
+    meter, out["meter_error"] = ctx.attempt(lambda: seam.ThroughputMeter(env.device, warmup_steps=2))
+    stamps = []
+    for _ in range(12):
+        ref.train_step(model, opt, sched, data.batch(sampler.next_ids(), SEQ, env.device))
+        if not out["meter_error"]:
+            _, out["meter_error"] = ctx.attempt(lambda: meter.step(BATCH * SEQ))
+        stamps.append(time.perf_counter())
+    if not out["meter_error"]:
+        tps, out["meter_error"] = ctx.attempt(lambda: meter.tokens_per_s)
+        out["meter"] = {"meter_tps": tps, "clock_tps": BATCH * SEQ * 10 / (stamps[-1] - stamps[1])}
+    params = list(model.parameters())
+    out["truth"] = {"psi": sum(p.numel() for p in params), "tensors": len(params)}
+    out["memory"], out["memory_error"] = ctx.attempt(lambda: seam.model_state_bytes(model, opt))
     return out
 
 

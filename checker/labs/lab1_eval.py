@@ -33,7 +33,8 @@ def _diverged_at(a: list[str], b: list[str], offset: int = 0) -> str:
 
 
 def reproducible(c: Check, runs) -> CheckResult:
-    err = _first_error(runs, "run_a", "run_b")
+    seed_err = [r.result.get("seed_error") for r in (runs.get("run_a"), runs.get("run_b")) if r]
+    err = next((e for e in seed_err if e), None) or _first_error(runs, "run_a", "run_b")
     if err:
         return error_result(c, err)
     a, b = runs["run_a"].result, runs["run_b"].result
@@ -104,10 +105,11 @@ def throughput_meter(c: Check, runs) -> CheckResult:
         return error_result(c, err, unit="rel. error")
     m = runs["measure"].result["meter"]
     mine, clock = m["meter_tps"], m["clock_tps"]
-    rel = abs(mine / clock - 1) if (mine is not None and math.isfinite(mine)) else float("inf")
+    finite = isinstance(mine, (int, float)) and math.isfinite(mine) and mine > 0
+    rel = abs(mine / clock - 1) if finite else float("inf")
     return CheckResult(c.name, rel <= METER_TOL, value=round(rel, 4), threshold=METER_TOL, unit="rel. error",
-                       hint=c.hint, message=f"your meter {mine:,.0f} tok/s, checker's clock {clock:,.0f} tok/s "
-                                            f"over the same 10 steps")
+                       hint=c.hint, message=f"your meter {mine if not finite else f'{mine:,.0f}'} tok/s, checker's "
+                                            f"clock {clock:,.0f} tok/s over the same 10 steps")
 
 
 def memory_reported(c: Check, runs) -> CheckResult:

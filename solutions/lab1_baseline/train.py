@@ -4,7 +4,6 @@
     python -m solutions.lab1_baseline.train --config tiny --steps 200 --out runs/lab1   # resumes at 120
     python -m solutions.lab1_baseline.train --config small --steps 300 --out runs/lab1-small
 
-(learners: `python -m labs.lab1_baseline.train ...` runs your version.)
 One line per step goes to OUT/log.jsonl (step, loss, lr, tokens/s, model-state bytes, memory,
 where the step's time went); the full training state goes to OUT/ckpt.pt every --ckpt-every
 steps and at the end. If OUT/ckpt.pt exists the run resumes from it.

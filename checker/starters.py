@@ -1,0 +1,81 @@
+"""Write the learners' starters (labs/labN_*/*.py) from the reference (solutions/labN_*/*.py).
+
+    python -m checker.starters           # regenerate labs/ (make starters)
+    python -m checker.starters --check   # exit 1 if labs/ differs from what would be generated
+
+In solutions, the learner's part is marked
+
+    # BEGIN SOLUTION <what to write, one line>
+    ...reference code...
+    # END SOLUTION
+
+and becomes `raise NotImplementedError("TODO(labN): <what to write, one line>")` at the same
+indentation. Everything outside the markers is copied, with `solutions.`/`solutions/` paths
+pointing at `labs.`/`labs/`. Non-Python files in labs/ (README, notebook) are not touched.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BEGIN = re.compile(r"^(?P<indent>\s*)# BEGIN SOLUTION\b\s*(?P<hint>.*)$")
+END = re.compile(r"^\s*# END SOLUTION\s*$")
+HEADER = ("# GENERATED from solutions/{rel} by `make starters` (checker/starters.py).\n"
+          "# This is your copy: fill in the TODOs. Edits to the course belong in solutions/.\n")
+
+
+def strip_solutions(text: str, lab: str, where: str) -> str:
+    out, inside = [], None
+    for n, line in enumerate(text.splitlines(keepends=True), 1):
+        m = BEGIN.match(line)
+        if m:
+            if inside is not None:
+                raise ValueError(f"{where}:{n}: BEGIN SOLUTION inside the block opened at line {inside}")
+            inside = n
+            hint = m["hint"].strip() or "complete this part"
+            out.append(f'{m["indent"]}raise NotImplementedError("TODO({lab}): {hint.replace(chr(34), chr(39))}")\n')
+        elif END.match(line):
+            if inside is None:
+                raise ValueError(f"{where}:{n}: END SOLUTION without BEGIN")
+            inside = None
+        elif inside is None:
+            out.append(line)
+    if inside is not None:
+        raise ValueError(f"{where}:{inside}: BEGIN SOLUTION never closed")
+    body = "".join(out).replace("solutions.lab", "labs.lab").replace("solutions/lab", "labs/lab")
+    return body
+
+
+def generate(root: Path = ROOT) -> dict[Path, str]:
+    """{path under labs/: text} for every .py file of every lab in solutions/."""
+    files = {}
+    for src in sorted((root / "solutions").glob("lab*/**/*.py")):
+        rel = src.relative_to(root / "solutions")
+        lab = rel.parts[0].split("_")[0]
+        text = strip_solutions(src.read_text(), lab, f"solutions/{rel}")
+        files[root / "labs" / rel] = HEADER.format(rel=rel) + text
+    return files
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="only compare; exit 1 on any difference")
+    args = ap.parse_args(argv)
+    files = generate()
+    stale = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
+    if args.check:
+        for p in stale:
+            print(f"{p.relative_to(ROOT)} differs from its generated version: run `make starters`")
+        return 1 if stale else 0
+    for p in stale:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(files[p])
+        print(f"wrote {p.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

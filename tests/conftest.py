@@ -1,0 +1,53 @@
+"""Shared test helpers: run the checker as a user would, copy a lab tree to break it, find leftovers."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_checker(*args, env=None, timeout=300) -> subprocess.CompletedProcess:
+    """`python -m checker ...` in a subprocess, as a learner runs it."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "checker", *map(str, args)], cwd=ROOT, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def processes_with(marker: str) -> list[int]:
+    """PIDs whose command line contains `marker` (a leftover-process detector)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if marker in cmd:
+                found.append(int(entry))
+    return found
+
+
+@pytest.fixture
+def lab_tree(tmp_path):
+    """A private copy of labs/ and solutions/ under tmp_path: a learner tree tests may break."""
+    def make(lab_folder: str = "lab1_baseline") -> Path:
+        for part in ("labs", "solutions"):
+            (tmp_path / part).mkdir(exist_ok=True)
+            (tmp_path / part / "__init__.py").write_text("")
+            shutil.copytree(ROOT / part / lab_folder, tmp_path / part / lab_folder,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.ipynb"))
+        # the shared core is not an exercise: the copy imports the course's own
+        (tmp_path / "labs" / "common").symlink_to(ROOT / "labs" / "common")
+        return tmp_path
+    return make
+
+
+def load_json(path) -> dict:
+    return json.loads(Path(path).read_text())
