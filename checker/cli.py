@@ -142,10 +142,10 @@ def main(argv=None) -> int:
             return cmd_list(console)
         return cmd_grade(args, console)
     except UsageError as e:
-        Console(stderr=True, highlight=False).print(f"checker: {e}", markup=False)
+        print(f"checker: {e}", file=sys.stderr)  # one line, unwrapped, whatever the terminal
         return 2
     except KeyboardInterrupt:
-        Console(stderr=True).print("checker: interrupted; every run was stopped")
+        print("checker: interrupted; every run was stopped", file=sys.stderr)
         return 130
 
 

@@ -36,12 +36,13 @@ def processes_with(marker: str) -> list[int]:
 
 @pytest.fixture
 def lab_tree(tmp_path):
-    """A private copy of labs/ and solutions/ under tmp_path: a learner tree tests may break."""
-    def make(lab_folder: str = "lab1_baseline") -> Path:
-        for part in ("labs", "solutions"):
+    """A private course tree under tmp_path whose labs/ holds a *finished* lab (a copy of the
+    solution, or of the starter with learner_from="labs"): a learner's tree that tests may break."""
+    def make(lab_folder: str = "lab1_baseline", learner_from: str = "solutions") -> Path:
+        for part, src in (("labs", learner_from), ("solutions", "solutions")):
             (tmp_path / part).mkdir(exist_ok=True)
             (tmp_path / part / "__init__.py").write_text("")
-            shutil.copytree(ROOT / part / lab_folder, tmp_path / part / lab_folder,
+            shutil.copytree(ROOT / src / lab_folder, tmp_path / part / lab_folder,
                             ignore=shutil.ignore_patterns("__pycache__", "*.ipynb"))
         # the shared core is not an exercise: the copy imports the course's own
         (tmp_path / "labs" / "common").symlink_to(ROOT / "labs" / "common")

@@ -1,0 +1,90 @@
+"""The checker's contract (COURSE.md): commands, exit codes 0/1/2, one clear line, JSON schema."""
+import textwrap
+import uuid
+
+import pytest
+
+from conftest import load_json, processes_with, run_checker
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_list_names_every_lab1_check():
+    r = run_checker("list")
+    assert r.returncode == 0
+    for name in ("reproducible", "resume_exact", "loss_decreases", "throughput", "throughput_meter",
+                 "memory_reported"):
+        assert name in r.stdout
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["grade", "lab9"], "unknown lab 'lab9'"),
+    (["grade"], "give one lab"),
+    (["grade", "lab1", "--only", "nosuchcheck"], "no check nosuchcheck"),
+    (["grade", "lab1", "--json", "/nonexistent-dir/r.json"], "cannot write the --json report"),
+])
+def test_bad_usage_exits_2_with_one_clear_line(args, needle):
+    r = run_checker(*args)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], r.stderr
+
+
+def test_json_report_follows_the_schema(tmp_path):
+    out = tmp_path / "r.json"
+    r = run_checker("grade", "1", "--solutions", "--only", "memory_reported", "--json", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = load_json(out)
+    assert {k: type(v) for k, v in rep.items() if k != "info"} == {
+        "lab": str, "target": str, "device": str, "world_size": int, "passed": bool, "seconds": float,
+        "checks": list}
+    assert (rep["lab"], rep["target"], rep["device"], rep["passed"]) == ("lab1", "solutions", "cpu", True)
+    (check,) = rep["checks"]
+    assert set(check) == {"name", "passed", "value", "threshold", "unit", "message", "hint"}
+    assert check["name"] == "memory_reported" and check["value"] == check["threshold"] > 0
+    assert "1 of 6 checks" in r.stdout  # a partial run says so
+
+
+def _break(tree, rel, old, new):
+    p = tree / "labs" / "lab1_baseline" / rel
+    text = p.read_text()
+    assert old in text
+    p.write_text(text.replace(old, new))
+
+
+@pytest.mark.parametrize("rel,old,new,needle", [
+    ("step.py", "def train_step(", "def train_step(:", "SyntaxError"),
+    ("step.py", "import torch\n", "import torch\nimport no_such_package_xyz\n", "no_such_package_xyz"),
+    ("__init__.py", "from .step import train_step\n", "", "does not export train_step"),
+])
+def test_learner_code_that_does_not_import_exits_2(lab_tree, rel, old, new, needle):
+    tree = lab_tree()
+    _break(tree, rel, old, new)
+    r = run_checker("grade", "lab1", "--root", tree)
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1 and needle in r.stderr, r.stderr
+    if needle == "SyntaxError":
+        assert "step.py" in r.stderr  # says where
+
+
+HANG = textwrap.dedent('''
+    import os, sys, time
+    if os.fork() == 0:                      # a grandchild that escapes into its own session
+        os.setsid()
+        if os.fork() == 0:
+            os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(600)", "{marker}"])
+        os._exit(0)
+    time.sleep(10**6)                       # and the step itself never returns
+''')
+
+
+def test_code_that_hangs_fails_within_budget_and_leaves_nothing(lab_tree):
+    tree = lab_tree()
+    marker = f"hang-{uuid.uuid4().hex}"
+    _break(tree, "step.py", '    inputs, targets = batch\n',
+           textwrap.indent(HANG.format(marker=marker), "    ") + "    inputs, targets = batch\n")
+    r = run_checker("grade", "lab1", "--root", tree, "--only", "loss_decreases", "-v",
+                    env={"CHECKER_BUDGET_SCALE": "0.1"})
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "hung" in r.stdout and "train_step" in r.stdout  # the stack shows where it was stuck
+    assert processes_with(marker) == []

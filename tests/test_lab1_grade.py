@@ -1,0 +1,84 @@
+"""End to end: the reference passes every lab-1 check, the starter fails every one with its hint,
+and each classic mistake fails exactly the check meant to catch it."""
+import pytest
+
+from checker.labs.lab1 import CHECKS
+from conftest import load_json, run_checker
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+NAMES = [c.name for c in CHECKS]
+
+
+def _grade(tmp_path, *args):
+    out = tmp_path / "report.json"
+    r = run_checker("grade", "lab1", "--json", out, *args)
+    return r, load_json(out)
+
+
+def test_solutions_pass_every_check(tmp_path):
+    r, rep = _grade(tmp_path, "--solutions")
+    assert r.returncode == 0, r.stdout
+    assert [c["name"] for c in rep["checks"]] == NAMES and rep["passed"]
+    assert rep["seconds"] <= 45  # COURSE.md: a grade of one lab takes <= 45 s on 2 cores
+
+
+def test_pristine_starter_fails_every_check_with_its_hint(tmp_path):
+    r, rep = _grade(tmp_path)
+    assert r.returncode == 1
+    by_name = {c["name"]: c for c in rep["checks"]}
+    for check in CHECKS:
+        got = by_name[check.name]
+        assert not got["passed"]
+        assert got["hint"] == check.hint and "labs/lab1_baseline/" in got["hint"]
+        assert "not written yet: TODO(lab1)" in got["message"], got
+
+
+MISTAKES = [  # (file, reference text, the mistake)
+    ("seeding.py", "    torch.manual_seed(seed)\n", "    torch.manual_seed(0)\n"),  # the seed is ignored
+    ("state.py", '        "rng": ckpt.rng_state(),\n', ""),  # RNG not saved: dropout masks differ
+    ("state.py", '    ckpt.set_rng_state(state["rng"])\n', ""),
+    ("meters.py", "        elif self.steps > self.warmup_steps:\n            self.tokens += tokens\n",
+     "        if True:\n            self.tokens += tokens\n"),  # warm-up tokens counted
+    ("step.py", "    _, loss = model(inputs, targets)\n",  # two wasted forward passes
+     "    _, loss = model(inputs, targets)\n    for _ in range(2):\n        model(inputs, targets)\n"),
+    ("meters.py", "for p in model.parameters())\n    grads",  # the tied weight counted twice
+     "for _, p in model.named_parameters(remove_duplicate=False))\n    grads"),
+]
+
+
+@pytest.fixture(scope="module")
+def mistakes_report(tmp_path_factory):
+    """One learner tree with one classic mistake per file, graded once."""
+    import shutil
+
+    from conftest import ROOT
+    tree = tmp_path_factory.mktemp("tree")
+    for part in ("labs", "solutions"):
+        (tree / part).mkdir()
+        (tree / part / "__init__.py").write_text("")
+        shutil.copytree(ROOT / "solutions" / "lab1_baseline", tree / part / "lab1_baseline")
+    (tree / "labs" / "common").symlink_to(ROOT / "labs" / "common")
+    for rel, old, new in MISTAKES:
+        p = tree / "labs" / "lab1_baseline" / rel
+        assert old in p.read_text()
+        p.write_text(p.read_text().replace(old, new))
+    r, rep = _grade(tree, "--root", tree)
+    return r, {c["name"]: c for c in rep["checks"]}
+
+
+@pytest.mark.parametrize("check,needle", [
+    ("reproducible", "seed argument is ignored"),
+    ("resume_exact", "first differs at step"),
+    ("throughput", "yours"),
+    ("throughput_meter", "over the same 10 steps"),
+    ("memory_reported", "params:"),
+])
+def test_each_mistake_fails_its_check(mistakes_report, check, needle):
+    r, checks = mistakes_report
+    assert r.returncode == 1
+    assert not checks[check]["passed"] and needle in checks[check]["message"], checks[check]
+
+
+def test_mistakes_do_not_fail_an_unrelated_check(mistakes_report):
+    _, checks = mistakes_report
+    assert checks["loss_decreases"]["passed"], checks["loss_decreases"]

@@ -1,0 +1,44 @@
+import importlib
+
+import pytest
+
+from checker import starters
+
+
+def test_committed_starters_equal_the_generated_ones():
+    files = starters.generate()
+    assert files, "no lab in solutions/"
+    stale = [str(p) for p, text in files.items() if not p.exists() or p.read_text() != text]
+    assert not stale, f"run `make starters`: {stale}"
+
+
+def test_markers_become_a_todo_at_the_same_indentation():
+    src = ("def f(x):\n"
+           "    # BEGIN SOLUTION return twice \"x\"\n"
+           "    return 2 * x\n"
+           "    # END SOLUTION\n"
+           "import solutions.lab3_sharding.zero\n")
+    out = starters.strip_solutions(src, "lab3", "f.py")
+    assert out == ("def f(x):\n"
+                   "    raise NotImplementedError(\"TODO(lab3): return twice 'x'\")\n"
+                   "import labs.lab3_sharding.zero\n")
+
+
+@pytest.mark.parametrize("src,err", [
+    ("# BEGIN SOLUTION a\n# BEGIN SOLUTION b\n", "inside"),
+    ("# END SOLUTION\n", "without BEGIN"),
+    ("# BEGIN SOLUTION a\nx = 1\n", "never closed"),
+])
+def test_unbalanced_markers_are_errors(src, err):
+    with pytest.raises(ValueError, match=err):
+        starters.strip_solutions(src, "lab1", "f.py")
+
+
+def test_starter_imports_and_each_function_raises_its_todo():
+    lab = importlib.import_module("labs.lab1_baseline")
+    with pytest.raises(NotImplementedError, match=r"TODO\(lab1\): seed"):
+        lab.seed_everything(0)
+    with pytest.raises(NotImplementedError, match=r"TODO\(lab1\)"):
+        lab.train_step(None, None, None, (None, None))
+    train = importlib.import_module("labs.lab1_baseline.train")
+    assert "python -m labs.lab1_baseline.train" in train.__doc__ and "solutions" not in train.__doc__
