@@ -11,6 +11,7 @@ folder, learner code that does not import), always with one clear line saying wh
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import shutil
@@ -71,9 +72,13 @@ def grade_lab(lab: str, args, console: Console) -> LabReport:
     workdir = Path(tempfile.mkdtemp(prefix=f"checker-{lab}-"))
     t0 = time.monotonic()
     try:
-        with console.status(f"{lab}: starting") as status:
+        # A live spinner on a terminal; elsewhere (CI logs, notebooks) one line per finished run.
+        live = sys.stdout.isatty()
+        with (console.status(f"{lab}: starting") if live else contextlib.nullcontext()) as status:
             h = Harness(workdir, lab, target, args.device, root=root,
-                        on_progress=lambda m: status.update(f"{lab}: running {m}"))
+                        on_progress=(lambda m: status.update(f"{lab}: running {m}")) if live else None,
+                        on_finish=None if live else (lambda run: console.print(
+                            f"[dim]{lab}: {run.name} finished in {run.seconds:.1f} s[/]")))
             probe = h.run("probe", "probe", {}, budget_s=60)
             err = probe.error()
             if err:

@@ -110,10 +110,11 @@ class Harness:
     """Runs checker.worker tasks for one grade in a private work directory."""
 
     def __init__(self, workdir: Path, lab: str, target: str, device: str = "auto", root: Path = REPO_ROOT,
-                 on_progress: Callable[[str], None] | None = None):
+                 on_progress: Callable[[str], None] | None = None, on_finish: Callable[[Run], None] | None = None):
         self.workdir = Path(workdir)
         self.lab, self.target, self.device, self.root = lab, target, device, Path(root)
         self.on_progress = on_progress or (lambda msg: None)
+        self.on_finish = on_finish or (lambda run: None)
         become_subreaper()
 
     def _command(self, task: str, out: Path, args: dict, nproc: int) -> list[str]:
@@ -150,6 +151,7 @@ class Harness:
                     run = self._poll(live[name])
                     if run is not None:
                         done[name] = run
+                        self.on_finish(run)
                         del live[name]
                 if live:
                     self.on_progress(", ".join(f"{n} {time.monotonic() - s['t0']:.0f}s" for n, s in live.items()))

@@ -1,0 +1,41 @@
+# Every target sets itself up: a fresh machine needs only python3 (3.10+) with venv and pip.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: setup data demo test test-fast bench lab starters slides clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+setup: $(STAMP)  ## virtual environment with the course installed (editable)
+
+data: setup  ## the generated Markov corpora for the tiny and small models
+	$(BIN)/python -m labs.common.data --vocab 256 4096
+
+demo: setup data  ## grade every reference solution on this machine and print the report cards
+	$(BIN)/checker grade --all --solutions
+
+test: setup  ## the whole suite: units, checker contract, end-to-end grades, notebooks (nbval)
+	COURSE_TARGET=solutions $(BIN)/pytest --nbval-lax tests labs
+
+test-fast: setup  ## everything but the slow end-to-end runs
+	COURSE_TARGET=solutions $(BIN)/pytest -m "not slow" tests
+
+bench: setup data  ## measured figures -> bench/results.json and bench/RESULTS.md
+	$(BIN)/python -m bench.run
+
+lab: setup data  ## JupyterLab on the labs
+	$(BIN)/jupyter lab labs
+
+starters: setup  ## regenerate labs/*/*.py from solutions/ (never edit starters by hand)
+	$(BIN)/python -m checker.starters
+
+slides:  ## slide decks (placeholders until the slides issue lands; see slides/README.md)
+	@cat slides/README.md
+
+clean:
+	rm -rf $(VENV) data runs build .pytest_cache

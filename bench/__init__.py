@@ -1,0 +1,1 @@
+"""`make bench`: the figures the course quotes, measured on this machine (bench/RESULTS.md)."""

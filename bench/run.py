@@ -1,0 +1,109 @@
+"""Measure the course's reference figures on this machine; write bench/results.json and RESULTS.md.
+
+    python -m bench.run            (make bench)
+
+Speeds are medians of repeated windows in one process (this machine's run-to-run noise is ~15%),
+each rank's setting: one CPU thread. Slides and READMEs quote these files, never hand-typed numbers.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from labs.common import dist as cdist
+from labs.common.data import BatchSampler, TokenFile, ensure_corpus
+from labs.common.metrics import flops_per_token
+from labs.common.model import build_model, count_params, get_config
+from labs.common.optim import make_optimizer, make_scheduler
+from solutions.lab1_baseline import model_state_bytes, train_step
+
+OUT = Path(__file__).resolve().parent
+
+
+def cpu_matmul_peak(n: int = 1024, reps: int = 5) -> float:
+    """FLOP/s of a square fp32 matmul on one thread: the CPU 'peak' MFU is quoted against."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - t0)
+    return 2 * n**3 / statistics.median(times)
+
+
+def model_figures(config: str, batch: int, seq: int, windows: int, steps: int, peak: float) -> dict:
+    torch.manual_seed(0)
+    cfg = get_config(config)
+    data = TokenFile.open(ensure_corpus(cfg.vocab_size))
+    model = build_model(cfg)
+    opt = make_optimizer(model)
+    sched = make_scheduler(opt, warmup=10, total=1000)
+    sampler = BatchSampler(data.num_windows(seq), batch)
+    batches = [data.batch(sampler.next_ids(), seq) for _ in range(steps)]
+    train_step(model, opt, sched, batches[0])  # warm-up
+    rates = []
+    for _ in range(windows):
+        t0 = time.perf_counter()
+        for b in batches:
+            train_step(model, opt, sched, b)
+        rates.append(batch * seq * steps / (time.perf_counter() - t0))
+    tps = statistics.median(rates)
+    psi, tensors = count_params(model), len(list(model.parameters()))
+    return {"config": config, "params": psi, "batch": batch, "seq_len": seq, "tokens_per_s": round(tps),
+            "tokens_per_s_windows": [round(r) for r in rates],
+            "mfu_vs_cpu_matmul": round(tps * flops_per_token(cfg, seq) / peak, 4),
+            "model_state_bytes": model_state_bytes(model, opt)["total"], "formula_bytes": 16 * psi + 4 * tensors}
+
+
+def grade_time(lab: str) -> dict:
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "checker", "grade", lab, "--solutions", "--json", f"{d}/r.json"],
+                           capture_output=True, text=True)
+        wall = time.perf_counter() - t0
+        rep = json.loads(Path(f"{d}/r.json").read_text())
+    return {"lab": lab, "exit": r.returncode, "wall_s": round(wall, 1), "checker_s": rep["seconds"],
+            "checks": {c["name"]: c["value"] for c in rep["checks"]}}
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    peak = cpu_matmul_peak()
+    results = {
+        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                    "torch": torch.__version__, "device": cdist.device_name(torch.device("cpu")),
+                    "cpu_matmul_flops_1thread": round(peak)},
+        "models": [model_figures("tiny", 16, 64, windows=5, steps=10, peak=peak),
+                   model_figures("small", 8, 256, windows=3, steps=3, peak=peak)],
+        "grades": [grade_time("lab1")],
+        "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+    (OUT / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    lines = [f"# Benchmark results ({results['measured_at']})", "",
+             f"Machine: {results['machine']['cores']} cores, torch {results['machine']['torch']}, "
+             f"one thread per process; fp32 matmul peak on one thread "
+             f"{peak / 1e9:.1f} GFLOP/s (the CPU MFU reference).", "",
+             "| model | params | batch x seq | tokens/s | MFU vs matmul peak | model-state bytes | 16Ψ + 4·tensors |",
+             "|---|---|---|---|---|---|---|"]
+    for m in results["models"]:
+        lines.append(f"| {m['config']} | {m['params']:,} | {m['batch']} x {m['seq_len']} | {m['tokens_per_s']:,} | "
+                     f"{m['mfu_vs_cpu_matmul']:.1%} | {m['model_state_bytes']:,} | {m['formula_bytes']:,} |")
+    lines += ["", "| grade | exit | wall s | checker s |", "|---|---|---|---|"]
+    for g in results["grades"]:
+        lines.append(f"| `checker grade {g['lab']} --solutions` | {g['exit']} | {g['wall_s']} | {g['checker_s']} |")
+    (OUT / "RESULTS.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
