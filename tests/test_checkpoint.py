@@ -16,7 +16,8 @@ WRITER = textwrap.dedent("""
     from labs.common.checkpoint import atomic_save
     path, mode = sys.argv[1], sys.argv[2]
     for i in range(1, 10**6):
-        obj = {"v": i, "payload": torch.full((10_000_000,), float(i))}   # 40 MB a write
+        obj = {"v": i, "payload": torch.full((10_000_000,), float(i))}   # 40 MB: ~30 ms to write
+        print(f"begin {i}", flush=True)
         if mode == "atomic":
             atomic_save(obj, path)
         else:
@@ -24,18 +25,20 @@ WRITER = textwrap.dedent("""
 """)
 
 
-def _kill_during_writes(tmp_path, mode: str, trials: int = 5) -> list[str]:
-    """SIGKILL a process that rewrites one checkpoint in a loop; report what each kill left."""
+def _kill_during_writes(tmp_path, mode: str, trials: int = 4) -> list[str]:
+    """SIGKILL a process a few ms into its second save of one checkpoint (the first completed);
+    report what each kill left on disk."""
     outcomes = []
-    path = tmp_path / f"{mode}.pt"
     for t in range(trials):
-        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), mode])
-        deadline = time.monotonic() + 60
-        while not path.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.3 + random.Random(t).random() * 0.4)
+        path = tmp_path / f"{mode}-{t}.pt"
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), mode], stdout=subprocess.PIPE, text=True)
+        for line in proc.stdout:  # bounded by the test's timeout
+            if line.strip() == "begin 2":
+                break
+        time.sleep(0.005 + random.Random(t).random() * 0.015)  # inside the ~30 ms write
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+        proc.stdout.close()
         try:
             obj = torch.load(path, weights_only=True)
             ok = bool((obj["payload"] == float(obj["v"])).all())
