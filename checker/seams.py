@@ -32,6 +32,18 @@ SEAMS: dict[str, Seam] = {
                            "training state, written atomically",
         "load_checkpoint": "load_checkpoint(path, model, optimizer, scheduler, sampler) -> step",
     }),
+    "lab2": Seam("lab2", "lab2_ddp", "Data parallelism", {
+        "ShardedSampler": "ShardedSampler(num_windows, batch_size, rank, world_size, seed); .next_ids() this "
+                          "rank's block of the global batch; .set_epoch(e); state_dict()/load_state_dict()",
+        "NaiveDDP": "NaiveDDP(module): broadcast at init; finish_gradient_synchronization() averages every .grad",
+        "BucketedDDP": "BucketedDDP(module, bucket_cap_mb): async bucket all-reduces from grad hooks; "
+                       "no_sync(); finish_gradient_synchronization() waits and writes the averages to .grad",
+        "make_torch_ddp": "make_torch_ddp(module, device, bucket_cap_mb) -> torch DistributedDataParallel",
+        "train_step": "train_step(ddp_model, optimizer, scheduler, micro_batches) -> float; no_sync on all "
+                      "but the last micro-step",
+        "save_checkpoint": "save_checkpoint(path, ddp_model, optimizer, scheduler, sampler, step); every rank calls it",
+        "load_checkpoint": "load_checkpoint(path, ddp_model, optimizer, scheduler, sampler) -> step; every rank",
+    }),
 }
 
 

@@ -7,12 +7,11 @@ count come from the formula, the speed from the checker's timer.
 """
 from __future__ import annotations
 
-import hashlib
 import statistics
 import time
 
 from checker import seams
-from checker.labs._common import Check, error_result
+from checker.labs._common import Check, digest, error_result, probe
 
 LAB = "lab1"
 WORLD_SIZE = 1
@@ -77,14 +76,6 @@ def _setup(seed_fn, seed: int):
     return env, data, model, opt, sched, sampler
 
 
-def _digest(model) -> str:
-    h = hashlib.sha256()
-    for name, p in model.named_parameters():
-        h.update(name.encode())
-        h.update(p.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()[:16]
-
-
 def _val_loss(model, data_dir, device) -> float:
     import torch
     from labs.common.data import TokenFile
@@ -108,16 +99,7 @@ def _run_steps(seam, env, data, model, opt, sched, sampler, start: int, stop: in
 
 
 def task_probe(ctx, target):
-    """Does the learner's package import, is the device there, is the data written?"""
-    import os
-
-    from labs.common.data import ensure_corpus
-    from labs.common.dist import pick_device
-
-    seams.load(LAB, target)
-    device, _ = pick_device(os.environ.get("COURSE_DEVICE", "auto"))
-    ensure_corpus(256)
-    return {"device": device.type}
+    return probe(LAB, target)
 
 
 def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, other_seed=None, evaluate=False):
@@ -136,7 +118,7 @@ def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, 
         ctx.cue("saved")  # the harness SIGKILLs us from here on, mid-training, like a preemption
         _run_steps(seam, env, data, model, opt, sched, sampler, save_at, steps)
         time.sleep(3600)
-    out["digest"] = _digest(model)
+    out["digest"] = digest(model)
     if evaluate:
         out["val_loss"] = _val_loss(model, data.directory, env.device)
         out.update({k: data.meta[k] for k in ("entropy_rate", "uniform_entropy")})

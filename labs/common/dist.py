@@ -133,3 +133,8 @@ def device_rng_state():
 def set_device_rng_state(state) -> None:
     if state is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state)
+
+
+def ddp_device_ids(device: torch.device) -> list[int] | None:
+    """What torch DDP's `device_ids` wants: [the GPU index] on CUDA, None on CPU."""
+    return [device.index] if device.type == "cuda" else None

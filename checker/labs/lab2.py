@@ -1,0 +1,287 @@
+"""Lab 2 checks: sharding, DDP == one process on the global batch, sync, no_sync, overlap, speed, resume.
+
+Every multi-rank run is a torchrun of checker.worker at world size 2 (gloo on CPU). The checker
+drives the learner's wrappers with its own loop and data, compares against a single-process model
+it trains itself on rank 0, and counts all-reduces with its own recorder.
+"""
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+from contextlib import nullcontext
+
+from checker import seams
+from checker.labs._common import Check, CollectiveRecorder, digest, probe
+
+LAB = "lab2"
+WORLD_SIZE = 2
+BATCH, SEQ = 8, 64          # per rank
+SMALL_BUCKET_MB = 0.05      # tiny's 0.48 MB of gradients -> ~10 buckets, so overlap is visible
+N_STEPS, SAVE_AT = 16, 6
+WHERE = "labs/lab2_ddp"
+TOL = 1e-5
+
+CHECKS = [
+    Check("sharding", "ShardedSampler at world sizes 2 and 3: disjoint per-rank batches, every window once "
+          "per epoch, set_epoch reshuffles, state_dict resumes",
+          f"ShardedSampler ({WHERE}/sharding.py): all ranks walk the same epoch order; rank r takes the r-th "
+          "block of batch_size ids of each global batch."),
+    Check("grad_equivalence", "NaiveDDP and BucketedDDP: gradients and weights after each of 3 steps equal "
+          "one process on the concatenated global batch (atol 1e-5)",
+          f"Average, don't sum: all_reduce sums, so divide by the world size ({WHERE}/naive.py, bucketed.py); "
+          "and start from rank 0's weights (broadcast_module)."),
+    Check("ranks_in_sync", "weights bit-identical on every rank after each step, ranks initialised differently",
+          f"broadcast_module ({WHERE}/naive.py) must copy rank 0's parameters and buffers to every rank before "
+          "training; after that identical averaged gradients keep them identical."),
+    Check("no_sync_accumulation", "BucketedDDP, 3 micro-steps: no all-reduce inside no_sync(), the update "
+          "equals one big batch",
+          f"BucketedDDP ({WHERE}/bucketed.py): the grad hook must do nothing while self.sync is False, and the "
+          "last micro-step all-reduces the accumulated gradients."),
+    Check("overlap", "BucketedDDP launches its all-reduces during backward (checker's timestamps)",
+          f"Launch each bucket's dist.all_reduce(..., async_op=True) from the post-accumulate-grad hook as soon "
+          f"as its last gradient arrives ({WHERE}/bucketed.py), and only wait in finish_gradient_synchronization."),
+    Check("throughput", "BucketedDDP tokens/s >= 0.9x torch DDP, same loop, interleaved windows",
+          f"Slower than torch DDP: avoid per-parameter all-reduces, torch.cat/copies per step, or waiting inside "
+          f"the hook ({WHERE}/bucketed.py)."),
+    Check("resume_exact", f"2 ranks, your train_step + BucketedDDP: save at step {SAVE_AT}, SIGKILL, resume "
+          "(seeded differently): losses and weights bit-identical",
+          f"Rank 0 saves what is replicated, every rank its own RNG state; load both on every rank "
+          f"({WHERE}/state.py). Also check ShardedSampler.state_dict."),
+]
+
+
+# ---------------------------------------------------------------- worker side
+def _model(seed: int, dropout: float = 0.0):
+    import dataclasses
+
+    import torch
+    from labs.common.model import build_model, get_config
+
+    torch.manual_seed(seed)
+    return build_model(dataclasses.replace(get_config("tiny"), dropout=dropout))
+
+
+def _data():
+    from labs.common.data import TokenFile, ensure_corpus
+
+    return TokenFile.open(ensure_corpus(256))
+
+
+def task_probe(ctx, target):
+    return probe(LAB, target)
+
+
+def task_sharding(ctx, target):
+    seam = seams.load(LAB, target)
+    out = {}
+    for world in (2, 3):
+        def one(world=world):
+            n, b = 100, 4
+            ranks = [seam.ShardedSampler(n, b, r, world, seed=5) for r in range(world)]
+            per_epoch = n // (b * world)
+            epoch0 = [[list(map(int, s.next_ids())) for _ in range(per_epoch)] for s in ranks]
+            ids = [i for rank in epoch0 for batch in rank for i in batch]
+            sizes_ok = all(len(batch) == b for rank in epoch0 for batch in rank)
+            next_epoch = [list(map(int, s.next_ids())) for s in ranks]
+            resumed = seam.ShardedSampler(n, b, 0, world, seed=5)
+            resumed.load_state_dict(ranks[0].state_dict())
+            resumes = all(list(resumed.next_ids()) == list(ranks[0].next_ids()) for _ in range(3))
+            ranks[0].set_epoch(0)
+            return {"unique": len(set(ids)), "seen": len(ids), "expected": per_epoch * b * world,
+                    "sizes_ok": sizes_ok, "reshuffled": next_epoch[0] != epoch0[0][0],
+                    "set_epoch": list(map(int, ranks[0].next_ids())) == epoch0[0][0], "resumes": resumes}
+        out[f"w{world}"], out[f"w{world}_error"] = ctx.attempt(one)
+    return out
+
+
+def _equivalence(ctx, seam, rec, make, env, steps=3):
+    """Wrapped model on 2 ranks vs rank 0's copy trained alone on the concatenated global batch."""
+    import torch
+    import torch.distributed as dist
+    from labs.common.optim import make_optimizer
+
+    data, rank, world = _data(), env.rank, env.world_size
+    model = _model(seed=100 + rank).to(env.device)        # different on purpose: broadcast must fix it
+    ref = copy.deepcopy(model) if rank == 0 else None      # rank 0's initial weights are the truth
+    ddp = make(model)
+    opt = make_optimizer(model)
+    ref_opt = make_optimizer(ref) if ref is not None else None
+    res = {"grad_diff": [], "param_diff": [], "in_sync": [], "launched_in_backward": [], "calls": []}
+    for s in range(steps):
+        ids = range(s * BATCH * world, (s + 1) * BATCH * world)
+        x, y = data.batch(list(ids)[rank * BATCH:(rank + 1) * BATCH], SEQ, env.device)
+        opt.zero_grad(set_to_none=True)
+        rec.start()
+        _, loss = ddp(x, y)
+        loss.backward()
+        t_backward_end = time.perf_counter()
+        ddp.finish_gradient_synchronization()
+        calls = rec.stop()
+        grads = [p.grad.detach().clone() for p in model.parameters()]
+        opt.step()
+        digests = [None] * world
+        dist.all_gather_object(digests, digest(model))
+        res["in_sync"].append(len(set(digests)) == 1)
+        res["calls"].append(len(calls))
+        res["launched_in_backward"].append(sum(t < t_backward_end for t, _ in calls))
+        if ref is not None:
+            ref_opt.zero_grad(set_to_none=True)
+            _, ref_loss = ref(*data.batch(list(ids), SEQ, env.device))
+            ref_loss.backward()
+            res["grad_diff"].append(max((g - p.grad).abs().max().item() for g, p in zip(grads, ref.parameters())))
+            ref_opt.step()
+            res["param_diff"].append(max((p - q).abs().max().item() for p, q in zip(model.parameters(), ref.parameters())))
+    del ddp
+    return res
+
+
+def _no_sync(ctx, seam, rec, env, k=3):
+    import torch
+    from labs.common.optim import make_optimizer  # noqa: F401  (same optimizer as elsewhere)
+
+    data, rank, world = _data(), env.rank, env.world_size
+    model = _model(seed=200 + rank).to(env.device)
+    ref = copy.deepcopy(model) if rank == 0 else None
+    ddp = seam.BucketedDDP(model, bucket_cap_mb=SMALL_BUCKET_MB)
+    calls = []
+    for i in range(k):
+        ids = list(range(i * BATCH * world, (i + 1) * BATCH * world))
+        x, y = data.batch(ids[rank * BATCH:(rank + 1) * BATCH], SEQ, env.device)
+        rec.start()
+        with ddp.no_sync() if i < k - 1 else nullcontext():
+            _, loss = ddp(x, y)
+            (loss / k).backward()
+        if i == k - 1:
+            ddp.finish_gradient_synchronization()
+        calls.append(len(rec.stop()))
+    out = {"calls": calls}
+    if ref is not None:
+        x, y = data.batch(list(range(k * BATCH * world)), SEQ, env.device)
+        _, loss = ref(x, y)
+        loss.backward()
+        out["grad_diff"] = max((p.grad - q.grad).abs().max().item() for p, q in zip(model.parameters(), ref.parameters()))
+    return out
+
+
+def task_correctness(ctx, target):
+    from labs.common import dist as cdist
+
+    env = cdist.init(timeout_s=30)
+    rec = CollectiveRecorder()  # before the learner's code is imported
+    seam = seams.load(LAB, target)
+    out = ctx.partial
+    for name, make in (("naive", seam.NaiveDDP),
+                       ("bucketed", lambda m: seam.BucketedDDP(m, bucket_cap_mb=SMALL_BUCKET_MB))):
+        out[name], out[f"{name}_error"] = ctx.attempt(lambda make=make: _equivalence(ctx, seam, rec, make, env))
+    out["no_sync"], out["no_sync_error"] = ctx.attempt(lambda: _no_sync(ctx, seam, rec, env))
+    cdist.teardown()
+    return out
+
+
+def task_throughput(ctx, target, windows=12, steps=6):
+    import torch
+    from labs.common import dist as cdist
+    from labs.common.optim import make_optimizer
+
+    env = cdist.init(timeout_s=30)
+    seam, ref = seams.load(LAB, target), seams.load(LAB, "solutions")
+    data = _data()
+    kinds = {"bucketed": lambda m: seam.BucketedDDP(m), "torch": lambda m: ref.make_torch_ddp(m, env.device),
+             "naive": lambda m: seam.NaiveDDP(m)}
+    setups = {}
+    for name, make in kinds.items():
+        model = _model(seed=1).to(env.device)
+        setups[name] = (make(model), make_optimizer(model))
+    batches = [data.batch(list(range((s * 2 + env.rank) * BATCH, (s * 2 + env.rank + 1) * BATCH)), SEQ, env.device)
+               for s in range(steps)]
+
+    def window(name):
+        ddp, opt = setups[name]
+        t0 = time.perf_counter()
+        for x, y in batches:
+            opt.zero_grad(set_to_none=True)
+            ddp(x, y)[1].backward()
+            getattr(ddp, "finish_gradient_synchronization", lambda: None)()
+            opt.step()
+        cdist.synchronize(env.device)
+        return BATCH * SEQ * env.world_size * steps / (time.perf_counter() - t0)
+
+    for name in setups:
+        window(name)  # warm-up
+    rates = {name: [] for name in setups}
+    for w in range(windows):  # the graded pair alternates A B B A ...; naive (4x slower) is timed once, for the record
+        for name in (("bucketed", "torch") if w % 2 == 0 else ("torch", "bucketed")):
+            rates[name].append(window(name))
+    rates["naive"].append(window("naive"))
+    cdist.teardown()
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    return {"tokens_per_s": med, "ratio": statistics.median(a / b for a, b in zip(rates["bucketed"], rates["torch"]))}
+
+
+def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False):
+    """The learner's train_step, BucketedDDP, ShardedSampler and checkpoint, at world size 2, with dropout."""
+    import torch
+    from labs.common import dist as cdist
+    from labs.common.optim import make_optimizer, make_scheduler
+
+    env = cdist.init(timeout_s=30)
+    seam = seams.load(LAB, target)
+    out = ctx.partial
+    data = _data()
+    model = _model(seed=seed + env.rank, dropout=0.1).to(env.device)
+    torch.manual_seed(seed + env.rank)
+    ddp = seam.BucketedDDP(model)
+    opt = make_optimizer(model)
+    sched = make_scheduler(opt, warmup=5, total=steps)
+    sampler = seam.ShardedSampler(data.num_windows(SEQ), BATCH, env.rank, env.world_size, seed=0)
+    start = seam.load_checkpoint(ckpt, ddp, opt, sched, sampler) if resume else 0
+    out.update(start=start, losses=[])
+
+    def run(a, b):
+        for _ in range(a, b):
+            loss = seam.train_step(ddp, opt, sched, [data.batch(sampler.next_ids(), SEQ, env.device) for _ in range(2)])
+            out["losses"].append(float(loss).hex())
+
+    run(start, save_at or steps)
+    if save_at:
+        seam.save_checkpoint(ckpt, ddp, opt, sched, sampler, save_at)
+        ctx.write(out)
+        ctx.cue("saved")
+        run(save_at, steps)
+        time.sleep(3600)
+    out["digest"] = digest(model)
+    cdist.teardown()
+    return out
+
+
+TASKS = {"probe": task_probe, "sharding": task_sharding, "correctness": task_correctness,
+         "throughput": task_throughput, "train": task_train}
+
+# ---------------------------------------------------------------- checker side
+RUNS = {"sharding": {"sharding"}, "grad_equivalence": {"correctness"}, "ranks_in_sync": {"correctness"},
+        "no_sync_accumulation": {"correctness"}, "overlap": {"correctness"}, "throughput": {"throughput"},
+        "resume_exact": {"full", "resume_1", "resume_2"}}
+
+
+def grade(h, checks):
+    from checker.labs import lab2_eval
+
+    need = set().union(*(RUNS[c.name] for c in checks))
+    ckpt = str(h.workdir / "ckpt.pt")
+    phases = [
+        [dict(name="correctness", task="correctness", nproc=2, budget_s=90),
+         dict(name="sharding", task="sharding", budget_s=60)],
+        [dict(name="full", task="train", nproc=2, budget_s=90, args=dict(seed=7, steps=N_STEPS)),
+         dict(name="resume_1", task="train", nproc=2, budget_s=90, kill_on="saved",
+              args=dict(seed=7, steps=N_STEPS, save_at=SAVE_AT, ckpt=ckpt))],
+        [dict(name="resume_2", task="train", nproc=2, budget_s=90,
+              args=dict(seed=7 + 777, steps=N_STEPS, resume=True, ckpt=ckpt))],
+        [dict(name="throughput", task="throughput", nproc=2, budget_s=120)],
+    ]
+    runs = {}
+    for phase in phases:
+        todo = [s for s in phase if s["name"] in need]
+        if todo:
+            runs.update(h.run_many(todo, parallel=2))
+    return [lab2_eval.EVALUATORS[c.name](c, runs) for c in checks], lab2_eval.info(runs)

@@ -1,0 +1,133 @@
+"""Lab 2: from the runs' measurements to pass/fail. Thresholds are stated once, here."""
+from __future__ import annotations
+
+from checker.labs._common import Check, error_result
+from checker.labs.lab1_eval import _diverged_at, _first_error
+from checker.labs.lab2 import SAVE_AT, TOL
+from checker.report import CheckResult
+
+THROUGHPUT_MIN = 0.9    # BucketedDDP / torch DDP tokens/s, medians of interleaved windows
+OVERLAP_MIN = 0.5       # fraction of the bucketed all-reduces launched before backward returned
+
+
+def _part(runs, run: str, part: str):
+    """(result of one part of a run, error) — a run's parts fail independently."""
+    err = _first_error(runs, run)
+    if err:
+        return None, err
+    res = runs[run].result
+    return res.get(part), res.get(f"{part}_error")
+
+
+def sharding(c: Check, runs) -> CheckResult:
+    problems = []
+    for w in ("w2", "w3"):
+        r, err = _part(runs, "sharding", w)
+        if err:
+            return error_result(c, err)
+        world = w[1]
+        if r["seen"] != r["unique"]:
+            problems.append(f"world {world}: {r['seen'] - r['unique']} windows read twice in one epoch")
+        if r["unique"] != r["expected"]:
+            problems.append(f"world {world}: {r['unique']} distinct windows per epoch, expected {r['expected']}")
+        for key, what in (("sizes_ok", "a batch is not batch_size long"), ("reshuffled", "epoch 1 repeats epoch 0"),
+                          ("set_epoch", "set_epoch(0) does not restart epoch 0"),
+                          ("resumes", "a sampler loaded from state_dict() reads other ids")):
+            if not r[key]:
+                problems.append(f"world {world}: {what}")
+    return CheckResult(c.name, not problems, hint=c.hint,
+                       message="; ".join(problems) or "world sizes 2 and 3: disjoint, complete, reshuffled, resumable")
+
+
+def grad_equivalence(c: Check, runs) -> CheckResult:
+    worst, notes = 0.0, []
+    for name in ("naive", "bucketed"):
+        r, err = _part(runs, "correctness", name)
+        if err:
+            return error_result(c, {**err, "message": f"{name}: {err.get('message', '')}"}, unit="max abs diff")
+        d = max(max(r["grad_diff"]), max(r["param_diff"]))
+        worst = max(worst, d)
+        notes.append(f"{name} {d:.1e}")
+    return CheckResult(c.name, worst <= TOL, value=worst, threshold=TOL, unit="max abs diff", hint=c.hint,
+                       message="vs one process on the global batch, 3 steps: " + ", ".join(notes))
+
+
+def ranks_in_sync(c: Check, runs) -> CheckResult:
+    for name in ("naive", "bucketed"):
+        r, err = _part(runs, "correctness", name)
+        if err:
+            return error_result(c, err)
+        if not all(r["in_sync"]):
+            step = r["in_sync"].index(False) + 1
+            return CheckResult(c.name, False, hint=c.hint,
+                               message=f"{name}: ranks hold different weights after step {step}")
+    return CheckResult(c.name, True, hint=c.hint, message="naive and bucketed: identical weights on both ranks "
+                                                          "after every step")
+
+
+def no_sync_accumulation(c: Check, runs) -> CheckResult:
+    r, err = _part(runs, "correctness", "no_sync")
+    if err:
+        return error_result(c, err, unit="max abs diff")
+    early, last = r["calls"][:-1], r["calls"][-1]
+    if any(early) or last == 0:
+        return CheckResult(c.name, False, hint=c.hint,
+                           message=f"all-reduces per micro-step {r['calls']}: expected none inside no_sync() "
+                                   "and at least one on the last micro-step")
+    d = r["grad_diff"]
+    return CheckResult(c.name, d <= TOL, value=d, threshold=TOL, unit="max abs diff", hint=c.hint,
+                       message=f"all-reduces per micro-step {r['calls']}; gradient vs one batch of 3x the size: {d:.1e}")
+
+
+def overlap(c: Check, runs) -> CheckResult:
+    r, err = _part(runs, "correctness", "bucketed")
+    if err:
+        return error_result(c, err, unit="of all-reduces")
+    launched, calls = sum(r["launched_in_backward"]), sum(r["calls"])
+    frac = launched / calls if calls else 0.0
+    naive, _ = _part(runs, "correctness", "naive")
+    ref = f"; naive: {sum(naive['launched_in_backward'])}/{sum(naive['calls'])}" if naive else ""
+    return CheckResult(c.name, frac >= OVERLAP_MIN, value=round(frac, 3), threshold=OVERLAP_MIN, unit="of all-reduces",
+                       hint=c.hint, message=f"{launched}/{calls} bucket all-reduces started before backward returned{ref}")
+
+
+def throughput(c: Check, runs) -> CheckResult:
+    err = _first_error(runs, "throughput")
+    if err:
+        return error_result(c, err, unit="x torch DDP")
+    r = runs["throughput"].result
+    t = r["tokens_per_s"]
+    return CheckResult(c.name, r["ratio"] >= THROUGHPUT_MIN, value=round(r["ratio"], 3), threshold=THROUGHPUT_MIN,
+                       unit="x torch DDP", hint=c.hint,
+                       message=f"bucketed {t['bucketed']:,.0f}, torch DDP {t['torch']:,.0f}, naive {t['naive']:,.0f} "
+                               "tokens/s (2 ranks)")
+
+
+def resume_exact(c: Check, runs) -> CheckResult:
+    err = _first_error(runs, "full", "resume_1", "resume_2")
+    if err:
+        return error_result(c, err)
+    runs_ok = runs["resume_1"].killed_on_cue
+    full, r1, r2 = (runs[n].results for n in ("full", "resume_1", "resume_2"))
+    if not runs_ok:
+        return CheckResult(c.name, False, hint=c.hint, message="the first half never reported its checkpoint saved")
+    if r2[0]["start"] != SAVE_AT:
+        return CheckResult(c.name, False, hint=c.hint,
+                           message=f"load_checkpoint returned step {r2[0]['start']}, saved at {SAVE_AT}")
+    for rank in range(len(full)):
+        resumed = r1[rank]["losses"] + r2[rank]["losses"]
+        if resumed != full[rank]["losses"] or r2[rank]["digest"] != full[rank]["digest"]:
+            return CheckResult(c.name, False, hint=c.hint,
+                               message=f"rank {rank}: resumed run {_diverged_at(resumed, full[rank]['losses'])}")
+    n = len(full[0]["losses"])
+    return CheckResult(c.name, True, value=n, threshold=n, unit="identical steps", hint=c.hint,
+                       message=f"both ranks: steps {SAVE_AT + 1}-{n} and final weights bit-identical after SIGKILL")
+
+
+EVALUATORS = {f.__name__: f for f in (sharding, grad_equivalence, ranks_in_sync, no_sync_accumulation, overlap,
+                                      throughput, resume_exact)}
+
+
+def info(runs) -> list[tuple[str, str]]:
+    return [(f"run {name}", f"{run.seconds:.1f} s" + (" (killed on cue)" if run.killed_on_cue else ""))
+            for name, run in runs.items()]

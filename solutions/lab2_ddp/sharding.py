@@ -1,0 +1,36 @@
+"""Rank-sharded data: every rank reads its own slice of one global batch.
+
+All ranks compute the same epoch order (seeded by (seed, epoch), lab 1's BatchSampler). Global
+step s covers windows order[s*G : (s+1)*G] with G = batch_size * world_size; rank r takes the
+r-th block of batch_size of them. So:
+  - the ranks' batches are disjoint, and an epoch shows every window once across ranks;
+  - concatenated in rank order they are exactly the batch a single process with batch G reads,
+    which is what makes "DDP == one process on the global batch" true, and testable;
+  - the sampler's state (epoch, global cursor) is the same on every rank, and still means the
+    same data if the job resumes at another world size.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from labs.common.data import BatchSampler
+
+
+class ShardedSampler(BatchSampler):
+    def __init__(self, num_windows: int, batch_size: int, rank: int, world_size: int, seed: int = 0):
+        """batch_size is per rank; the global batch is batch_size * world_size windows."""
+        super().__init__(num_windows, batch_size * world_size, seed)
+        self.rank, self.world_size, self.local_batch = rank, world_size, batch_size
+
+    def next_ids(self) -> np.ndarray:
+        """This rank's window ids for the next global step."""
+        # BEGIN SOLUTION take the next global batch (BatchSampler.next_ids) and return this rank's contiguous block of local_batch ids
+        global_ids = super().next_ids()
+        return global_ids[self.rank * self.local_batch: (self.rank + 1) * self.local_batch]
+        # END SOLUTION
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start `epoch` from its beginning (its order is reshuffled by the (seed, epoch) generator)."""
+        # BEGIN SOLUTION set the epoch and rewind the cursor to 0
+        self.epoch, self.cursor = epoch, 0
+        # END SOLUTION

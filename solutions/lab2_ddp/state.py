@@ -1,0 +1,51 @@
+"""Lab 1's checkpoint, for N ranks: what is replicated is written once, what differs per rank N times.
+
+Replicated on every rank (that is DDP's invariant): weights, AdamW moments, scheduler, sampler
+position (a global cursor), step -> rank 0 writes them, as `model.module`'s state dict so the
+file loads into an unwrapped model too. Different on every rank: the RNG streams (each rank
+draws its own dropout masks) -> each rank writes its own small file.
+Order matters: every rank writes its RNG file, a barrier, then rank 0 writes the main file last,
+atomically. The main file existing means the whole checkpoint is complete.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch.distributed as dist
+
+from labs.common import checkpoint as ckpt
+
+
+def rng_path(path, rank: int) -> Path:
+    path = Path(path)
+    return path.with_name(f"{path.stem}.rng-rank{rank}{path.suffix}")
+
+
+def save_checkpoint(path, model, optimizer, scheduler, sampler, step: int) -> None:
+    """Every rank calls this. `model` is the DDP wrapper (its .module is the GPT)."""
+    # BEGIN SOLUTION each rank atomic_saves its rng_state() to rng_path(path, rank); barrier; rank 0 atomic_saves model.module, optimizer, scheduler, sampler state dicts and the step to path; barrier
+    rank = dist.get_rank()
+    ckpt.atomic_save({"rng": ckpt.rng_state(), "step": step}, rng_path(path, rank))
+    dist.barrier()
+    if rank == 0:
+        ckpt.atomic_save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
+                          "scheduler": scheduler.state_dict(), "sampler": sampler.state_dict(),
+                          "step": step, "world_size": dist.get_world_size()}, path)
+    dist.barrier()
+    # END SOLUTION
+
+
+def load_checkpoint(path, model, optimizer, scheduler, sampler) -> int:
+    """Every rank calls this; returns the step to continue from."""
+    # BEGIN SOLUTION every rank loads the main file into model.module, optimizer, scheduler, sampler, then its own RNG file (check both hold the same step); return the step
+    state = ckpt.load(path)
+    model.module.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    sampler.load_state_dict(state["sampler"])
+    mine = ckpt.load(rng_path(path, dist.get_rank()))
+    if mine["step"] != state["step"]:
+        raise RuntimeError(f"RNG file is from step {mine['step']}, the checkpoint from {state['step']}")
+    ckpt.set_rng_state(mine["rng"])
+    return state["step"]
+    # END SOLUTION
