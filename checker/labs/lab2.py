@@ -179,7 +179,7 @@ def task_correctness(ctx, target):
     return out
 
 
-def task_throughput(ctx, target, windows=12, steps=6):
+def task_throughput(ctx, target, windows=20, steps=4):
     import torch
     from labs.common import dist as cdist
     from labs.common.optim import make_optimizer

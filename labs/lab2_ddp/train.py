@@ -15,6 +15,7 @@ and the log (global tokens/s, exposed communication time).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from .torch_ddp import make_torch_ddp
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="tiny")
+    ap.add_argument("--dropout", type=float, default=None, help="override the config's (0: runs at any world size coincide)")
     ap.add_argument("--ddp", choices=["naive", "bucketed", "torch"], default="bucketed")
     ap.add_argument("--bucket-mb", type=float, default=25.0)
     ap.add_argument("--accum", type=int, default=1, help="micro-steps per optimizer step")
@@ -68,6 +70,8 @@ def main(argv=None) -> None:
     if not dist.is_initialized():
         raise SystemExit("lab 2 needs a process group: launch with `torchrun --nproc_per_node N -m ...`")
     cfg = get_config(args.config)
+    if args.dropout is not None:
+        cfg = dataclasses.replace(cfg, dropout=args.dropout)
     seq = cfg.block_size
     out, ckpt_path = Path(args.out), Path(args.out) / "ckpt.pt"
 

@@ -1,0 +1,55 @@
+"""End to end, lab 2 at world size 2: the reference passes, the starter fails with hints, and each
+classic DDP mistake fails the check meant to catch it."""
+import pytest
+
+from checker.labs.lab2 import CHECKS
+from conftest import load_json, run_checker
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+def _grade(out_dir, *args):
+    r = run_checker("grade", "lab2", "--json", out_dir / "report.json", *args)
+    return r, {c["name"]: c for c in load_json(out_dir / "report.json")["checks"]}
+
+
+def test_solutions_pass_every_check(tmp_path):
+    r, checks = _grade(tmp_path, "--solutions")
+    assert r.returncode == 0, r.stdout
+    assert list(checks) == [c.name for c in CHECKS]
+    assert load_json(tmp_path / "report.json")["seconds"] <= 45
+
+
+def test_pristine_starter_fails_every_check_with_its_hint(tmp_path):
+    r, checks = _grade(tmp_path)
+    assert r.returncode == 1
+    for c in CHECKS:
+        assert not checks[c.name]["passed"] and checks[c.name]["hint"] == c.hint
+        assert "TODO(lab2)" in checks[c.name]["message"], checks[c.name]
+
+
+MISTAKES = {
+    "sum_not_average": ("grad_equivalence", "vs one process on the global batch", [
+        ("bucketed.py", "b.flat.div_(self.world_size)", "b.flat.div_(1)"),
+        ("naive.py", "p.grad.div_(self.world_size)", "p.grad.div_(1)")]),
+    "no_sync_ignored": ("no_sync_accumulation", "expected none inside no_sync()", [
+        ("bucketed.py", "        if not self.sync:\n            return\n", "")]),
+    "all_reduce_after_backward": ("overlap", "0/", [  # the hook only copies; finish() does blocking all-reduces
+        ("bucketed.py", "            b.flat.div_(self.world_size)\n            b.work = dist.all_reduce(b.flat, async_op=True)\n",
+         "            pass\n"),
+        ("bucketed.py", "            if b.work is None:", "            if False:"),
+        ("bucketed.py", "            b.work.wait()\n", "            b.flat.div_(self.world_size)\n            dist.all_reduce(b.flat)\n")]),
+}
+
+
+@pytest.mark.parametrize("mistake", sorted(MISTAKES))
+def test_each_mistake_fails_its_check(lab_tree, mistake):
+    check, needle, edits = MISTAKES[mistake]
+    tree = lab_tree("lab2_ddp")
+    for rel, old, new in edits:
+        p = tree / "labs" / "lab2_ddp" / rel
+        assert old in p.read_text(), (rel, old)
+        p.write_text(p.read_text().replace(old, new))
+    r, checks = _grade(tree, "--root", tree, "--only", check)
+    assert r.returncode == 1, r.stdout
+    assert not checks[check]["passed"] and needle in checks[check]["message"], checks[check]
