@@ -76,6 +76,13 @@ def grade_time(lab: str) -> dict:
             "checks": {c["name"]: c["value"] for c in rep["checks"]}}
 
 
+def torchrun(nproc: int, mode: str) -> dict:
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+                        "-m", "bench.dist_bench", mode, f"{d}/out.json"], check=True, capture_output=True)
+        return json.loads(Path(f"{d}/out.json").read_text())
+
+
 def main() -> None:
     torch.set_num_threads(1)
     peak = cpu_matmul_peak()
@@ -85,7 +92,9 @@ def main() -> None:
                     "cpu_matmul_flops_1thread": round(peak)},
         "models": [model_figures("tiny", 16, 64, windows=5, steps=10, peak=peak),
                    model_figures("small", 8, 256, windows=3, steps=3, peak=peak)],
-        "grades": [grade_time("lab1")],
+        "ddp": [torchrun(1, "ddp"), torchrun(2, "ddp")],
+        "allreduce": torchrun(2, "allreduce"),
+        "grades": [grade_time("lab1"), grade_time("lab2")],
         "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
     (OUT / "results.json").write_text(json.dumps(results, indent=1) + "\n")
@@ -98,6 +107,19 @@ def main() -> None:
     for m in results["models"]:
         lines.append(f"| {m['config']} | {m['params']:,} | {m['batch']} x {m['seq_len']} | {m['tokens_per_s']:,} | "
                      f"{m['mfu_vs_cpu_matmul']:.1%} | {m['model_state_bytes']:,} | {m['formula_bytes']:,} |")
+    one, two = results["ddp"]
+    lines += ["", "Data parallel, `tiny`, 16 x 64 tokens per rank (weak scaling), medians of interleaved windows:", "",
+              "| ranks | naive tokens/s | bucketed tokens/s | torch DDP tokens/s | bucketed / torch |", "|---|---|---|---|---|"]
+    for r in results["ddp"]:
+        t = r["tokens_per_s"]
+        lines.append(f"| {r['world_size']} | {t['naive']:,} | {t['bucketed']:,} | {t['torch']:,} | {r['bucketed_over_torch']} |")
+    eff = {k: two["tokens_per_s"][k] / (2 * one["tokens_per_s"][k]) for k in one["tokens_per_s"]}
+    lines += ["", "Scaling efficiency at 2 ranks, tokens/s(2) / (2 x tokens/s(1)): " +
+              ", ".join(f"{k} {v:.0%}" for k, v in eff.items()), "",
+              f"All-reduce on {results['allreduce']['backend']}, {results['allreduce']['world_size']} ranks "
+              "(busbw = algbw x 2(n-1)/n):", "", "| bytes | ms | algbw GB/s | busbw GB/s |", "|---|---|---|---|"]
+    for r in results["allreduce"]["rows"]:
+        lines.append(f"| {r['bytes']:,} | {r['ms']} | {r['algbw_GBps']} | {r['busbw_GBps']} |")
     lines += ["", "| grade | exit | wall s | checker s |", "|---|---|---|---|"]
     for g in results["grades"]:
         lines.append(f"| `checker grade {g['lab']} --solutions` | {g['exit']} | {g['wall_s']} | {g['checker_s']} |")
