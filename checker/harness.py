@@ -117,10 +117,10 @@ class Harness:
         self.on_finish = on_finish or (lambda run: None)
         become_subreaper()
 
-    def _command(self, task: str, out: Path, args: dict, nproc: int) -> list[str]:
+    def _command(self, task: str, out: Path, args: dict, nproc: int, torchrun: bool = False) -> list[str]:
         worker = ["-m", "checker.worker", "--lab", self.lab, "--task", task, "--target", self.target,
                   "--root", str(self.root), "--out", str(out), "--args", json.dumps(args)]
-        if nproc == 1:
+        if nproc == 1 and not torchrun:
             return [sys.executable, *worker]
         # --standalone: a private rendezvous on a port the OS picks; never a fixed port.
         return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
@@ -136,7 +136,8 @@ class Harness:
         return env
 
     def run_many(self, specs: list[dict], parallel: int = 2) -> dict[str, Run]:
-        """Run specs (dicts: name, task, args, budget_s, nproc=1, kill_on=None) `parallel` at a time.
+        """Run specs (dicts: name, task, args, budget_s, nproc=1, torchrun=False, kill_on=None) `parallel` at a
+        time. nproc > 1 (or torchrun=True, for a process group of one) launches under torchrun.
 
         `kill_on` names a file the worker creates (e.g. after a checkpoint); when it appears the run
         is SIGKILLed, as a preemption or an OOM-kill would do. That is a cue, not a failure.
@@ -173,7 +174,7 @@ class Harness:
         log_path = self.workdir / f"{name}.log"
         args = {**spec.get("args", {}), "workdir": str(self.workdir)}
         log = open(log_path, "wb")
-        proc = subprocess.Popen(self._command(spec["task"], out, args, nproc), cwd=self.workdir,
+        proc = subprocess.Popen(self._command(spec["task"], out, args, nproc, spec.get("torchrun", False)), cwd=self.workdir,
                                 env=self._env(), stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()

@@ -44,6 +44,16 @@ SEAMS: dict[str, Seam] = {
         "save_checkpoint": "save_checkpoint(path, ddp_model, optimizer, scheduler, sampler, step); every rank calls it",
         "load_checkpoint": "load_checkpoint(path, ddp_model, optimizer, scheduler, sampler) -> step; every rank",
     }),
+    "lab3": Seam("lab3", "lab3_sharding", "Sharding: ZeRO, FSDP2, DeepSpeed", {
+        "partition": "partition(sizes, world_size) -> owner rank per tensor, balanced by elements",
+        "ShardedOptimizer": "ShardedOptimizer(params or groups, optimizer_cls, **defaults); .optim holds this "
+                            "rank's state only; .step() steps owned params and broadcasts every param from its owner",
+        "apply_fsdp": "apply_fsdp(model, mixed_precision=False) -> model with fully_shard per block and on the root",
+        "model_state_bytes": "model_state_bytes(model, optimizer) -> {params, grads, optimizer, total}, local shards",
+        "save_sharded": "save_sharded(root, model, optimizer, scheduler, sampler, step) with DCP; every rank",
+        "load_sharded": "load_sharded(root, model, optimizer, scheduler, sampler) -> step, at any world size",
+        "make_engine": "make_engine(model, stage, micro_batch) -> a DeepSpeed engine for ZeRO stage 0-3",
+    }),
 }
 
 

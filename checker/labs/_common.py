@@ -44,12 +44,13 @@ def probe(lab: str, target: str, vocab: int = 256) -> dict:
     return {"device": device.type}
 
 
-def digest(model) -> str:
-    """A fingerprint of every parameter's exact bytes: equal digests mean bit-identical weights."""
+def digest(named_tensors) -> str:
+    """A fingerprint of (name, tensor) pairs' exact bytes (e.g. model.named_parameters()):
+    equal digests mean bit-identical weights."""
     import hashlib
 
     h = hashlib.sha256()
-    for name, p in model.named_parameters():
+    for name, p in named_tensors:
         h.update(name.encode())
         h.update(p.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()[:16]

@@ -118,7 +118,7 @@ def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, 
         ctx.cue("saved")  # the harness SIGKILLs us from here on, mid-training, like a preemption
         _run_steps(seam, env, data, model, opt, sched, sampler, save_at, steps)
         time.sleep(3600)
-    out["digest"] = digest(model)
+    out["digest"] = digest(model.named_parameters())
     if evaluate:
         out["val_loss"] = _val_loss(model, data.directory, env.device)
         out.update({k: data.meta[k] for k in ("entropy_rate", "uniform_entropy")})

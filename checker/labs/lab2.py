@@ -121,7 +121,7 @@ def _equivalence(ctx, seam, rec, make, env, steps=3):
         grads = [p.grad.detach().clone() for p in model.parameters()]
         opt.step()
         digests = [None] * world
-        dist.all_gather_object(digests, digest(model))
+        dist.all_gather_object(digests, digest(model.named_parameters()))
         res["in_sync"].append(len(set(digests)) == 1)
         res["calls"].append(len(calls))
         res["launched_in_backward"].append(sum(t < t_backward_end for t, _ in calls))
@@ -250,7 +250,7 @@ def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False):
         ctx.cue("saved")
         run(save_at, steps)
         time.sleep(3600)
-    out["digest"] = digest(model)
+    out["digest"] = digest(model.named_parameters())
     cdist.teardown()
     return out
 

@@ -78,7 +78,10 @@ def init(prefer: str = "auto", timeout_s: float = 60.0, cpu_threads: int | None 
 
 
 def teardown() -> None:
+    """Leave together: a rank that destroys its group while a peer is still talking to it can abort
+    the peer (gloo: "terminate called without an active exception"), so meet at a barrier first."""
     if dist.is_initialized():
+        dist.barrier()
         dist.destroy_process_group()
 
 

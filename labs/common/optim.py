@@ -11,14 +11,20 @@ import math
 import torch
 
 
-def make_optimizer(model: torch.nn.Module, lr: float = 3e-3, weight_decay: float = 0.1) -> torch.optim.AdamW:
-    """AdamW; weight decay only on matrices (embeddings, linear weights), not biases or LayerNorms."""
+ADAMW = {"betas": (0.9, 0.95), "foreach": False}
+# foreach=False: the per-parameter loop is bit-for-bit the same whatever the tensors' layout,
+# which keeps sharded and unsharded runs (labs 2-3) comparable to the last bit.
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float = 0.1) -> list[dict]:
+    """Weight decay only on matrices (embeddings, linear weights), not on biases or LayerNorms."""
     decay = [p for p in model.parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.requires_grad and p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    # foreach=False: the per-parameter loop is bit-for-bit the same whatever the tensors' layout,
-    # which keeps sharded and unsharded runs (labs 2-3) comparable to the last bit.
-    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95), foreach=False)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def make_optimizer(model: torch.nn.Module, lr: float = 3e-3, weight_decay: float = 0.1) -> torch.optim.AdamW:
+    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, **ADAMW)
 
 
 def make_scheduler(optimizer: torch.optim.Optimizer, warmup: int, total: int, min_ratio: float = 0.1):

@@ -1,0 +1,268 @@
+"""Lab 3 checks: ZeRO-1 by hand, FSDP2, DeepSpeed ZeRO 0-3, sharded (DCP) resume, the price in speed.
+
+Bytes are counted by the checker from the tensors each rank really holds (DTensor local shards,
+the learner's local optimizer state, DeepSpeed's partitions) and compared with the ZeRO formulas.
+"""
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+
+from checker import seams
+from checker.labs._common import Check, digest, probe
+
+LAB = "lab3"
+WORLD_SIZE = 2
+BATCH, SEQ = 8, 64   # per rank
+GLOBAL = 16          # sequences per step in the resume runs, at any world size
+N_STEPS, SAVE_AT = 12, 5
+WHERE = "labs/lab3_sharding"
+
+CHECKS = [
+    Check("zero1_equivalence", "ShardedOptimizer(AdamW) takes exactly the steps of an unsharded AdamW "
+          "(4 steps, atol 1e-6), ranks in sync",
+          f"ShardedOptimizer ({WHERE}/zero1.py): step only the parameters this rank owns, then broadcast every "
+          "parameter from its owner so all ranks hold the full updated weights."),
+    Check("zero1_memory", "per-rank optimizer-state bytes within 3% of 8Ψ/N",
+          f"Build the wrapped optimizer over this rank's parameters only ({WHERE}/zero1.py): moments must exist "
+          "for 1/N of the model on each rank, not all of it."),
+    Check("fsdp_equivalence", "FSDP2 losses equal torch DDP's on the same data (4 steps, atol 1e-5)",
+          f"apply_fsdp ({WHERE}/fsdp.py): fully_shard every block, then the root; don't change the model."),
+    Check("fsdp_memory", "local shards of params + grads + AdamW state within 3% of 16Ψ/N, and your "
+          "model_state_bytes agrees with the checker's count",
+          f"Shard every parameter: fully_shard each block *and* the root (embeddings live there); count "
+          f"t.to_local() of DTensors in model_state_bytes ({WHERE}/fsdp.py)."),
+    Check("deepspeed_stages", "DeepSpeed ZeRO 1-3 train with losses equal stage 0; persistent bytes per rank "
+          "follow each stage's formula (incl. DeepSpeed's fp32 master partition)",
+          f"ds_config ({WHERE}/deepspeed_zero.py): zero_optimization.stage, an AdamW optimizer with "
+          "\"torch_adam\": true, fp16/bf16 off; make_engine calls deepspeed.initialize."),
+    Check("sharded_resume", f"FSDP2 + DCP: save at step {SAVE_AT}, SIGKILL, resume at 2 ranks (bit-identical) "
+          "and at 1 rank (same losses within 1e-4)",
+          f"save_sharded/load_sharded ({WHERE}/dcp_state.py): dcp.save/dcp.load of TrainState (get_state_dict/"
+          "set_state_dict), written to a temporary folder and renamed when every rank is done."),
+    Check("throughput", "FSDP2 tokens/s >= 0.3x torch DDP in the same run (the price of ZeRO-3 on gloo)",
+          f"FSDP2 is far slower than expected: wrap per block, not per Linear ({WHERE}/fsdp.py)."),
+]
+
+
+# ---------------------------------------------------------------- worker side
+def _model(seed: int = 0):
+    import dataclasses
+
+    import torch
+    from labs.common.model import build_model, get_config
+
+    torch.manual_seed(seed)
+    return build_model(dataclasses.replace(get_config("tiny"), dropout=0.0))
+
+
+def _batches(env, steps, same_on_all_ranks=False):
+    from labs.common.data import TokenFile, ensure_corpus
+
+    data = TokenFile.open(ensure_corpus(256))
+    r = 0 if same_on_all_ranks else env.rank
+    return [data.batch(range(s * 64 + r * BATCH, s * 64 + (r + 1) * BATCH), SEQ, env.device) for s in range(steps)]
+
+
+def _psi(model) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def _local_bytes(t) -> int:
+    local = t.to_local() if hasattr(t, "to_local") else t
+    return local.numel() * local.element_size()
+
+
+def task_probe(ctx, target):
+    return probe(LAB, target)
+
+
+def _zero1(seam, env, steps=4):
+    import torch
+    import torch.distributed as dist
+    from labs.common.optim import ADAMW, make_optimizer, param_groups
+
+    model = _model(0).to(env.device)
+    ref = copy.deepcopy(model)
+    sharded = seam.ShardedOptimizer(param_groups(model), torch.optim.AdamW, lr=3e-3, **ADAMW)
+    ref_opt = make_optimizer(ref)
+    diffs = []
+    for x, y in _batches(env, steps, same_on_all_ranks=True):  # same grads everywhere: isolates the optimizer
+        for m, o in ((model, sharded), (ref, ref_opt)):
+            o.zero_grad(set_to_none=True)
+            m(x, y)[1].backward()
+            o.step()
+        diffs.append(max((p - q).abs().max().item() for p, q in zip(model.parameters(), ref.parameters())))
+    digests = [None] * env.world_size
+    dist.all_gather_object(digests, digest(model.named_parameters()))
+    state = sum(v.numel() * v.element_size() for s in sharded.optim.state.values() for v in s.values()
+                if torch.is_tensor(v))
+    return {"max_diff": max(diffs), "in_sync": len(set(digests)) == 1, "state_bytes": state, "psi": _psi(model)}
+
+
+def _fsdp(ctx, seam, env, steps=4, windows=6):
+    import torch
+    from labs.common import dist as cdist
+    from labs.common.optim import make_optimizer
+
+    ddp_model = _model(0).to(env.device)
+    fsdp_model = copy.deepcopy(ddp_model)
+    ddp = torch.nn.parallel.DistributedDataParallel(ddp_model, device_ids=cdist.ddp_device_ids(env.device))
+    fsdp = seam.apply_fsdp(fsdp_model)
+    opts = {"ddp": (ddp, make_optimizer(ddp_model)), "fsdp": (fsdp, make_optimizer(fsdp_model))}
+    batches = _batches(env, steps)
+    losses = {"ddp": [], "fsdp": []}
+
+    def run(name, record=False):
+        model, opt = opts[name]
+        t0 = time.perf_counter()
+        for x, y in batches:
+            opt.zero_grad(set_to_none=True)
+            loss = model(x, y)[1]
+            loss.backward()
+            opt.step()
+            if record:
+                losses[name].append(loss.item())
+        cdist.synchronize(env.device)
+        return BATCH * SEQ * env.world_size * len(batches) / (time.perf_counter() - t0)
+
+    run("ddp", True)
+    run("fsdp", True)
+    fsdp_opt = opts["fsdp"][1]
+    mine = {"params": sum(_local_bytes(p) for p in fsdp.parameters()),
+            "grads": sum(_local_bytes(p.grad) for p in fsdp.parameters() if p.grad is not None),
+            "optimizer": sum(_local_bytes(v) for s in fsdp_opt.state.values() for v in s.values()
+                             if torch.is_tensor(v))}
+    mine["total"] = sum(mine.values())
+    out = {"loss_diff": max(abs(a - b) for a, b in zip(losses["ddp"], losses["fsdp"])), "checker_bytes": mine,
+           "psi": _psi(ddp_model), "tensors": len(list(ddp_model.parameters()))}
+    out["learner_bytes"], out["learner_bytes_error"] = ctx.attempt(lambda: seam.model_state_bytes(fsdp, fsdp_opt))
+    rates = {"ddp": [], "fsdp": []}
+    for w in range(windows):
+        for name in (("ddp", "fsdp") if w % 2 == 0 else ("fsdp", "ddp")):
+            rates[name].append(run(name))
+    out["ratio"] = statistics.median(a / b for a, b in zip(rates["fsdp"], rates["ddp"]))
+    out["tokens_per_s"] = {k: statistics.median(v) for k, v in rates.items()}
+    return out
+
+
+def task_correctness(ctx, target):
+    from labs.common import dist as cdist
+
+    env = cdist.init(timeout_s=30)
+    seam = seams.load(LAB, target)
+    out = ctx.partial
+    out["zero1"], out["zero1_error"] = ctx.attempt(lambda: _zero1(seam, env))
+    out["fsdp"], out["fsdp_error"] = ctx.attempt(lambda: _fsdp(ctx, seam, env))
+    cdist.teardown()
+    return out
+
+
+def task_deepspeed(ctx, target, steps=3):
+    import torch
+    from labs.common import dist as cdist
+
+    env = cdist.init(timeout_s=60)
+    seam = seams.load(LAB, target)
+    out = ctx.partial
+    batches = _batches(env, steps)
+    for stage in (0, 1, 2, 3):
+        def one(stage=stage):
+            model = _model(0).to(env.device)
+            psi = _psi(model)
+            engine = seam.make_engine(model, stage, BATCH)
+            losses = []
+            for x, y in batches:
+                loss = engine(x, y)[1]
+                engine.backward(loss)
+                engine.step()
+                losses.append(loss.item())
+            opt = engine.optimizer  # DeepSpeed 0.19's names for what each stage keeps
+            inner = getattr(opt, "optimizer", opt)
+            moments = sum(v.numel() * v.element_size() for s in inner.state.values() for v in s.values()
+                          if torch.is_tensor(v))
+            master = sum(t.numel() * t.element_size() for t in
+                         getattr(opt, "single_partition_of_fp32_groups", None)
+                         or getattr(opt, "fp32_partitioned_groups_flat", None) or [])
+            weights = sum((p.ds_tensor if hasattr(p, "ds_tensor") else p).numel() * 4 for p in model.parameters())
+            return {"losses": losses, "psi": psi, "weights": weights, "master": master, "moments": moments,
+                    "stage_seen": engine.zero_optimization_stage()}
+        out[f"stage{stage}"], out[f"stage{stage}_error"] = ctx.attempt(one)
+    cdist.teardown()
+    return out
+
+
+def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False):
+    """FSDP2 + the learner's DCP save/load, GLOBAL sequences per step at any world size, no dropout."""
+    import torch
+    from labs.common import dist as cdist
+    from labs.common.data import BatchSampler, TokenFile, ensure_corpus
+    from labs.common.optim import make_optimizer, make_scheduler
+
+    env = cdist.init(timeout_s=30)
+    seam = seams.load(LAB, target)
+    out = ctx.partial
+    data = TokenFile.open(ensure_corpus(256))
+    model = seam.apply_fsdp(_model(0 if not resume else 99).to(env.device))  # resume: other init, load must win
+    opt = make_optimizer(model)
+    sched = make_scheduler(opt, warmup=3, total=steps)
+    sampler = BatchSampler(data.num_windows(SEQ), GLOBAL, seed=0)  # global order; each rank slices it
+    local = GLOBAL // env.world_size
+    start = seam.load_sharded(ckpt, model, opt, sched, sampler) if resume else 0
+    out.update(start=start, losses=[], world_size=env.world_size)
+
+    def run(a, b):
+        import torch.distributed as dist
+        for _ in range(a, b):
+            ids = sampler.next_ids()[env.rank * local:(env.rank + 1) * local]
+            opt.zero_grad(set_to_none=True)
+            loss = model(*data.batch(ids, SEQ, env.device))[1]
+            loss.backward()
+            opt.step()
+            sched.step()
+            mean = loss.detach().clone()
+            dist.all_reduce(mean)
+            out["losses"].append((mean / env.world_size).item().hex())
+
+    run(start, save_at or steps)
+    if save_at:
+        seam.save_sharded(ckpt, model, opt, sched, sampler, save_at)
+        ctx.write(out)
+        ctx.cue("saved")
+        run(save_at, steps)
+        time.sleep(3600)
+    full = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in model.state_dict().items()}
+    out["digest"] = digest(full.items())
+    cdist.teardown()
+    return out
+
+
+TASKS = {"probe": task_probe, "correctness": task_correctness, "deepspeed": task_deepspeed, "train": task_train}
+
+# ---------------------------------------------------------------- checker side
+RUNS = {"zero1_equivalence": {"correctness"}, "zero1_memory": {"correctness"}, "fsdp_equivalence": {"correctness"},
+        "fsdp_memory": {"correctness"}, "throughput": {"correctness"}, "deepspeed_stages": {"deepspeed"},
+        "sharded_resume": {"full", "resume_1", "resume_2", "resume_ws1"}}
+
+
+def grade(h, checks):
+    from checker.labs import lab3_eval
+
+    need = set().union(*(RUNS[c.name] for c in checks))
+    ckpt = str(h.workdir / "ckpt")
+    phases = [
+        [dict(name="correctness", task="correctness", nproc=2, budget_s=90),
+         dict(name="deepspeed", task="deepspeed", nproc=2, budget_s=120)],
+        [dict(name="full", task="train", nproc=2, budget_s=90, args=dict(steps=N_STEPS)),
+         dict(name="resume_1", task="train", nproc=2, budget_s=90, kill_on="saved",
+              args=dict(steps=N_STEPS, save_at=SAVE_AT, ckpt=ckpt))],
+        [dict(name="resume_2", task="train", nproc=2, budget_s=90, args=dict(steps=N_STEPS, resume=True, ckpt=ckpt)),
+         dict(name="resume_ws1", task="train", nproc=1, torchrun=True, budget_s=90, args=dict(steps=N_STEPS, resume=True, ckpt=ckpt))],
+    ]
+    runs = {}
+    for phase in phases:
+        todo = [s for s in phase if s["name"] in need]
+        if todo:
+            runs.update(h.run_many(todo, parallel=2))
+    return [lab3_eval.EVALUATORS[c.name](c, runs) for c in checks], lab3_eval.info(runs)

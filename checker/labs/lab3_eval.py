@@ -1,0 +1,142 @@
+"""Lab 3: from the runs' measurements to pass/fail. Formulas and thresholds are stated once, here."""
+from __future__ import annotations
+
+from checker.labs._common import Check, error_result
+from checker.labs.lab1_eval import _diverged_at, _first_error
+from checker.labs.lab2_eval import _part
+from checker.labs.lab3 import SAVE_AT, WORLD_SIZE
+from checker.report import CheckResult
+
+BYTES_TOL = 0.03        # measured bytes within 3% of the formula
+ZERO1_TOL = 1e-6        # ShardedOptimizer vs AdamW: same elementwise arithmetic, broadcast copies exactly
+FSDP_TOL = 1e-5         # FSDP2 vs DDP losses: reduce-scatter and all-reduce sum in different orders
+RESHARD_TOL = 1e-4      # losses after resuming at another world size
+THROUGHPUT_MIN = 0.3    # FSDP2 / DDP tokens/s: measured ~0.45 for tiny on 2 CPU ranks (gloo)
+
+# Persistent model state per rank for DeepSpeed fp32, in bytes per parameter, N ranks:
+# (weights, fp32 master partition, AdamW moments). Stages 1-2 keep a master copy of their partition.
+DS_FORMULA = {0: lambda n: (4, 0, 8), 1: lambda n: (4, 4 / n, 8 / n), 2: lambda n: (4, 4 / n, 8 / n),
+              3: lambda n: (4 / n, 4 / n, 8 / n)}
+
+
+def zero1_equivalence(c: Check, runs) -> CheckResult:
+    r, err = _part(runs, "correctness", "zero1")
+    if err:
+        return error_result(c, err, unit="max abs diff")
+    ok = r["max_diff"] <= ZERO1_TOL and r["in_sync"]
+    msg = f"4 steps vs torch AdamW: max weight difference {r['max_diff']:.1e}" + (
+        "" if r["in_sync"] else "; but ranks hold different weights (broadcast from each owner)")
+    return CheckResult(c.name, ok, value=r["max_diff"], threshold=ZERO1_TOL, unit="max abs diff", hint=c.hint,
+                       message=msg)
+
+
+def zero1_memory(c: Check, runs) -> CheckResult:
+    results = runs["correctness"].results if not _first_error(runs, "correctness") else []
+    if not results:
+        return error_result(c, _first_error(runs, "correctness"), unit="x formula")
+    ratios = []
+    for rank, res in enumerate(results):
+        if res.get("zero1_error"):
+            return error_result(c, res["zero1_error"], unit="x formula")
+        formula = 8 * res["zero1"]["psi"] / len(results)
+        ratios.append(res["zero1"]["state_bytes"] / formula)
+    worst = max(ratios, key=lambda x: abs(x - 1))
+    return CheckResult(c.name, abs(worst - 1) <= BYTES_TOL, value=round(worst, 4), threshold=1 + BYTES_TOL,
+                       unit="x formula", hint=c.hint,
+                       message=f"optimizer state per rank / (8Ψ/N): " + ", ".join(f"rank {i} {r:.3f}"
+                                                                               for i, r in enumerate(ratios)))
+
+
+def fsdp_equivalence(c: Check, runs) -> CheckResult:
+    r, err = _part(runs, "correctness", "fsdp")
+    if err:
+        return error_result(c, err, unit="max abs diff")
+    return CheckResult(c.name, r["loss_diff"] <= FSDP_TOL, value=r["loss_diff"], threshold=FSDP_TOL,
+                       unit="max abs diff", hint=c.hint, message=f"4 steps, losses FSDP2 vs DDP differ by at most "
+                                                                 f"{r['loss_diff']:.1e}")
+
+
+def fsdp_memory(c: Check, runs) -> CheckResult:
+    r, err = _part(runs, "correctness", "fsdp")
+    if err:
+        return error_result(c, err, unit="x formula")
+    formula = 16 * r["psi"] / WORLD_SIZE
+    ratio = r["checker_bytes"]["total"] / formula
+    if abs(ratio - 1) > BYTES_TOL:
+        return CheckResult(c.name, False, value=round(ratio, 4), threshold=1 + BYTES_TOL, unit="x formula",
+                           hint=c.hint, message=f"local shards hold {r['checker_bytes']} bytes; 16Ψ/N = {formula:,.0f}")
+    if r.get("learner_bytes_error"):
+        return error_result(c, r["learner_bytes_error"], unit="x formula")
+    mine = r["learner_bytes"] or {}
+    if mine.get("total") != r["checker_bytes"]["total"]:
+        return CheckResult(c.name, False, value=round(ratio, 4), threshold=1 + BYTES_TOL, unit="x formula", hint=c.hint,
+                           message=f"sharding is right, but your model_state_bytes says {mine} and the local shards "
+                                   f"hold {r['checker_bytes']}")
+    return CheckResult(c.name, True, value=round(ratio, 4), threshold=1 + BYTES_TOL, unit="x formula", hint=c.hint,
+                       message=f"{r['checker_bytes']['total']:,} bytes per rank = 16Ψ/N ({formula:,.0f}) + 4 B x "
+                               f"{r['tensors']} AdamW step counters; your count agrees")
+
+
+def deepspeed_stages(c: Check, runs) -> CheckResult:
+    err = _first_error(runs, "deepspeed")
+    if err:
+        return error_result(c, err)
+    res = runs["deepspeed"].result
+    for stage in range(4):
+        if res.get(f"stage{stage}_error"):
+            return error_result(c, {**res[f"stage{stage}_error"],
+                                    "message": f"stage {stage}: {res[f'stage{stage}_error'].get('message', '')}"})
+    base, notes, worst = res["stage0"]["losses"], [], 0.0
+    for stage in range(4):
+        s = res[f"stage{stage}"]
+        if s["stage_seen"] != stage:
+            return CheckResult(c.name, False, hint=c.hint, message=f"asked for stage {stage}, the engine runs {s['stage_seen']}")
+        diff = max(abs(a - b) for a, b in zip(s["losses"], base))
+        if diff > FSDP_TOL:
+            return CheckResult(c.name, False, hint=c.hint, message=f"stage {stage} losses differ from stage 0 by {diff:.1e}")
+        w, m, o = DS_FORMULA[stage](WORLD_SIZE)
+        want, got = (w + m + o) * s["psi"], s["weights"] + s["master"] + s["moments"]
+        worst = max(worst, abs(got / want - 1))
+        notes.append(f"stage {stage}: {got / s['psi']:.2f} B/param (formula {w + m + o:g})")
+    return CheckResult(c.name, worst <= BYTES_TOL, value=round(worst, 4), threshold=BYTES_TOL, unit="rel. diff",
+                       hint=c.hint, message="losses equal stage 0; persistent weights+master+moments: " + "; ".join(notes))
+
+
+def sharded_resume(c: Check, runs) -> CheckResult:
+    err = _first_error(runs, "full", "resume_1", "resume_2", "resume_ws1")
+    if err:
+        return error_result(c, err)
+    full, r1, r2, w1 = (runs[n].result for n in ("full", "resume_1", "resume_2", "resume_ws1"))
+    if not runs["resume_1"].killed_on_cue:
+        return CheckResult(c.name, False, hint=c.hint, message="the first half never reported its checkpoint saved")
+    for name, r in (("2 ranks", r2), ("1 rank", w1)):
+        if r["start"] != SAVE_AT:
+            return CheckResult(c.name, False, hint=c.hint, message=f"{name}: load_sharded returned step {r['start']}, "
+                                                                   f"saved at {SAVE_AT}")
+    resumed = r1["losses"] + r2["losses"]
+    if resumed != full["losses"] or r2["digest"] != full["digest"]:
+        return CheckResult(c.name, False, hint=c.hint, message=f"2 ranks: resumed run {_diverged_at(resumed, full['losses'])}")
+    tail = [float.fromhex(x) for x in full["losses"][SAVE_AT:]]
+    diff = max(abs(float.fromhex(a) - b) for a, b in zip(w1["losses"], tail))
+    return CheckResult(c.name, diff <= RESHARD_TOL, value=diff, threshold=RESHARD_TOL, unit="max loss diff", hint=c.hint,
+                       message=f"saved by 2 ranks at step {SAVE_AT}, killed; resumed by 2 ranks: bit-identical; "
+                               f"by 1 rank: losses within {diff:.1e}")
+
+
+def throughput(c: Check, runs) -> CheckResult:
+    r, err = _part(runs, "correctness", "fsdp")
+    if err:
+        return error_result(c, err, unit="x DDP")
+    t = r["tokens_per_s"]
+    return CheckResult(c.name, r["ratio"] >= THROUGHPUT_MIN, value=round(r["ratio"], 3), threshold=THROUGHPUT_MIN,
+                       unit="x DDP", hint=c.hint, message=f"FSDP2 {t['fsdp']:,.0f} vs DDP {t['ddp']:,.0f} tokens/s "
+                                                         "(2 ranks): the all-gathers and reduce-scatters are the price")
+
+
+EVALUATORS = {f.__name__: f for f in (zero1_equivalence, zero1_memory, fsdp_equivalence, fsdp_memory,
+                                      deepspeed_stages, sharded_resume, throughput)}
+
+
+def info(runs) -> list[tuple[str, str]]:
+    return [(f"run {name}", f"{run.seconds:.1f} s" + (" (killed on cue)" if run.killed_on_cue else ""))
+            for name, run in runs.items()]

@@ -1,0 +1,149 @@
+# GENERATED from solutions/lab3_sharding/compare.py by `make starters` (checker/starters.py).
+# This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
+"""Five strategies side by side: bytes per rank (measured and formula), tokens/s, checkpoint layout.
+
+    torchrun --nproc_per_node 2 -m labs.lab3_sharding.compare --out runs/lab3/compare-2.json
+
+For each of DDP, ZeRO-1 (yours), FSDP2 (yours), DeepSpeed ZeRO 1/2/3: train a few steps, count the
+bytes this rank holds from its tensors, time a window, save a checkpoint in the strategy's own
+format and list its files. FSDP2 also exports a full state dict for inference, and DeepSpeed's
+ZeRO-3 checkpoint is consolidated into one fp32 state dict; both are checked against the weights.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+from labs.common import dist as cdist
+from labs.common.data import TokenFile, ensure_corpus
+from labs.common.model import build_model, count_params
+from labs.common.optim import ADAMW, make_optimizer, make_scheduler, param_groups
+
+from . import dcp_state
+from .deepspeed_zero import make_engine
+from .fsdp import apply_fsdp, local_bytes
+from .zero1 import ShardedOptimizer
+
+BATCH, SEQ, STEPS = 8, 64, 6
+
+
+def tensor_bytes(ts) -> int:
+    return sum(local_bytes(t) for t in ts if torch.is_tensor(t))
+
+
+def files(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.stat().st_size for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def run(name, env, data, out: Path) -> dict:
+    torch.manual_seed(0)
+    model = build_model("tiny").to(env.device)
+    psi, n = count_params(model), env.world_size
+    ckpt = out / f"ckpt-{name}"
+    if env.is_main:
+        shutil.rmtree(ckpt, ignore_errors=True)
+    dist.barrier()
+    if name.startswith("deepspeed"):
+        stage = int(name[-1])
+        engine = make_engine(model, stage, BATCH)
+        step = lambda x, y: (engine.backward(loss := engine(x, y)[1]), engine.step(), loss)[-1]  # noqa: E731
+        opt = engine.optimizer
+        inner = getattr(opt, "optimizer", opt)
+        formula = {1: 4 + 12 / n, 2: 4 + 12 / n, 3: 16 / n}[stage]  # persistent: weights + master + moments
+
+        def held():
+            master = getattr(opt, "single_partition_of_fp32_groups", None) or getattr(opt, "fp32_partitioned_groups_flat", [])
+            weights = sum((p.ds_tensor if hasattr(p, "ds_tensor") else p).numel() * 4 for p in model.parameters())
+            return weights + tensor_bytes(master) + tensor_bytes(v for s in inner.state.values() for v in s.values())
+
+        def save():
+            engine.save_checkpoint(str(ckpt), tag="step")
+    else:
+        wrapped = (apply_fsdp(model) if name == "fsdp" else
+                   torch.nn.parallel.DistributedDataParallel(model, device_ids=cdist.ddp_device_ids(env.device)))
+        opt = (ShardedOptimizer(param_groups(model), torch.optim.AdamW, lr=3e-3, **ADAMW) if name == "zero1"
+               else make_optimizer(wrapped))
+        sched = make_scheduler(getattr(opt, "optim", opt), warmup=2, total=100)
+
+        def step(x, y):
+            opt.zero_grad(set_to_none=True)
+            loss = wrapped(x, y)[1]
+            loss.backward()
+            opt.step()
+            sched.step()
+            return loss
+
+        local_opt = getattr(opt, "optim", opt)
+        formula = {"ddp": 16, "zero1": 8 + 8 / n, "fsdp": 16 / n}[name]
+
+        def held():
+            return (tensor_bytes(wrapped.parameters()) + tensor_bytes(p.grad for p in wrapped.parameters())
+                    + tensor_bytes(v for s in local_opt.state.values() for v in s.values()))
+
+        def save():
+            if name == "fsdp":
+                from labs.common.data import BatchSampler
+                dcp_state.save_sharded(ckpt, wrapped, opt, sched, BatchSampler(10, 1), STEPS)
+                full = get_model_state_dict(wrapped, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+                if env.is_main:  # an inference checkpoint: one file, loads into a plain GPT
+                    torch.save(full, ckpt / "model-full.pt")
+                    plain = build_model("tiny")
+                    plain.load_state_dict(torch.load(ckpt / "model-full.pt", weights_only=True))
+            else:
+                ckpt.mkdir(parents=True, exist_ok=True)
+                if env.is_main:
+                    torch.save({"model": model.state_dict()}, ckpt / "model.pt")
+                if name == "zero1":  # each rank's optimizer shard
+                    torch.save(opt.state_dict(), ckpt / f"optim-rank{env.rank}.pt")
+                elif env.is_main:
+                    torch.save(opt.state_dict(), ckpt / "optim.pt")
+            dist.barrier()
+
+    batches = [data.batch(range(s * 64 + env.rank * BATCH, s * 64 + (env.rank + 1) * BATCH), SEQ, env.device)
+               for s in range(STEPS)]
+    step(*batches[0])
+    measured = held()
+    t0 = time.perf_counter()
+    for x, y in batches:
+        loss = step(x, y)
+    cdist.synchronize(env.device)
+    tps = BATCH * SEQ * n * STEPS / (time.perf_counter() - t0)
+    save()
+    result = {"strategy": name, "world_size": n, "psi": psi, "bytes_measured": measured,
+              "bytes_formula": formula * psi, "bytes_per_param": measured / psi, "tokens_per_s": tps,
+              "loss": loss.item(), "checkpoint": files(ckpt) if env.is_main else None}
+    if name == "deepspeed3" and env.is_main:  # consolidate ZeRO-3 shards into one fp32 state dict
+        from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+        sd = get_fp32_state_dict_from_zero_checkpoint(str(ckpt), tag="step")
+        result["consolidated_params"] = sum(v.numel() for k, v in sd.items() if k != "head.weight")
+    return result
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="runs/lab3/compare.json")
+    ap.add_argument("--strategies", default="ddp,zero1,fsdp,deepspeed1,deepspeed2,deepspeed3")
+    args = ap.parse_args(argv)
+    env = cdist.init(timeout_s=120)
+    data = TokenFile.open(ensure_corpus(256))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    results = [run(s, env, data, out.parent) for s in args.strategies.split(",")]
+    if env.is_main:
+        out.write_text(json.dumps(results, indent=1))
+        for r in results:
+            print(f"{r['strategy']:11s} {r['bytes_per_param']:6.2f} B/param (formula {r['bytes_formula'] / r['psi']:5.2f})"
+                  f" {r['tokens_per_s']:9,.0f} tok/s  checkpoint: {len(r['checkpoint'])} files, "
+                  f"{sum(r['checkpoint'].values()) / 1e6:.2f} MB")
+    cdist.teardown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+# GENERATED from solutions/lab3_sharding/dcp_state.py by `make starters` (checker/starters.py).
+# This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
+"""Sharded checkpoints with torch.distributed.checkpoint (DCP): every rank writes only its shards.
+
+A DCP checkpoint is a folder: one file per rank with that rank's shards, plus a metadata file
+that records each tensor's global shape and which slice lives where. Loading asks for the slices
+the *loading* layout needs, so a checkpoint saved by 2 ranks loads into 1, 3 or 4 ranks
+(resharding) — a full-state checkpoint (lab 1) would need one rank to hold everything.
+
+Layout on disk (atomic per checkpoint: written under a temporary name, renamed when complete):
+    ckpt/step-000006/          DCP files (__0_0.distcp, __1_0.distcp, .metadata)
+    ckpt/step-000006/rng-rank0.pt ...   per-rank RNG (ranks draw different dropout masks)
+    ckpt/latest                "step-000006", rewritten atomically after the folder is complete
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.stateful import Stateful
+
+from labs.common import checkpoint as ckpt
+
+
+class TrainState(Stateful):
+    """What DCP saves and loads: model and optimizer (sharded), scheduler, sampler, step (replicated)."""
+
+    def __init__(self, model, optimizer, scheduler, sampler, step: int = 0):
+        self.model, self.optimizer, self.scheduler, self.sampler, self.step = model, optimizer, scheduler, sampler, step
+
+    def state_dict(self) -> dict:
+        raise NotImplementedError("TODO(lab3): get_state_dict(model, optimizer) gives DTensor-sharded dicts with fully qualified names; add scheduler, sampler and step")
+
+    def load_state_dict(self, state: dict) -> None:
+        raise NotImplementedError("TODO(lab3): set_state_dict(model, optimizer, model_state_dict=..., optim_state_dict=...); restore scheduler, sampler, step")
+
+
+def save_sharded(root, model, optimizer, scheduler, sampler, step: int) -> Path:
+    """Every rank calls this. Returns the finished checkpoint folder."""
+    root = Path(root)
+    final, partial = root / f"step-{step:06d}", root / f"step-{step:06d}.partial"
+    rank = dist.get_rank()
+    raise NotImplementedError("TODO(lab3): dcp.save({'train': TrainState(...)}, checkpoint_id=partial); each rank atomic_saves rng_state() to partial/rng-rank{rank}.pt; barrier; rank 0 renames partial -> final and atomically writes root/latest; barrier")
+    return final
+
+
+def load_sharded(root, model, optimizer, scheduler, sampler) -> int:
+    """Every rank calls this, at any world size. Returns the step to continue from.
+
+    RNG: a rank that existed at save time gets its own stream back; a new rank (the job grew)
+    keeps its fresh seed — bit-identity across world sizes is not possible anyway.
+    """
+    root = Path(root)
+    folder = root / (root / "latest").read_text().strip()
+    raise NotImplementedError("TODO(lab3): state = {'train': TrainState(...)}; dcp.load(state, checkpoint_id=folder); restore this rank's RNG file if it exists; return the step")

@@ -1,0 +1,82 @@
+"""Sharded checkpoints with torch.distributed.checkpoint (DCP): every rank writes only its shards.
+
+A DCP checkpoint is a folder: one file per rank with that rank's shards, plus a metadata file
+that records each tensor's global shape and which slice lives where. Loading asks for the slices
+the *loading* layout needs, so a checkpoint saved by 2 ranks loads into 1, 3 or 4 ranks
+(resharding) — a full-state checkpoint (lab 1) would need one rank to hold everything.
+
+Layout on disk (atomic per checkpoint: written under a temporary name, renamed when complete):
+    ckpt/step-000006/          DCP files (__0_0.distcp, __1_0.distcp, .metadata)
+    ckpt/step-000006/rng-rank0.pt ...   per-rank RNG (ranks draw different dropout masks)
+    ckpt/latest                "step-000006", rewritten atomically after the folder is complete
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.stateful import Stateful
+
+from labs.common import checkpoint as ckpt
+
+
+class TrainState(Stateful):
+    """What DCP saves and loads: model and optimizer (sharded), scheduler, sampler, step (replicated)."""
+
+    def __init__(self, model, optimizer, scheduler, sampler, step: int = 0):
+        self.model, self.optimizer, self.scheduler, self.sampler, self.step = model, optimizer, scheduler, sampler, step
+
+    def state_dict(self) -> dict:
+        # BEGIN SOLUTION get_state_dict(model, optimizer) gives DTensor-sharded dicts with fully qualified names; add scheduler, sampler and step
+        model_sd, optim_sd = get_state_dict(self.model, self.optimizer)
+        return {"model": model_sd, "optim": optim_sd, "scheduler": self.scheduler.state_dict(),
+                "sampler": self.sampler.state_dict(), "step": self.step}
+        # END SOLUTION
+
+    def load_state_dict(self, state: dict) -> None:
+        # BEGIN SOLUTION set_state_dict(model, optimizer, model_state_dict=..., optim_state_dict=...); restore scheduler, sampler, step
+        set_state_dict(self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        self.sampler.load_state_dict(state["sampler"])
+        self.step = state["step"]
+        # END SOLUTION
+
+
+def save_sharded(root, model, optimizer, scheduler, sampler, step: int) -> Path:
+    """Every rank calls this. Returns the finished checkpoint folder."""
+    root = Path(root)
+    final, partial = root / f"step-{step:06d}", root / f"step-{step:06d}.partial"
+    rank = dist.get_rank()
+    # BEGIN SOLUTION dcp.save({"train": TrainState(...)}, checkpoint_id=partial); each rank atomic_saves rng_state() to partial/rng-rank{rank}.pt; barrier; rank 0 renames partial -> final and atomically writes root/latest; barrier
+    dcp.save({"train": TrainState(model, optimizer, scheduler, sampler, step)}, checkpoint_id=str(partial))
+    ckpt.atomic_save({"rng": ckpt.rng_state()}, partial / f"rng-rank{rank}.pt")
+    dist.barrier()
+    if rank == 0:
+        os.replace(partial, final)
+        tmp = root / ".latest.tmp"
+        tmp.write_text(final.name)
+        os.replace(tmp, root / "latest")
+    dist.barrier()
+    # END SOLUTION
+    return final
+
+
+def load_sharded(root, model, optimizer, scheduler, sampler) -> int:
+    """Every rank calls this, at any world size. Returns the step to continue from.
+
+    RNG: a rank that existed at save time gets its own stream back; a new rank (the job grew)
+    keeps its fresh seed — bit-identity across world sizes is not possible anyway.
+    """
+    root = Path(root)
+    folder = root / (root / "latest").read_text().strip()
+    # BEGIN SOLUTION state = {"train": TrainState(...)}; dcp.load(state, checkpoint_id=folder); restore this rank's RNG file if it exists; return the step
+    state = {"train": TrainState(model, optimizer, scheduler, sampler)}
+    dcp.load(state, checkpoint_id=str(folder))
+    rng = folder / f"rng-rank{dist.get_rank()}.pt"
+    if rng.exists():
+        ckpt.set_rng_state(ckpt.load(rng)["rng"])
+    return state["train"].step
+    # END SOLUTION
