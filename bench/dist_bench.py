@@ -1,6 +1,6 @@
 """Multi-rank measurements for make bench; run under torchrun (bench/run.py launches it).
 
-    torchrun --nproc_per_node 2 -m bench.dist_bench ddp OUT.json        # naive / bucketed / torch DDP
+    torchrun --nproc_per_node 2 -m bench.dist_bench ddp OUT.json        # naive / bucketed / torch DDP (lab 2)
     torchrun --nproc_per_node 2 -m bench.dist_bench allreduce OUT.json  # bus bandwidth by message size
 """
 from __future__ import annotations

@@ -76,10 +76,11 @@ def grade_time(lab: str) -> dict:
             "checks": {c["name"]: c["value"] for c in rep["checks"]}}
 
 
-def torchrun(nproc: int, mode: str) -> dict:
+def torchrun(nproc: int, module: str, *args: str):
+    """Run `module` on nproc ranks; it writes its JSON result to the path given as its last argument."""
     with tempfile.TemporaryDirectory() as d:
         subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-                        "-m", "bench.dist_bench", mode, f"{d}/out.json"], check=True, capture_output=True)
+                        "-m", module, *args, f"{d}/out.json"], check=True, capture_output=True)
         return json.loads(Path(f"{d}/out.json").read_text())
 
 
@@ -92,9 +93,10 @@ def main() -> None:
                     "cpu_matmul_flops_1thread": round(peak)},
         "models": [model_figures("tiny", 16, 64, windows=5, steps=10, peak=peak),
                    model_figures("small", 8, 256, windows=3, steps=3, peak=peak)],
-        "ddp": [torchrun(1, "ddp"), torchrun(2, "ddp")],
-        "allreduce": torchrun(2, "allreduce"),
-        "grades": [grade_time("lab1"), grade_time("lab2")],
+        "ddp": [torchrun(1, "bench.dist_bench", "ddp"), torchrun(2, "bench.dist_bench", "ddp")],
+        "allreduce": torchrun(2, "bench.dist_bench", "allreduce"),
+        "sharding": torchrun(2, "solutions.lab3_sharding.compare", "--out"),
+        "grades": [grade_time("lab1"), grade_time("lab2"), grade_time("lab3")],
         "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
     (OUT / "results.json").write_text(json.dumps(results, indent=1) + "\n")
@@ -120,6 +122,13 @@ def main() -> None:
               "(busbw = algbw x 2(n-1)/n):", "", "| bytes | ms | algbw GB/s | busbw GB/s |", "|---|---|---|---|"]
     for r in results["allreduce"]["rows"]:
         lines.append(f"| {r['bytes']:,} | {r['ms']} | {r['algbw_GBps']} | {r['busbw_GBps']} |")
+    lines += ["", "Sharding side by side, `tiny`, 2 ranks, fp32 AdamW (DeepSpeed: persistent weights + fp32 master "
+              "partition + moments; the others: weights + grads + moments, local shards):", "",
+              "| strategy | bytes/param/rank measured | formula | tokens/s | checkpoint files | checkpoint MB |",
+              "|---|---|---|---|---|---|"]
+    for r in results["sharding"]:
+        lines.append(f"| {r['strategy']} | {r['bytes_per_param']:.3f} | {r['bytes_formula'] / r['psi']:.3f} | "
+                     f"{r['tokens_per_s']:,.0f} | {len(r['checkpoint'])} | {sum(r['checkpoint'].values()) / 1e6:.2f} |")
     lines += ["", "| grade | exit | wall s | checker s |", "|---|---|---|---|"]
     for g in results["grades"]:
         lines.append(f"| `checker grade {g['lab']} --solutions` | {g['exit']} | {g['wall_s']} | {g['checker_s']} |")
