@@ -7,13 +7,18 @@ Guarantees the checker relies on:
   - nothing survives a run: the process group is killed, and because the checker makes itself
     a child subreaper (Linux), even a grandchild that escaped into its own session is re-parented
     to the checker and reaped;
-  - results come from files the checker's own worker writes, never from parsing learner output.
+  - results come from files the checker's own worker writes, never from parsing learner output;
+    each run gets a fresh secret (CHECKER_NONCE, which the worker removes from its environment
+    before any learner code is imported) and a result file without it is refused. This stops a
+    file the learner's code wrote from passing as a result; it is not a sandbox;
+  - a run that floods stdout/stderr past LOG_CAP_BYTES is killed instead of filling the disk.
 """
 from __future__ import annotations
 
 import ctypes
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -24,6 +29,7 @@ from typing import Callable
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 _PR_SET_CHILD_SUBREAPER = 36
+LOG_CAP_BYTES = 20 * 2**20
 
 
 def become_subreaper() -> None:
@@ -80,6 +86,7 @@ class Run:
     seconds: float
     timed_out: bool = False
     killed_on_cue: bool = False
+    flooded: bool = False
     results: list[dict] = field(default_factory=list)  # one per rank, written by checker.worker
     log_path: Path | None = None
     stacks: str = ""
@@ -89,12 +96,16 @@ class Run:
         return self.results[0] if self.results else {}
 
     def error(self) -> dict | None:
-        """The first rank's error report, or a synthesized one for a crash/timeout."""
-        for r in self.results:
-            if r.get("error"):
-                return r["error"]
+        """The root cause: the earliest error any rank reported (a rank that raised first makes its peers
+        fail later with connection errors), or a synthesized one for a crash/timeout."""
+        if any(r.get("error") for r in self.results):  # the run failed: its earliest error of any part is the cause
+            errors = [v for r in self.results for k, v in r.items() if (k == "error" or k.endswith("_error")) and v]
+            return min(errors, key=lambda e: e.get("t", float("inf")))
         if self.timed_out:
             return {"type": "Timeout", "message": f"no result within {self.seconds:.0f} s", "stacks": self.stacks}
+        if self.flooded:
+            return {"type": "Flood", "message": f"printed more than {LOG_CAP_BYTES >> 20} MB; killed. Print less "
+                                                "(rank 0, every N steps) or log to a file", "log": self.log_tail()}
         if not self.results:
             tail = self.log_tail()
             return {"type": "Crash", "message": f"exit status {self.returncode}, no result written", "log": tail}
@@ -109,10 +120,11 @@ class Run:
 class Harness:
     """Runs checker.worker tasks for one grade in a private work directory."""
 
-    def __init__(self, workdir: Path, lab: str, target: str, device: str = "auto", root: Path = REPO_ROOT,
+    def __init__(self, workdir: Path, lab: str, target: str, device: str = "auto", root: Path = REPO_ROOT, variant: int = 0,
                  on_progress: Callable[[str], None] | None = None, on_finish: Callable[[Run], None] | None = None):
         self.workdir = Path(workdir)
         self.lab, self.target, self.device, self.root = lab, target, device, Path(root)
+        self.variant = variant  # 0: the public numbers; >0: an instructor's hidden variant (labs read it)
         self.on_progress = on_progress or (lambda msg: None)
         self.on_finish = on_finish or (lambda run: None)
         become_subreaper()
@@ -126,8 +138,9 @@ class Harness:
         return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
                 "--max-restarts=0", *worker]
 
-    def _env(self) -> dict:
+    def _env(self, nonce: str) -> dict:
         env = dict(os.environ)
+        env["CHECKER_NONCE"] = nonce
         env.update({
             "PYTHONPATH": os.pathsep.join([str(self.root), str(REPO_ROOT), env.get("PYTHONPATH", "")]),
             "COURSE_DEVICE": self.device, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
@@ -174,23 +187,26 @@ class Harness:
         log_path = self.workdir / f"{name}.log"
         args = {**spec.get("args", {}), "workdir": str(self.workdir)}
         log = open(log_path, "wb")
+        nonce = secrets.token_hex(16)
         proc = subprocess.Popen(self._command(spec["task"], out, args, nproc, spec.get("torchrun", False)), cwd=self.workdir,
-                                env=self._env(), stdout=log, stderr=subprocess.STDOUT,
+                                env=self._env(nonce), stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
         kill_on = self.workdir / spec["kill_on"] if spec.get("kill_on") else None
         return {"spec": spec, "proc": proc, "t0": time.monotonic(), "out": out, "log": log_path,
-                "kill_on": kill_on, "nproc": nproc}
+                "kill_on": kill_on, "nproc": nproc, "nonce": nonce}
 
     def _poll(self, st: dict) -> Run | None:
         proc, spec = st["proc"], st["spec"]
         elapsed = time.monotonic() - st["t0"]
-        timed_out = killed = False
+        timed_out = killed = flooded = False
         if proc.poll() is None:
             if st["kill_on"] is not None and st["kill_on"].exists():
                 killed = True
             elif elapsed > spec["budget_s"]:
                 timed_out = True
+            elif st["log"].stat().st_size > LOG_CAP_BYTES:
+                flooded = True
             else:
                 return None
             stacks = self._kill(st, dump_stacks=timed_out)
@@ -198,7 +214,7 @@ class Harness:
             stacks = ""
             self._kill(st)  # the launcher exited; make sure no rank or child lingers
         return Run(name=spec["name"], returncode=proc.returncode, seconds=elapsed, timed_out=timed_out,
-                   killed_on_cue=killed, results=self._results(st), log_path=st["log"], stacks=stacks)
+                   killed_on_cue=killed, flooded=flooded, results=self._results(st), log_path=st["log"], stacks=stacks)
 
     def _kill(self, st: dict, dump_stacks: bool = False) -> str:
         proc = st["proc"]
@@ -223,7 +239,11 @@ class Harness:
         results = []
         for f in files:
             try:
-                results.append(json.loads(f.read_text()))
+                r = json.loads(f.read_text())
             except (OSError, ValueError):
-                results.append({"error": {"type": "BadResult", "message": f"unreadable result {f.name}"}})
+                r = {"nonce": st["nonce"], "error": {"type": "BadResult", "message": f"unreadable result {f.name}"}}
+            if not isinstance(r, dict) or r.pop("nonce", None) != st["nonce"]:
+                r = {"error": {"type": "ForgedResult", "message": f"{f.name} was not written by the checker's worker "
+                                                                  "(a result file the learner's code wrote is ignored)"}}
+            results.append(r)
         return results

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -40,14 +41,21 @@ class LabReport:
     seconds: float
     checks: list[CheckResult]
     info: list[tuple[str, str]] = field(default_factory=list)  # measured figures, not graded
+    total_checks: int = 0  # how many checks the lab has; fewer ran with --only
+    variant: int = 0
 
     @property
     def passed(self) -> bool:
         return bool(self.checks) and all(c.passed for c in self.checks)
 
+    @property
+    def complete(self) -> bool:
+        return len(self.checks) >= self.total_checks
+
     def to_json(self) -> dict:
         return {"lab": self.lab, "target": self.target, "device": self.device, "world_size": self.world_size,
-                "passed": self.passed, "seconds": round(self.seconds, 2),
+                "passed": self.passed, "complete": self.complete, "variant": self.variant,
+                "seconds": round(self.seconds, 2),
                 "checks": [c.to_json() for c in self.checks],
                 "info": [{"name": k, "value": v} for k, v in self.info]}
 
@@ -70,18 +78,23 @@ def render(report: LabReport, console: Console, verbose: bool = False) -> None:
     table = Table(title=title, show_lines=True, title_justify="left")
     for col in ("check", "result", "measured", "threshold", "what happened / what to do"):
         table.add_column(col, overflow="fold")
-    for c in report.checks:
+    for c in report.checks:  # messages and stacks quote learner code and logs: never read them as markup
         mark = "[green]PASS[/]" if c.passed else "[red]FAIL[/]"
-        text = c.message if c.passed else f"{c.message}\n[yellow]hint:[/] {c.hint}"
+        text = escape(c.message) if c.passed else f"{escape(c.message)}\n[yellow]hint:[/] {escape(c.hint)}"
         if verbose and c.details:
-            text += f"\n[dim]{c.details}[/]"
-        table.add_row(c.name, mark, _fmt(c.value, c.unit), _fmt(c.threshold, c.unit), text)
+            text += f"\n[dim]{escape(c.details)}[/]"
+        table.add_row(c.name, mark, escape(_fmt(c.value, c.unit)), escape(_fmt(c.threshold, c.unit)), text)
     console.print(table)
     for k, v in report.info:
-        console.print(f"  [dim]info[/] {k}: {v}")
+        console.print(f"  [dim]info[/] {escape(k)}: {escape(str(v))}")
     n_ok = sum(c.passed for c in report.checks)
     colour = "green" if report.passed else "red"
-    console.print(f"[{colour}]{report.lab}: {n_ok}/{len(report.checks)} checks passed[/]")
+    partial = "" if report.complete else (f" — partial run: only {len(report.checks)} of {report.total_checks} "
+                                          "checks ran (--only); this is not a grade")
+    console.print(f"[{colour}]{report.lab}: {n_ok}/{len(report.checks)} checks passed{partial}[/]")
+    if report.variant == 0:
+        console.print("[dim]Graded runs use hidden variants (other seeds, data order, kill steps, world sizes): "
+                      "a fix must be general, not tuned to these numbers.[/]")
 
 
 def write_json(reports: list[LabReport], path: str) -> None:

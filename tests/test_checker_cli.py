@@ -37,12 +37,12 @@ def test_json_report_follows_the_schema(tmp_path):
     rep = load_json(out)
     assert {k: type(v) for k, v in rep.items() if k != "info"} == {
         "lab": str, "target": str, "device": str, "world_size": int, "passed": bool, "seconds": float,
-        "checks": list}
+        "checks": list, "complete": bool, "variant": int}  # the contract's fields, plus two additions
     assert (rep["lab"], rep["target"], rep["device"], rep["passed"]) == ("lab1", "solutions", "cpu", True)
     (check,) = rep["checks"]
     assert set(check) == {"name", "passed", "value", "threshold", "unit", "message", "hint"}
     assert check["name"] == "memory_reported" and check["value"] == check["threshold"] > 0
-    assert "1 of 6 checks" in r.stdout  # a partial run says so
+    assert not rep["complete"] and "only 1 of 6 checks ran" in r.stdout  # a partial run says so
 
 
 def _break(tree, rel, old, new):
@@ -88,3 +88,11 @@ def test_code_that_hangs_fails_within_budget_and_leaves_nothing(lab_tree):
     assert r.returncode == 1, r.stdout + r.stderr
     assert "hung" in r.stdout and "train_step" in r.stdout  # the stack shows where it was stuck
     assert processes_with(marker) == []
+
+
+def test_device_choices_mirror_the_one_device_module():
+    """cli.py keeps its own copy so `checker list` does not import torch; it must not drift."""
+    from checker import cli
+    from labs.common import dist
+
+    assert cli.DEVICE_CHOICES == dist.DEVICE_CHOICES

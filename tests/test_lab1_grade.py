@@ -1,36 +1,15 @@
-"""End to end: the reference passes every lab-1 check, the starter fails every one with its hint,
-and each classic mistake fails exactly the check meant to catch it."""
+"""Lab 1's classic mistakes, one per file, each failing exactly the check meant to catch it."""
 import pytest
 
-from checker.labs.lab1 import CHECKS
 from conftest import load_json, run_checker
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
-NAMES = [c.name for c in CHECKS]
 
 
 def _grade(tmp_path, *args):
     out = tmp_path / "report.json"
     r = run_checker("grade", "lab1", "--json", out, *args)
     return r, load_json(out)
-
-
-def test_solutions_pass_every_check(tmp_path):
-    r, rep = _grade(tmp_path, "--solutions")
-    assert r.returncode == 0, r.stdout
-    assert [c["name"] for c in rep["checks"]] == NAMES and rep["passed"]
-    assert rep["seconds"] <= 45  # COURSE.md: a grade of one lab takes <= 45 s on 2 cores
-
-
-def test_pristine_starter_fails_every_check_with_its_hint(tmp_path):
-    r, rep = _grade(tmp_path)
-    assert r.returncode == 1
-    by_name = {c["name"]: c for c in rep["checks"]}
-    for check in CHECKS:
-        got = by_name[check.name]
-        assert not got["passed"]
-        assert got["hint"] == check.hint and "labs/lab1_baseline/" in got["hint"]
-        assert "not written yet: TODO(lab1)" in got["message"], got
 
 
 MISTAKES = [  # (file, reference text, the mistake)

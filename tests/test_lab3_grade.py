@@ -2,7 +2,6 @@
 classic sharding mistakes (state not sharded, root not wrapped) fail the memory checks."""
 import pytest
 
-from checker.labs.lab3 import CHECKS
 from conftest import load_json, run_checker
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -11,21 +10,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 def _grade(out_dir, *args):
     r = run_checker("grade", "lab3", "--json", out_dir / "report.json", *args)
     return r, {c["name"]: c for c in load_json(out_dir / "report.json")["checks"]}
-
-
-def test_solutions_pass_every_check(tmp_path):
-    r, checks = _grade(tmp_path, "--solutions")
-    assert r.returncode == 0, r.stdout
-    assert list(checks) == [c.name for c in CHECKS]
-    assert load_json(tmp_path / "report.json")["seconds"] <= 45
-
-
-def test_pristine_starter_fails_every_check_with_its_hint(tmp_path):
-    r, checks = _grade(tmp_path)
-    assert r.returncode == 1
-    for c in CHECKS:
-        assert not checks[c.name]["passed"] and checks[c.name]["hint"] == c.hint
-        assert "TODO(lab3)" in checks[c.name]["message"], checks[c.name]
 
 
 def test_unsharded_state_and_unwrapped_root_fail_the_memory_checks(lab_tree):

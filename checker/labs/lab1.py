@@ -59,8 +59,7 @@ def _learner_seed(ctx, seam, out: dict):
     return seed_fn
 
 
-def _setup(seed_fn, seed: int):
-    import torch  # noqa: F401  (workers only: keeps `checker list` fast)
+def _setup(seed_fn, seed: int, data_seed: int = DATA_SEED):
     from labs.common import dist as cdist
     from labs.common.data import BatchSampler, TokenFile, ensure_corpus
     from labs.common.model import build_model
@@ -72,7 +71,7 @@ def _setup(seed_fn, seed: int):
     model = build_model(CONFIG).to(env.device)
     opt = make_optimizer(model)
     sched = make_scheduler(opt, warmup=10, total=N_STEPS)
-    sampler = BatchSampler(data.num_windows(SEQ), BATCH, seed=DATA_SEED)
+    sampler = BatchSampler(data.num_windows(SEQ), BATCH, seed=data_seed)
     return env, data, model, opt, sched, sampler
 
 
@@ -102,11 +101,13 @@ def task_probe(ctx, target):
     return probe(LAB, target)
 
 
-def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, other_seed=None, evaluate=False):
+def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, other_seed=None, evaluate=False,
+               data_seed=DATA_SEED):
     seam = seams.load(LAB, target)
     out = ctx.partial
+    out["seed"] = seed
     seed_fn = _learner_seed(ctx, seam, out)
-    env, data, model, opt, sched, sampler = _setup(seed_fn, seed)
+    env, data, model, opt, sched, sampler = _setup(seed_fn, seed, data_seed)
     if evaluate:
         out["val_loss_init"] = _val_loss(model, data.directory, env.device)
     start = seam.load_checkpoint(ckpt, model, opt, sched, sampler) if resume else 0
@@ -114,16 +115,13 @@ def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, 
     out["losses"] = _run_steps(seam, env, data, model, opt, sched, sampler, start, save_at or steps)
     if save_at:
         seam.save_checkpoint(ckpt, model, opt, sched, sampler, save_at)
-        ctx.write(out)
-        ctx.cue("saved")  # the harness SIGKILLs us from here on, mid-training, like a preemption
-        _run_steps(seam, env, data, model, opt, sched, sampler, save_at, steps)
-        time.sleep(3600)
+        ctx.await_kill(out, lambda: _run_steps(seam, env, data, model, opt, sched, sampler, save_at, steps))
     out["digest"] = digest(model.named_parameters())
     if evaluate:
         out["val_loss"] = _val_loss(model, data.directory, env.device)
         out.update({k: data.meta[k] for k in ("entropy_rate", "uniform_entropy")})
     if other_seed is not None:  # the seed must matter: another one gives another run
-        env, data, model, opt, sched, sampler = _setup(seed_fn, other_seed)
+        env, data, model, opt, sched, sampler = _setup(seed_fn, other_seed, data_seed)
         out["other_seed_losses"] = _run_steps(seam, env, data, model, opt, sched, sampler, 0, 5)
     return out
 
@@ -194,16 +192,19 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
     from checker.labs import lab1_eval
 
     need = set().union(*(RUNS[c.name] for c in checks))
+    v = h.variant  # hidden variants move the seed, the data order and the kill step
+    seed, data_seed, save_at = SEED + 7919 * v, DATA_SEED + v, SAVE_AT + (13 * v) % 30
+    common = dict(steps=N_STEPS, data_seed=data_seed)
     specs = [
-        dict(name="run_a", task="train", args=dict(seed=SEED, steps=N_STEPS, evaluate=True), budget_s=60),
-        dict(name="run_b", task="train", args=dict(seed=SEED, steps=N_STEPS, other_seed=SEED + 1), budget_s=60),
+        dict(name="run_a", task="train", args=dict(seed=seed, evaluate=True, **common), budget_s=60),
+        dict(name="run_b", task="train", args=dict(seed=seed, other_seed=seed + 1, **common), budget_s=60),
         dict(name="resume_1", task="train", budget_s=60, kill_on="saved",
-             args=dict(seed=SEED, steps=N_STEPS, save_at=SAVE_AT, ckpt=str(h.workdir / "ckpt.pt"))),
+             args=dict(seed=seed, save_at=save_at, ckpt=str(h.workdir / "ckpt.pt"), **common)),
     ]
     runs = h.run_many([s for s in specs if s["name"] in need], parallel=2)
     if "resume_2" in need:  # a different seed first: only what the checkpoint restores may matter
-        runs["resume_2"] = h.run("resume_2", "train", dict(seed=SEED + 777, steps=N_STEPS, resume=True,
-                                                           ckpt=str(h.workdir / "ckpt.pt")), budget_s=60)
+        runs["resume_2"] = h.run("resume_2", "train", dict(seed=seed + 777, resume=True,
+                                                           ckpt=str(h.workdir / "ckpt.pt"), **common), budget_s=60)
     if "measure" in need:
         runs["measure"] = h.run("measure", "measure", {}, budget_s=90)
     results = [lab1_eval.EVALUATORS[c.name](c, runs) for c in checks]

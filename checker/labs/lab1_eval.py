@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 
 from checker.labs._common import Check, error_result
-from checker.labs.lab1 import SEED
 from checker.report import CheckResult
 
 THROUGHPUT_MIN = 0.8   # learner/reference tokens/s, medians of interleaved windows (noise here is ~15%)
@@ -44,9 +43,9 @@ def reproducible(c: Check, runs) -> CheckResult:
     if same and other:
         msg = f"{len(a['losses'])} steps bit-identical across two processes; another seed differs"
     elif not same:
-        msg = f"two runs with seed {SEED} differ: {_diverged_at(a['losses'], b['losses'])}"
+        msg = f"two runs with seed {a['seed']} differ: {_diverged_at(a['losses'], b['losses'])}"
     else:
-        msg = f"seed {SEED + 1} gave exactly the run of seed {SEED}: the seed argument is ignored"
+        msg = f"seed {a['seed'] + 1} gave exactly the run of seed {a['seed']}: the seed argument is ignored"
     return CheckResult(c.name, same and other, value=n, threshold=len(a["losses"]), unit="identical steps",
                        message=msg, hint=c.hint)
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from checker.labs._common import Check, error_result
 from checker.labs.lab1_eval import _diverged_at, _first_error
-from checker.labs.lab2 import SAVE_AT, TOL
+from checker.labs.lab2 import TOL
 from checker.report import CheckResult
 
 THROUGHPUT_MIN = 0.9    # BucketedDDP / torch DDP tokens/s, medians of interleaved windows
@@ -11,12 +11,13 @@ OVERLAP_MIN = 0.5       # fraction of the bucketed all-reduces launched before b
 
 
 def _part(runs, run: str, part: str):
-    """(result of one part of a run, error) — a run's parts fail independently."""
+    """(rank 0's result of one part of a run, the earliest error any rank hit in it): parts fail
+    independently, and the rank that failed first is the root cause."""
     err = _first_error(runs, run)
     if err:
         return None, err
-    res = runs[run].result
-    return res.get(part), res.get(f"{part}_error")
+    errors = [r[f"{part}_error"] for r in runs[run].results if r.get(f"{part}_error")]
+    return runs[run].result.get(part), min(errors, key=lambda e: e.get("t", float("inf"))) if errors else None
 
 
 def sharding(c: Check, runs) -> CheckResult:
@@ -111,9 +112,10 @@ def resume_exact(c: Check, runs) -> CheckResult:
     full, r1, r2 = (runs[n].results for n in ("full", "resume_1", "resume_2"))
     if not runs_ok:
         return CheckResult(c.name, False, hint=c.hint, message="the first half never reported its checkpoint saved")
-    if r2[0]["start"] != SAVE_AT:
+    saved_at = len(r1[0]["losses"])
+    if r2[0]["start"] != saved_at:
         return CheckResult(c.name, False, hint=c.hint,
-                           message=f"load_checkpoint returned step {r2[0]['start']}, saved at {SAVE_AT}")
+                           message=f"load_checkpoint returned step {r2[0]['start']}, saved at {saved_at}")
     for rank in range(len(full)):
         resumed = r1[rank]["losses"] + r2[rank]["losses"]
         if resumed != full[rank]["losses"] or r2[rank]["digest"] != full[rank]["digest"]:
@@ -121,7 +123,7 @@ def resume_exact(c: Check, runs) -> CheckResult:
                                message=f"rank {rank}: resumed run {_diverged_at(resumed, full[rank]['losses'])}")
     n = len(full[0]["losses"])
     return CheckResult(c.name, True, value=n, threshold=n, unit="identical steps", hint=c.hint,
-                       message=f"both ranks: steps {SAVE_AT + 1}-{n} and final weights bit-identical after SIGKILL")
+                       message=f"both ranks: steps {saved_at + 1}-{n} and final weights bit-identical after SIGKILL")
 
 
 EVALUATORS = {f.__name__: f for f in (sharding, grad_equivalence, ranks_in_sync, no_sync_accumulation, overlap,

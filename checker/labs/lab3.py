@@ -195,7 +195,6 @@ def task_deepspeed(ctx, target, steps=3):
 
 def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False):
     """FSDP2 + the learner's DCP save/load, GLOBAL sequences per step at any world size, no dropout."""
-    import torch
     from labs.common import dist as cdist
     from labs.common.data import BatchSampler, TokenFile, ensure_corpus
     from labs.common.optim import make_optimizer, make_scheduler
@@ -228,10 +227,7 @@ def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False):
     run(start, save_at or steps)
     if save_at:
         seam.save_sharded(ckpt, model, opt, sched, sampler, save_at)
-        ctx.write(out)
-        ctx.cue("saved")
-        run(save_at, steps)
-        time.sleep(3600)
+        ctx.await_kill(out, lambda: run(save_at, steps))
     full = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in model.state_dict().items()}
     out["digest"] = digest(full.items())
     cdist.teardown()
@@ -251,12 +247,13 @@ def grade(h, checks):
 
     need = set().union(*(RUNS[c.name] for c in checks))
     ckpt = str(h.workdir / "ckpt")
+    save_at = SAVE_AT + h.variant % 4  # hidden variants move the kill step
     phases = [
         [dict(name="correctness", task="correctness", nproc=2, budget_s=90),
          dict(name="deepspeed", task="deepspeed", nproc=2, budget_s=120)],
         [dict(name="full", task="train", nproc=2, budget_s=90, args=dict(steps=N_STEPS)),
          dict(name="resume_1", task="train", nproc=2, budget_s=90, kill_on="saved",
-              args=dict(steps=N_STEPS, save_at=SAVE_AT, ckpt=ckpt))],
+              args=dict(steps=N_STEPS, save_at=save_at, ckpt=ckpt))],
         [dict(name="resume_2", task="train", nproc=2, budget_s=90, args=dict(steps=N_STEPS, resume=True, ckpt=ckpt)),
          dict(name="resume_ws1", task="train", nproc=1, torchrun=True, budget_s=90, args=dict(steps=N_STEPS, resume=True, ckpt=ckpt))],
     ]

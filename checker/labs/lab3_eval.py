@@ -4,7 +4,7 @@ from __future__ import annotations
 from checker.labs._common import Check, error_result
 from checker.labs.lab1_eval import _diverged_at, _first_error
 from checker.labs.lab2_eval import _part
-from checker.labs.lab3 import SAVE_AT, WORLD_SIZE
+from checker.labs.lab3 import WORLD_SIZE
 from checker.report import CheckResult
 
 BYTES_TOL = 0.03        # measured bytes within 3% of the formula
@@ -43,7 +43,7 @@ def zero1_memory(c: Check, runs) -> CheckResult:
     worst = max(ratios, key=lambda x: abs(x - 1))
     return CheckResult(c.name, abs(worst - 1) <= BYTES_TOL, value=round(worst, 4), threshold=1 + BYTES_TOL,
                        unit="x formula", hint=c.hint,
-                       message=f"optimizer state per rank / (8Ψ/N): " + ", ".join(f"rank {i} {r:.3f}"
+                       message="optimizer state per rank / (8Ψ/N): " + ", ".join(f"rank {i} {r:.3f}"
                                                                                for i, r in enumerate(ratios)))
 
 
@@ -109,17 +109,18 @@ def sharded_resume(c: Check, runs) -> CheckResult:
     full, r1, r2, w1 = (runs[n].result for n in ("full", "resume_1", "resume_2", "resume_ws1"))
     if not runs["resume_1"].killed_on_cue:
         return CheckResult(c.name, False, hint=c.hint, message="the first half never reported its checkpoint saved")
+    saved_at = len(r1["losses"])
     for name, r in (("2 ranks", r2), ("1 rank", w1)):
-        if r["start"] != SAVE_AT:
+        if r["start"] != saved_at:
             return CheckResult(c.name, False, hint=c.hint, message=f"{name}: load_sharded returned step {r['start']}, "
-                                                                   f"saved at {SAVE_AT}")
+                                                                   f"saved at {saved_at}")
     resumed = r1["losses"] + r2["losses"]
     if resumed != full["losses"] or r2["digest"] != full["digest"]:
         return CheckResult(c.name, False, hint=c.hint, message=f"2 ranks: resumed run {_diverged_at(resumed, full['losses'])}")
-    tail = [float.fromhex(x) for x in full["losses"][SAVE_AT:]]
+    tail = [float.fromhex(x) for x in full["losses"][saved_at:]]
     diff = max(abs(float.fromhex(a) - b) for a, b in zip(w1["losses"], tail))
     return CheckResult(c.name, diff <= RESHARD_TOL, value=diff, threshold=RESHARD_TOL, unit="max loss diff", hint=c.hint,
-                       message=f"saved by 2 ranks at step {SAVE_AT}, killed; resumed by 2 ranks: bit-identical; "
+                       message=f"saved by 2 ranks at step {saved_at}, killed; resumed by 2 ranks: bit-identical; "
                                f"by 1 rank: losses within {diff:.1e}")
 
 
