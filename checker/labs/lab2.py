@@ -27,7 +27,7 @@ CHECKS = [
           "per epoch, set_epoch reshuffles, state_dict resumes",
           f"ShardedSampler ({WHERE}/sharding.py): all ranks walk the same epoch order; rank r takes the r-th "
           "block of batch_size ids of each global batch."),
-    Check("grad_equivalence", "NaiveDDP and BucketedDDP: gradients and weights after each of 3 steps equal "
+    Check("grad_equivalence", "NaiveDDP and BucketedDDP: gradients and weights after each of 3 SGD steps equal "
           "one process on the concatenated global batch (atol 1e-5)",
           f"Average, don't sum: all_reduce sums, so divide by the world size ({WHERE}/naive.py, bucketed.py); "
           "and start from rank 0's weights (broadcast_module)."),
