@@ -90,6 +90,7 @@ class Run:
     results: list[dict] = field(default_factory=list)  # one per rank, written by checker.worker
     log_path: Path | None = None
     stacks: str = ""
+    nproc: int = 1
 
     @property
     def result(self) -> dict:
@@ -109,6 +110,9 @@ class Run:
         if not self.results:
             tail = self.log_tail()
             return {"type": "Crash", "message": f"exit status {self.returncode}, no result written", "log": tail}
+        if len(self.results) < self.nproc and not self.killed_on_cue:
+            return {"type": "Crash", "message": f"exit status {self.returncode}: only {len(self.results)} of "
+                                                f"{self.nproc} ranks wrote a result", "log": self.log_tail()}
         return None
 
     def log_tail(self, n: int = 15) -> str:
@@ -141,6 +145,9 @@ class Harness:
     def _env(self, nonce: str) -> dict:
         env = dict(os.environ)
         env["CHECKER_NONCE"] = nonce
+        # Python 3.11+: don't put the working directory on sys.path, so a checker/ package that learner
+        # code wrote into a run folder can't stand in for the real worker.
+        env["PYTHONSAFEPATH"] = "1"
         env.update({
             "PYTHONPATH": os.pathsep.join([str(self.root), str(REPO_ROOT), env.get("PYTHONPATH", "")]),
             "COURSE_DEVICE": self.device, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
@@ -214,7 +221,8 @@ class Harness:
             stacks = ""
             self._kill(st)  # the launcher exited; make sure no rank or child lingers
         return Run(name=spec["name"], returncode=proc.returncode, seconds=elapsed, timed_out=timed_out,
-                   killed_on_cue=killed, flooded=flooded, results=self._results(st), log_path=st["log"], stacks=stacks)
+                   killed_on_cue=killed, flooded=flooded, results=self._results(st), log_path=st["log"], stacks=stacks,
+                   nproc=st["nproc"])
 
     def _kill(self, st: dict, dump_stacks: bool = False) -> str:
         proc = st["proc"]
@@ -235,7 +243,7 @@ class Harness:
         return stacks
 
     def _results(self, st: dict) -> list[dict]:
-        files = sorted(st["out"].parent.glob(st["out"].name + ".rank*"))
+        files = sorted(p for p in st["out"].parent.glob(st["out"].name + ".rank*") if p.name.split(".rank")[-1].isdigit())
         results = []
         for f in files:
             try:

@@ -1,4 +1,4 @@
-"""Check results, the terminal report card and the --json report (schema in COURSE.md, a contract)."""
+"""Check results, the terminal report card and the --json report (schema: checker/README.md, a contract)."""
 from __future__ import annotations
 
 import json
@@ -93,8 +93,8 @@ def render(report: LabReport, console: Console, verbose: bool = False) -> None:
                                           "checks ran (--only); this is not a grade")
     console.print(f"[{colour}]{report.lab}: {n_ok}/{len(report.checks)} checks passed{partial}[/]")
     if report.variant == 0:
-        console.print("[dim]Graded runs use hidden variants (other seeds, data order, kill steps, world sizes): "
-                      "a fix must be general, not tuned to these numbers.[/]")
+        console.print("[dim]Graded runs use hidden variants (by lab: other seeds, data order, kill steps, world "
+                      "sizes): a fix must be general, not tuned to these numbers.[/]")
 
 
 def write_json(reports: list[LabReport], path: str) -> None:

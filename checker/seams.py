@@ -38,14 +38,12 @@ SEAMS: dict[str, Seam] = {
         "NaiveDDP": "NaiveDDP(module): broadcast at init; finish_gradient_synchronization() averages every .grad",
         "BucketedDDP": "BucketedDDP(module, bucket_cap_mb): async bucket all-reduces from grad hooks; "
                        "no_sync(); finish_gradient_synchronization() waits and writes the averages to .grad",
-        "make_torch_ddp": "make_torch_ddp(module, device, bucket_cap_mb) -> torch DistributedDataParallel",
         "train_step": "train_step(ddp_model, optimizer, scheduler, micro_batches) -> float; no_sync on all "
                       "but the last micro-step",
         "save_checkpoint": "save_checkpoint(path, ddp_model, optimizer, scheduler, sampler, step); every rank calls it",
         "load_checkpoint": "load_checkpoint(path, ddp_model, optimizer, scheduler, sampler) -> step; every rank",
     }),
     "lab3": Seam("lab3", "lab3_sharding", "Sharding: ZeRO, FSDP2, DeepSpeed", {
-        "partition": "partition(sizes, world_size) -> owner rank per tensor, balanced by elements",
         "ShardedOptimizer": "ShardedOptimizer(params or groups, optimizer_cls, **defaults); .optim holds this "
                             "rank's state only; .step() steps owned params and broadcasts every param from its owner",
         "apply_fsdp": "apply_fsdp(model, mixed_precision=False) -> model with fully_shard per block and on the root",

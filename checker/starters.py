@@ -66,10 +66,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     files = generate()
     stale = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
+    orphans = [p for p in sorted((ROOT / "labs").glob("lab*/**/*.py")) if p not in files]
     if args.check:
         for p in stale:
             print(f"{p.relative_to(ROOT)} differs from its generated version: run `make starters`")
-        return 1 if stale else 0
+        for p in orphans:
+            print(f"{p.relative_to(ROOT)} has no solutions/ counterpart: write it there, or delete it")
+        return 1 if stale or orphans else 0
     for p in stale:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(files[p])

@@ -49,6 +49,9 @@ class Context:
         """After a checkpoint: report what was measured, cue the harness ("saved"), and keep training
         so the SIGKILL lands mid-step, as a preemption would; then wait for it."""
         self.write(result)
+        import torch.distributed as dist
+        if dist.is_initialized():
+            dist.barrier()  # every rank has reported before rank 0 cues the kill
         self.cue("saved")
         keep_training()
         time.sleep(3600)
@@ -57,8 +60,9 @@ class Context:
 def describe(exc: BaseException, root: Path) -> dict:
     """Where in the learner's code it went wrong, in one line a learner can act on."""
     frames = traceback.extract_tb(exc.__traceback__)
-    learner = [f for f in frames if "/labs/" in f.filename or "/solutions/" in f.filename]
-    own = [f for f in learner if "/labs/common/" not in f.filename]  # the learner's lab, not the shared core
+    prefixes = tuple(str(b / part) + os.sep for b in {root, root.resolve()} for part in ("labs", "solutions"))
+    learner = [f for f in frames if f.filename.startswith(prefixes)]  # not checker/labs/: that's ours
+    own = [f for f in learner if f"{os.sep}common{os.sep}" not in f.filename]  # the learner's lab, not the core
     where = ""
     if learner:
         f = (own or learner)[-1]

@@ -48,6 +48,6 @@ def test_batch_of_six(tmp_path):
     suites = ET.parse(tmp_path / "rep" / "class.junit.xml").getroot().findall("testsuite")
     assert sorted(s.get("name") for s in suites) == ["ada", "bo", "cy", "di", "ed", "fa"]
     assert {s.get("name"): int(s.get("failures")) for s in suites}["cy"] == 2
-    # 6 learners, 2 at a time: well inside the sum of their budgets (240 s x 0.3 each) / 2
-    assert wall < 6 * 240 * 0.3 / 2
+    # 6 learners, 2 at a time: well inside the sum of their budgets (600 s x 0.3 each) / 2
+    assert wall < 6 * 600 * 0.3 / 2
     assert processes_with("checker-batch-lab1") == [] and processes_with(str(subs)) == []

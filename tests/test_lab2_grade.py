@@ -18,7 +18,7 @@ MISTAKES = {
         ("naive.py", "p.grad.div_(self.world_size)", "p.grad.div_(1)")]),
     "no_sync_ignored": ("no_sync_accumulation", "expected none inside no_sync()", [
         ("bucketed.py", "        if not self.sync:\n            return\n", "")]),
-    "all_reduce_after_backward": ("overlap", "0/", [  # the hook only copies; finish() does blocking all-reduces
+    "all_reduce_after_backward": ("overlap", "0% of the all-reduced bytes", [  # the hook only copies; finish() does blocking all-reduces
         ("bucketed.py", "            b.flat.div_(self.world_size)\n            b.work = dist.all_reduce(b.flat, async_op=True)\n",
          "            pass\n"),
         ("bucketed.py", "            if b.work is None:", "            if False:"),

@@ -3,6 +3,7 @@ import importlib
 import pytest
 
 from checker import starters
+from conftest import ROOT
 
 
 def test_committed_starters_equal_the_generated_ones():
@@ -10,6 +11,8 @@ def test_committed_starters_equal_the_generated_ones():
     assert files, "no lab in solutions/"
     stale = [str(p) for p, text in files.items() if not p.exists() or p.read_text() != text]
     assert not stale, f"run `make starters`: {stale}"
+    orphans = [str(p) for p in (ROOT / "labs").glob("lab*/**/*.py") if p not in files]
+    assert not orphans, f"starter files with no solution: {orphans}"
 
 
 def test_markers_become_a_todo_at_the_same_indentation():

@@ -29,7 +29,55 @@ def error_result(check: Check, err: dict, unit: str = "") -> CheckResult:
     return CheckResult(check.name, False, unit=unit, message=msg, hint=check.hint, details=details)
 
 
+# ---------------------------------------------------------------- checker-side helpers (evaluators)
+def first_error(runs, *names):
+    for n in names:
+        run = runs.get(n)
+        if run is None:
+            return {"type": "Crash", "message": f"run {n} did not start"}
+        if run.killed_on_cue and run.results and not run.results[0].get("error"):
+            continue  # killed on purpose after it reported
+        err = run.error()
+        if err:
+            return err
+    return None
+
+
+def diverged_at(a: list[str], b: list[str], offset: int = 0) -> str:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return f"first differs at step {offset + i + 1}: {float.fromhex(x):.6f} vs {float.fromhex(y):.6f}"
+    return f"{len(a)} vs {len(b)} steps" if len(a) != len(b) else "losses equal, weights differ"
+
+
+def part(runs, run: str, part: str):
+    """(rank 0's result of one part of a run, the earliest error any rank hit in it): parts fail
+    independently, and the rank that failed first is the root cause."""
+    err = first_error(runs, run)
+    if err:
+        return None, err
+    errors = [r[f"{part}_error"] for r in runs[run].results if r.get(f"{part}_error")]
+    return runs[run].result.get(part), min(errors, key=lambda e: e.get("t", float("inf"))) if errors else None
+
+
+def run_info(runs) -> list[tuple[str, str]]:
+    """How long each run took: information rows under the graded checks."""
+    return [(f"run {name}", f"{run.seconds:.1f} s" + (" (killed on cue)" if run.killed_on_cue else ""))
+            for name, run in runs.items()]
+
+
 # ---------------------------------------------------------------- worker-side helpers
+
+
+def tiny_model(seed: int, dropout: float = 0.0):
+    """The `tiny` GPT built from `seed`, dropout overridden (0: runs at any layout compare exactly)."""
+    import dataclasses
+
+    import torch
+    from labs.common.model import build_model, get_config
+
+    torch.manual_seed(seed)
+    return build_model(dataclasses.replace(get_config("tiny"), dropout=dropout))
 def probe(lab: str, target: str, vocab: int = 256) -> dict:
     """Does the learner's package import, is the device there, is the data written?"""
     import os

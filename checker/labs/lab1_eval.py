@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 
-from checker.labs._common import Check, error_result
+from checker.labs._common import Check, diverged_at, error_result, first_error, run_info
 from checker.report import CheckResult
 
 THROUGHPUT_MIN = 0.8   # learner/reference tokens/s, medians of interleaved windows (noise here is ~15%)
@@ -11,29 +11,9 @@ METER_TOL = 0.05       # relative difference between the learner's meter and the
 LEARN_FRACTION = 0.5   # the val loss must cover this fraction of the way from ln V to the floor
 
 
-def _first_error(runs, *names):
-    for n in names:
-        run = runs.get(n)
-        if run is None:
-            return {"type": "Crash", "message": f"run {n} did not start"}
-        if run.killed_on_cue and run.results and not run.results[0].get("error"):
-            continue  # killed on purpose after it reported
-        err = run.error()
-        if err:
-            return err
-    return None
-
-
-def _diverged_at(a: list[str], b: list[str], offset: int = 0) -> str:
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return f"first differs at step {offset + i + 1}: {float.fromhex(x):.6f} vs {float.fromhex(y):.6f}"
-    return f"{len(a)} vs {len(b)} steps" if len(a) != len(b) else "losses equal, weights differ"
-
-
 def reproducible(c: Check, runs) -> CheckResult:
     seed_err = [r.result.get("seed_error") for r in (runs.get("run_a"), runs.get("run_b")) if r]
-    err = next((e for e in seed_err if e), None) or _first_error(runs, "run_a", "run_b")
+    err = next((e for e in seed_err if e), None) or first_error(runs, "run_a", "run_b")
     if err:
         return error_result(c, err)
     a, b = runs["run_a"].result, runs["run_b"].result
@@ -43,7 +23,7 @@ def reproducible(c: Check, runs) -> CheckResult:
     if same and other:
         msg = f"{len(a['losses'])} steps bit-identical across two processes; another seed differs"
     elif not same:
-        msg = f"two runs with seed {a['seed']} differ: {_diverged_at(a['losses'], b['losses'])}"
+        msg = f"two runs with seed {a['seed']} differ: {diverged_at(a['losses'], b['losses'])}"
     else:
         msg = f"seed {a['seed'] + 1} gave exactly the run of seed {a['seed']}: the seed argument is ignored"
     return CheckResult(c.name, same and other, value=n, threshold=len(a["losses"]), unit="identical steps",
@@ -51,7 +31,7 @@ def reproducible(c: Check, runs) -> CheckResult:
 
 
 def resume_exact(c: Check, runs) -> CheckResult:
-    err = _first_error(runs, "run_a", "resume_1", "resume_2")
+    err = first_error(runs, "run_a", "resume_1", "resume_2")
     if err:
         return error_result(c, err)
     a, r1, r2 = runs["run_a"].result, runs["resume_1"].result, runs["resume_2"].result
@@ -68,14 +48,14 @@ def resume_exact(c: Check, runs) -> CheckResult:
     n = sum(x == y for x, y in zip(resumed, a["losses"]))
     msg = (f"killed after step {start}, resumed in a fresh process: steps {start + 1}-{len(resumed)} and final "
            f"weights bit-identical" if same else
-           f"resumed run {_diverged_at(resumed, a['losses'])}" + (" (just after the resume)"
+           f"resumed run {diverged_at(resumed, a['losses'])}" + (" (just after the resume)"
                                                                   if resumed[start:start + 1] != a["losses"][start:start + 1] else ""))
     return CheckResult(c.name, same, value=n, threshold=len(a["losses"]), unit="identical steps",
                        message=msg, hint=c.hint)
 
 
 def loss_decreases(c: Check, runs) -> CheckResult:
-    err = _first_error(runs, "run_a")
+    err = first_error(runs, "run_a")
     if err:
         return error_result(c, err, unit="nats")
     a = runs["run_a"].result
@@ -88,7 +68,7 @@ def loss_decreases(c: Check, runs) -> CheckResult:
 
 
 def throughput(c: Check, runs) -> CheckResult:
-    err = _first_error(runs, "measure") or runs["measure"].result.get("speed_error")
+    err = first_error(runs, "measure") or runs["measure"].result.get("speed_error")
     if err:
         return error_result(c, err, unit="x reference")
     s = runs["measure"].result["speed"]
@@ -99,7 +79,7 @@ def throughput(c: Check, runs) -> CheckResult:
 
 
 def throughput_meter(c: Check, runs) -> CheckResult:
-    err = _first_error(runs, "measure") or runs["measure"].result.get("meter_error")
+    err = first_error(runs, "measure") or runs["measure"].result.get("meter_error")
     if err:
         return error_result(c, err, unit="rel. error")
     m = runs["measure"].result["meter"]
@@ -112,7 +92,7 @@ def throughput_meter(c: Check, runs) -> CheckResult:
 
 
 def memory_reported(c: Check, runs) -> CheckResult:
-    err = _first_error(runs, "measure") or runs["measure"].result.get("memory_error")
+    err = first_error(runs, "measure") or runs["measure"].result.get("memory_error")
     if err:
         return error_result(c, err, unit="bytes")
     r = runs["measure"].result
@@ -134,10 +114,7 @@ EVALUATORS = {f.__name__: f for f in (reproducible, resume_exact, loss_decreases
 
 
 def info(runs) -> list[tuple[str, str]]:
-    out = []
     m = runs.get("measure")
-    if m and m.result.get("speed"):
-        out.append(("reference tokens/s (tiny, 1 thread)", f"{m.result['speed']['reference_tps']:,.0f}"))
-    for name, run in runs.items():
-        out.append((f"run {name}", f"{run.seconds:.1f} s" + (" (killed on cue)" if run.killed_on_cue else "")))
-    return out
+    speed = [("reference tokens/s (tiny, 1 thread)", f"{m.result['speed']['reference_tps']:,.0f}")] \
+        if m and m.result.get("speed") else []
+    return speed + run_info(runs)

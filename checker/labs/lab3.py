@@ -10,7 +10,7 @@ import statistics
 import time
 
 from checker import seams
-from checker.labs._common import Check, digest, probe
+from checker.labs._common import Check, digest, probe, tiny_model
 
 LAB = "lab3"
 WORLD_SIZE = 2
@@ -47,16 +47,6 @@ CHECKS = [
 
 
 # ---------------------------------------------------------------- worker side
-def _model(seed: int = 0):
-    import dataclasses
-
-    import torch
-    from labs.common.model import build_model, get_config
-
-    torch.manual_seed(seed)
-    return build_model(dataclasses.replace(get_config("tiny"), dropout=0.0))
-
-
 def _batches(env, steps, same_on_all_ranks=False):
     from labs.common.data import TokenFile, ensure_corpus
 
@@ -83,7 +73,7 @@ def _zero1(seam, env, steps=4):
     import torch.distributed as dist
     from labs.common.optim import ADAMW, make_optimizer, param_groups
 
-    model = _model(0).to(env.device)
+    model = tiny_model(0).to(env.device)
     ref = copy.deepcopy(model)
     sharded = seam.ShardedOptimizer(param_groups(model), torch.optim.AdamW, lr=3e-3, **ADAMW)
     ref_opt = make_optimizer(ref)
@@ -98,7 +88,8 @@ def _zero1(seam, env, steps=4):
     dist.all_gather_object(digests, digest(model.named_parameters()))
     state = sum(v.numel() * v.element_size() for s in sharded.optim.state.values() for v in s.values()
                 if torch.is_tensor(v))
-    return {"max_diff": max(diffs), "in_sync": len(set(digests)) == 1, "state_bytes": state, "psi": _psi(model)}
+    return {"max_diff": max(diffs), "in_sync": len(set(digests)) == 1, "state_bytes": state, "psi": _psi(model),
+            "world_size": env.world_size}
 
 
 def _fsdp(ctx, seam, env, steps=4, windows=6):
@@ -106,7 +97,7 @@ def _fsdp(ctx, seam, env, steps=4, windows=6):
     from labs.common import dist as cdist
     from labs.common.optim import make_optimizer
 
-    ddp_model = _model(0).to(env.device)
+    ddp_model = tiny_model(0).to(env.device)
     fsdp_model = copy.deepcopy(ddp_model)
     ddp = torch.nn.parallel.DistributedDataParallel(ddp_model, device_ids=cdist.ddp_device_ids(env.device))
     fsdp = seam.apply_fsdp(fsdp_model)
@@ -136,6 +127,7 @@ def _fsdp(ctx, seam, env, steps=4, windows=6):
                              if torch.is_tensor(v))}
     mine["total"] = sum(mine.values())
     out = {"loss_diff": max(abs(a - b) for a, b in zip(losses["ddp"], losses["fsdp"])), "checker_bytes": mine,
+           "world_size": env.world_size,
            "psi": _psi(ddp_model), "tensors": len(list(ddp_model.parameters()))}
     out["learner_bytes"], out["learner_bytes_error"] = ctx.attempt(lambda: seam.model_state_bytes(fsdp, fsdp_opt))
     rates = {"ddp": [], "fsdp": []}
@@ -169,7 +161,7 @@ def task_deepspeed(ctx, target, steps=3):
     batches = _batches(env, steps)
     for stage in (0, 1, 2, 3):
         def one(stage=stage):
-            model = _model(0).to(env.device)
+            model = tiny_model(0).to(env.device)
             psi = _psi(model)
             engine = seam.make_engine(model, stage, BATCH)
             losses = []
@@ -187,6 +179,7 @@ def task_deepspeed(ctx, target, steps=3):
                          or getattr(opt, "fp32_partitioned_groups_flat", None) or [])
             weights = sum((p.ds_tensor if hasattr(p, "ds_tensor") else p).numel() * 4 for p in model.parameters())
             return {"losses": losses, "psi": psi, "weights": weights, "master": master, "moments": moments,
+                    "world_size": env.world_size,
                     "stage_seen": engine.zero_optimization_stage()}
         out[f"stage{stage}"], out[f"stage{stage}_error"] = ctx.attempt(one)
     cdist.teardown()
@@ -203,7 +196,7 @@ def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False):
     seam = seams.load(LAB, target)
     out = ctx.partial
     data = TokenFile.open(ensure_corpus(256))
-    model = seam.apply_fsdp(_model(0 if not resume else 99).to(env.device))  # resume: other init, load must win
+    model = seam.apply_fsdp(tiny_model(0 if not resume else 99).to(env.device))  # resume: other init, load must win
     opt = make_optimizer(model)
     sched = make_scheduler(opt, warmup=3, total=steps)
     sampler = BatchSampler(data.num_windows(SEQ), GLOBAL, seed=0)  # global order; each rank slices it

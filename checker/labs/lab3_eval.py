@@ -1,10 +1,7 @@
 """Lab 3: from the runs' measurements to pass/fail. Formulas and thresholds are stated once, here."""
 from __future__ import annotations
 
-from checker.labs._common import Check, error_result
-from checker.labs.lab1_eval import _diverged_at, _first_error
-from checker.labs.lab2_eval import _part
-from checker.labs.lab3 import WORLD_SIZE
+from checker.labs._common import Check, diverged_at, error_result, first_error, part, run_info
 from checker.report import CheckResult
 
 BYTES_TOL = 0.03        # measured bytes within 3% of the formula
@@ -20,7 +17,7 @@ DS_FORMULA = {0: lambda n: (4, 0, 8), 1: lambda n: (4, 4 / n, 8 / n), 2: lambda 
 
 
 def zero1_equivalence(c: Check, runs) -> CheckResult:
-    r, err = _part(runs, "correctness", "zero1")
+    r, err = part(runs, "correctness", "zero1")
     if err:
         return error_result(c, err, unit="max abs diff")
     ok = r["max_diff"] <= ZERO1_TOL and r["in_sync"]
@@ -31,14 +28,14 @@ def zero1_equivalence(c: Check, runs) -> CheckResult:
 
 
 def zero1_memory(c: Check, runs) -> CheckResult:
-    results = runs["correctness"].results if not _first_error(runs, "correctness") else []
+    results = runs["correctness"].results if not first_error(runs, "correctness") else []
     if not results:
-        return error_result(c, _first_error(runs, "correctness"), unit="x formula")
+        return error_result(c, first_error(runs, "correctness"), unit="x formula")
     ratios = []
     for rank, res in enumerate(results):
         if res.get("zero1_error"):
             return error_result(c, res["zero1_error"], unit="x formula")
-        formula = 8 * res["zero1"]["psi"] / len(results)
+        formula = 8 * res["zero1"]["psi"] / res["zero1"]["world_size"]
         ratios.append(res["zero1"]["state_bytes"] / formula)
     worst = max(ratios, key=lambda x: abs(x - 1))
     return CheckResult(c.name, abs(worst - 1) <= BYTES_TOL, value=round(worst, 4), threshold=1 + BYTES_TOL,
@@ -48,7 +45,7 @@ def zero1_memory(c: Check, runs) -> CheckResult:
 
 
 def fsdp_equivalence(c: Check, runs) -> CheckResult:
-    r, err = _part(runs, "correctness", "fsdp")
+    r, err = part(runs, "correctness", "fsdp")
     if err:
         return error_result(c, err, unit="max abs diff")
     return CheckResult(c.name, r["loss_diff"] <= FSDP_TOL, value=r["loss_diff"], threshold=FSDP_TOL,
@@ -57,10 +54,10 @@ def fsdp_equivalence(c: Check, runs) -> CheckResult:
 
 
 def fsdp_memory(c: Check, runs) -> CheckResult:
-    r, err = _part(runs, "correctness", "fsdp")
+    r, err = part(runs, "correctness", "fsdp")
     if err:
         return error_result(c, err, unit="x formula")
-    formula = 16 * r["psi"] / WORLD_SIZE
+    formula = 16 * r["psi"] / r["world_size"]
     ratio = r["checker_bytes"]["total"] / formula
     if abs(ratio - 1) > BYTES_TOL:
         return CheckResult(c.name, False, value=round(ratio, 4), threshold=1 + BYTES_TOL, unit="x formula",
@@ -78,7 +75,7 @@ def fsdp_memory(c: Check, runs) -> CheckResult:
 
 
 def deepspeed_stages(c: Check, runs) -> CheckResult:
-    err = _first_error(runs, "deepspeed")
+    err = first_error(runs, "deepspeed")
     if err:
         return error_result(c, err)
     res = runs["deepspeed"].result
@@ -94,7 +91,7 @@ def deepspeed_stages(c: Check, runs) -> CheckResult:
         diff = max(abs(a - b) for a, b in zip(s["losses"], base))
         if diff > FSDP_TOL:
             return CheckResult(c.name, False, hint=c.hint, message=f"stage {stage} losses differ from stage 0 by {diff:.1e}")
-        w, m, o = DS_FORMULA[stage](WORLD_SIZE)
+        w, m, o = DS_FORMULA[stage](s["world_size"])
         want, got = (w + m + o) * s["psi"], s["weights"] + s["master"] + s["moments"]
         worst = max(worst, abs(got / want - 1))
         notes.append(f"stage {stage}: {got / s['psi']:.2f} B/param (formula {w + m + o:g})")
@@ -103,7 +100,7 @@ def deepspeed_stages(c: Check, runs) -> CheckResult:
 
 
 def sharded_resume(c: Check, runs) -> CheckResult:
-    err = _first_error(runs, "full", "resume_1", "resume_2", "resume_ws1")
+    err = first_error(runs, "full", "resume_1", "resume_2", "resume_ws1")
     if err:
         return error_result(c, err)
     full, r1, r2, w1 = (runs[n].result for n in ("full", "resume_1", "resume_2", "resume_ws1"))
@@ -116,7 +113,7 @@ def sharded_resume(c: Check, runs) -> CheckResult:
                                                                    f"saved at {saved_at}")
     resumed = r1["losses"] + r2["losses"]
     if resumed != full["losses"] or r2["digest"] != full["digest"]:
-        return CheckResult(c.name, False, hint=c.hint, message=f"2 ranks: resumed run {_diverged_at(resumed, full['losses'])}")
+        return CheckResult(c.name, False, hint=c.hint, message=f"2 ranks: resumed run {diverged_at(resumed, full['losses'])}")
     tail = [float.fromhex(x) for x in full["losses"][saved_at:]]
     diff = max(abs(float.fromhex(a) - b) for a, b in zip(w1["losses"], tail))
     return CheckResult(c.name, diff <= RESHARD_TOL, value=diff, threshold=RESHARD_TOL, unit="max loss diff", hint=c.hint,
@@ -125,7 +122,7 @@ def sharded_resume(c: Check, runs) -> CheckResult:
 
 
 def throughput(c: Check, runs) -> CheckResult:
-    r, err = _part(runs, "correctness", "fsdp")
+    r, err = part(runs, "correctness", "fsdp")
     if err:
         return error_result(c, err, unit="x DDP")
     t = r["tokens_per_s"]
@@ -138,6 +135,4 @@ EVALUATORS = {f.__name__: f for f in (zero1_equivalence, zero1_memory, fsdp_equi
                                       deepspeed_stages, sharded_resume, throughput)}
 
 
-def info(runs) -> list[tuple[str, str]]:
-    return [(f"run {name}", f"{run.seconds:.1f} s" + (" (killed on cue)" if run.killed_on_cue else ""))
-            for name, run in runs.items()]
+info = run_info

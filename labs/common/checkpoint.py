@@ -18,12 +18,21 @@ from . import dist as cdist
 
 
 def atomic_save(obj, path: str | os.PathLike) -> Path:
+    return _atomic_write(path, lambda f: torch.save(obj, f))
+
+
+def atomic_write_text(text: str, path: str | os.PathLike) -> Path:
+    """The same guarantee for a small text file (a `latest` pointer)."""
+    return _atomic_write(path, lambda f: f.write(text.encode()))
+
+
+def _atomic_write(path, write) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
-            torch.save(obj, f)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -90,7 +90,7 @@ def ensure_corpus(vocab_size: int, seed: int = 0, n_train: int = 4_000_000, n_va
     meta_path = d / "meta.json"
     if meta_path.exists():
         meta = json.loads(meta_path.read_text())
-        if meta.get("format") == FORMAT_VERSION and meta.get("n_train") == n_train:
+        if meta.get("format") == FORMAT_VERSION and (meta.get("n_train"), meta.get("n_val")) == (n_train, n_val):
             return d
     d.mkdir(parents=True, exist_ok=True)
     src = MarkovSource(vocab_size, seed)
@@ -141,7 +141,8 @@ class BatchSampler:
     whole state is two integers: the epoch and how many windows of it were consumed. Resuming
     needs no RNG state, and any process can recompute any epoch's order.
 
-    Later labs shard it by rank: override `epoch_order` to return this rank's slice.
+    Lab 2 shards it by rank: a subclass with batch_size = the global batch whose `next_ids` keeps this
+    rank's block, so the ranks' batches concatenated are exactly this sampler's.
     """
 
     def __init__(self, num_windows: int, batch_size: int, seed: int = 0):

@@ -68,7 +68,9 @@ def init(prefer: str = "auto", timeout_s: float = 60.0, cpu_threads: int | None 
     rank = int(os.environ.get("RANK", 0))
     world = int(os.environ.get("WORLD_SIZE", 1))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    device, backend = pick_device(os.environ.get("COURSE_DEVICE", prefer), local_rank)
+    # An explicit choice wins; "auto" defers to COURSE_DEVICE (how the checker passes --device to its runs).
+    choice = prefer if prefer != "auto" else os.environ.get("COURSE_DEVICE", "auto")
+    device, backend = pick_device(choice, local_rank)
     if device.type == "cpu" and cpu_threads:
         torch.set_num_threads(cpu_threads)
     if "RANK" in os.environ and not dist.is_initialized():

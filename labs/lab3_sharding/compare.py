@@ -6,8 +6,9 @@
 
 For each of DDP, ZeRO-1 (yours), FSDP2 (yours), DeepSpeed ZeRO 1/2/3: train a few steps, count the
 bytes this rank holds from its tensors, time a window, save a checkpoint in the strategy's own
-format and list its files. FSDP2 also exports a full state dict for inference, and DeepSpeed's
-ZeRO-3 checkpoint is consolidated into one fp32 state dict; both are checked against the weights.
+format and list its files. FSDP2 also exports a full state dict for inference (loaded back into a
+plain GPT), and DeepSpeed's ZeRO-3 checkpoint is consolidated into one fp32 state dict (its
+parameter count is reported).
 """
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ Layout on disk (atomic per checkpoint: written under a temporary name, renamed w
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import torch.distributed as dist
@@ -43,7 +44,10 @@ def save_sharded(root, model, optimizer, scheduler, sampler, step: int) -> Path:
     root = Path(root)
     final, partial = root / f"step-{step:06d}", root / f"step-{step:06d}.partial"
     rank = dist.get_rank()
-    raise NotImplementedError("TODO(lab3): dcp.save({'train': TrainState(...)}, checkpoint_id=partial); each rank atomic_saves rng_state() to partial/rng-rank{rank}.pt; barrier; rank 0 renames partial -> final and atomically writes root/latest; barrier")
+    if rank == 0:  # what an earlier, killed save of this step left behind must not be promoted
+        shutil.rmtree(partial, ignore_errors=True)
+    dist.barrier()
+    raise NotImplementedError("TODO(lab3): dcp.save({'train': TrainState(...)}, checkpoint_id=partial); each rank atomic_saves rng_state() to partial/rng-rank{rank}.pt; barrier; rank 0 replaces final with partial (os.replace) and atomically writes root/latest; barrier")
     return final
 
 

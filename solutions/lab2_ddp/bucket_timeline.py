@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 import torch.distributed as dist
 
@@ -30,8 +31,8 @@ def main(argv=None) -> None:
     ap.add_argument("--out", default="runs/timeline.json")
     args = ap.parse_args(argv)
     env = cdist.init()
-    data = TokenFile.open(ensure_corpus(256))
     model = build_model(args.config).to(env.device)
+    data = TokenFile.open(ensure_corpus(model.cfg.vocab_size))
     ddp = BucketedDDP(model, bucket_cap_mb=args.bucket_mb)
     launches = []
     original = dist.all_reduce
@@ -58,9 +59,10 @@ def main(argv=None) -> None:
     dist.all_reduce = original
     if env.is_main:
         ms = lambda t: round(1e3 * (t - t0), 3)  # noqa: E731
-        json.dump({"forward_ms": ms(t_fwd), "backward_ms": ms(t_bwd), "world_size": env.world_size, "buckets": [
-            {"bytes": n, "launched_ms": ms(t), "done_ms": ms(d)} for (t, n), d in zip(launches, done)]},
-            open(args.out, "w"), indent=1)
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"forward_ms": ms(t_fwd), "backward_ms": ms(t_bwd), "world_size": env.world_size, "buckets": [
+            {"bytes": n, "launched_ms": ms(t), "done_ms": ms(d)} for (t, n), d in zip(launches, done)]}, indent=1))
     cdist.teardown()
 
 

@@ -4,8 +4,9 @@ Replicated on every rank (that is DDP's invariant): weights, AdamW moments, sche
 position (a global cursor), step -> rank 0 writes them, as `model.module`'s state dict so the
 file loads into an unwrapped model too. Different on every rank: the RNG streams (each rank
 draws its own dropout masks) -> each rank writes its own small file.
-Order matters: every rank writes its RNG file, a barrier, then rank 0 writes the main file last,
-atomically. The main file existing means the whole checkpoint is complete.
+Order matters: every rank writes its RNG file *for this step*, a barrier, then rank 0 writes the
+main file last, atomically, then each rank removes its RNG files of other steps. A kill at any
+point leaves a main file whose RNG files all exist: the main file names the step, the step names them.
 """
 from __future__ import annotations
 
@@ -16,36 +17,37 @@ import torch.distributed as dist
 from labs.common import checkpoint as ckpt
 
 
-def rng_path(path, rank: int) -> Path:
+def rng_path(path, rank: int, step: int) -> Path:
     path = Path(path)
-    return path.with_name(f"{path.stem}.rng-rank{rank}{path.suffix}")
+    return path.with_name(f"{path.stem}.rng-rank{rank}-step{step}{path.suffix}")
 
 
 def save_checkpoint(path, model, optimizer, scheduler, sampler, step: int) -> None:
     """Every rank calls this. `model` is the DDP wrapper (its .module is the GPT)."""
-    # BEGIN SOLUTION each rank atomic_saves its rng_state() to rng_path(path, rank); barrier; rank 0 atomic_saves model.module, optimizer, scheduler, sampler state dicts and the step to path; barrier
+    # BEGIN SOLUTION each rank atomic_saves its rng_state() to rng_path(path, rank, step); barrier; rank 0 atomic_saves model.module, optimizer, scheduler, sampler state dicts and the step to path; barrier; each rank deletes its RNG files of other steps
     rank = dist.get_rank()
-    ckpt.atomic_save({"rng": ckpt.rng_state(), "step": step}, rng_path(path, rank))
+    mine = rng_path(path, rank, step)
+    ckpt.atomic_save({"rng": ckpt.rng_state(), "step": step}, mine)
     dist.barrier()
     if rank == 0:
         ckpt.atomic_save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
                           "scheduler": scheduler.state_dict(), "sampler": sampler.state_dict(),
                           "step": step, "world_size": dist.get_world_size()}, path)
     dist.barrier()
+    for old in Path(path).parent.glob(f"{Path(path).stem}.rng-rank{rank}-step*{Path(path).suffix}"):
+        if old != mine:
+            old.unlink()
     # END SOLUTION
 
 
 def load_checkpoint(path, model, optimizer, scheduler, sampler) -> int:
     """Every rank calls this; returns the step to continue from."""
-    # BEGIN SOLUTION every rank loads the main file into model.module, optimizer, scheduler, sampler, then its own RNG file (check both hold the same step); return the step
+    # BEGIN SOLUTION every rank loads the main file into model.module, optimizer, scheduler, sampler, then its own RNG file for that step; return the step
     state = ckpt.load(path)
     model.module.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
     sampler.load_state_dict(state["sampler"])
-    mine = ckpt.load(rng_path(path, dist.get_rank()))
-    if mine["step"] != state["step"]:
-        raise RuntimeError(f"RNG file is from step {mine['step']}, the checkpoint from {state['step']}")
-    ckpt.set_rng_state(mine["rng"])
+    ckpt.set_rng_state(ckpt.load(rng_path(path, dist.get_rank(), state["step"]))["rng"])
     return state["step"]
     # END SOLUTION

@@ -13,6 +13,7 @@ Layout on disk (atomic per checkpoint: written under a temporary name, renamed w
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import torch.distributed as dist
@@ -50,15 +51,17 @@ def save_sharded(root, model, optimizer, scheduler, sampler, step: int) -> Path:
     root = Path(root)
     final, partial = root / f"step-{step:06d}", root / f"step-{step:06d}.partial"
     rank = dist.get_rank()
-    # BEGIN SOLUTION dcp.save({"train": TrainState(...)}, checkpoint_id=partial); each rank atomic_saves rng_state() to partial/rng-rank{rank}.pt; barrier; rank 0 renames partial -> final and atomically writes root/latest; barrier
+    if rank == 0:  # what an earlier, killed save of this step left behind must not be promoted
+        shutil.rmtree(partial, ignore_errors=True)
+    dist.barrier()
+    # BEGIN SOLUTION dcp.save({"train": TrainState(...)}, checkpoint_id=partial); each rank atomic_saves rng_state() to partial/rng-rank{rank}.pt; barrier; rank 0 replaces final with partial (os.replace) and atomically writes root/latest; barrier
     dcp.save({"train": TrainState(model, optimizer, scheduler, sampler, step)}, checkpoint_id=str(partial))
     ckpt.atomic_save({"rng": ckpt.rng_state()}, partial / f"rng-rank{rank}.pt")
     dist.barrier()
     if rank == 0:
+        shutil.rmtree(final, ignore_errors=True)  # a save of this step that finished before a kill
         os.replace(partial, final)
-        tmp = root / ".latest.tmp"
-        tmp.write_text(final.name)
-        os.replace(tmp, root / "latest")
+        ckpt.atomic_write_text(final.name, root / "latest")
     dist.barrier()
     # END SOLUTION
     return final
