@@ -58,6 +58,9 @@ def _check_json_path(path: str | None) -> None:
 def grade_lab(lab: str, args, console: Console) -> LabReport:
     mod = _lab_module(lab)
     checks = mod.CHECKS
+    world = getattr(mod, "WORLD_SIZE", 1)
+    if args.nproc is not None and args.nproc != world:  # say so rather than grade something else silently
+        raise UsageError(f"{lab} grades at world size {world}; --nproc {args.nproc} is not supported for it")
     if args.only:
         checks = [c for c in checks if c.name in args.only]
         unknown = set(args.only) - {c.name for c in mod.CHECKS}
@@ -91,7 +94,6 @@ def grade_lab(lab: str, args, console: Console) -> LabReport:
             console.print(f"[dim]run folder kept: {workdir}[/]")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    world = getattr(mod, "WORLD_SIZE", 1) if args.nproc is None else args.nproc
     return LabReport(lab, target, probe.result.get("device", args.device), world, time.monotonic() - t0, results, info,
                      total_checks=len(mod.CHECKS), variant=args.variant)
 
@@ -149,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--all", action="store_true", help="every lab that exists")
     g.add_argument("--solutions", action="store_true", help="grade solutions/ instead of labs/")
     g.add_argument("--json", metavar="PATH", help="also write the report as JSON")
-    g.add_argument("--nproc", type=int, default=None, help="ranks for multi-process labs")
+    g.add_argument("--nproc", type=int, default=None, help="ranks; must be the lab's world size (lab1: 1, lab2-3: 2)")
     g.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
     g.add_argument("--only", action="append", metavar="CHECK", help="run only this check (repeatable)")
     g.add_argument("--root", default=str(REPO_ROOT), help="folder holding labs/ and solutions/")

@@ -22,6 +22,7 @@ def test_list_names_every_lab1_check():
     (["grade"], "give one lab"),
     (["grade", "lab1", "--only", "nosuchcheck"], "no check nosuchcheck"),
     (["grade", "lab1", "--json", "/nonexistent-dir/r.json"], "cannot write the --json report"),
+    (["grade", "lab2", "--nproc", "5"], "lab2 grades at world size 2; --nproc 5 is not supported"),
 ])
 def test_bad_usage_exits_2_with_one_clear_line(args, needle):
     r = run_checker(*args)
