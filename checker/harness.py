@@ -183,6 +183,16 @@ class Harness:
             reap_orphans()
         return done
 
+    def run_phases(self, phases: list[list[dict]], need: set[str], parallel: int = 2) -> dict[str, Run]:
+        """Phases in order (a later phase may read what an earlier one wrote, e.g. a checkpoint); within a
+        phase, the specs whose name is in `need` run `parallel` at a time. --only skips the rest."""
+        runs: dict[str, Run] = {}
+        for phase in phases:
+            todo = [s for s in phase if s["name"] in need]
+            if todo:
+                runs.update(self.run_many(todo, parallel=parallel))
+        return runs
+
     def run(self, name: str, task: str, args: dict, budget_s: float, **kw) -> Run:
         return self.run_many([dict(name=name, task=task, args=args, budget_s=budget_s, **kw)], parallel=1)[name]
 

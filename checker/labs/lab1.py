@@ -11,7 +11,7 @@ import statistics
 import time
 
 from checker import seams
-from checker.labs._common import Check, digest, error_result, probe
+from checker.labs._common import Check, digest, probe
 
 LAB = "lab1"
 WORLD_SIZE = 1
@@ -195,20 +195,16 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
     v = h.variant  # hidden variants move the seed, the data order and the kill step
     seed, data_seed, save_at = SEED + 7919 * v, DATA_SEED + v, SAVE_AT + (13 * v) % 30
     common = dict(steps=N_STEPS, data_seed=data_seed)
-    specs = [
-        dict(name="run_a", task="train", args=dict(seed=seed, evaluate=True, **common), budget_s=60),
-        dict(name="run_b", task="train", args=dict(seed=seed, other_seed=seed + 1, **common), budget_s=60),
-        dict(name="resume_1", task="train", budget_s=60, kill_on="saved",
-             args=dict(seed=seed, save_at=save_at, ckpt=str(h.workdir / "ckpt.pt"), **common)),
-    ]
-    runs = h.run_many([s for s in specs if s["name"] in need], parallel=2)
-    if "resume_2" in need:  # a different seed first: only what the checkpoint restores may matter
-        runs["resume_2"] = h.run("resume_2", "train", dict(seed=seed + 777, resume=True,
-                                                           ckpt=str(h.workdir / "ckpt.pt"), **common), budget_s=60)
-    if "measure" in need:
-        runs["measure"] = h.run("measure", "measure", {}, budget_s=90)
+    ckpt = str(h.workdir / "ckpt.pt")
+    runs = h.run_phases([
+        [dict(name="run_a", task="train", args=dict(seed=seed, evaluate=True, **common), budget_s=60),
+         dict(name="run_b", task="train", args=dict(seed=seed, other_seed=seed + 1, **common), budget_s=60),
+         dict(name="resume_1", task="train", budget_s=60, kill_on="saved",
+              args=dict(seed=seed, save_at=save_at, ckpt=ckpt, **common))],
+        # a different seed first: only what the checkpoint restores may matter
+        [dict(name="resume_2", task="train", args=dict(seed=seed + 777, resume=True, ckpt=ckpt, **common), budget_s=60)],
+        [dict(name="measure", task="measure", args={}, budget_s=90)],  # alone: it times things
+    ], need)
     results = [lab1_eval.EVALUATORS[c.name](c, runs) for c in checks]
     return results, lab1_eval.info(runs)
 
-
-__all__ = ["CHECKS", "TASKS", "grade", "error_result"]

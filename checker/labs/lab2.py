@@ -275,9 +275,5 @@ def grade(h, checks):
               args=dict(seed=seed + 777, resume=True, ckpt=ckpt, **common))],
         [dict(name="throughput", task="throughput", nproc=2, budget_s=120)],
     ]
-    runs = {}
-    for phase in phases:
-        todo = [s for s in phase if s["name"] in need]
-        if todo:
-            runs.update(h.run_many(todo, parallel=2))
+    runs = h.run_phases(phases, need)
     return [lab2_eval.EVALUATORS[c.name](c, runs) for c in checks], lab2_eval.info(runs)

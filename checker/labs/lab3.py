@@ -250,9 +250,5 @@ def grade(h, checks):
         [dict(name="resume_2", task="train", nproc=2, budget_s=90, args=dict(steps=N_STEPS, resume=True, ckpt=ckpt)),
          dict(name="resume_ws1", task="train", nproc=1, torchrun=True, budget_s=90, args=dict(steps=N_STEPS, resume=True, ckpt=ckpt))],
     ]
-    runs = {}
-    for phase in phases:
-        todo = [s for s in phase if s["name"] in need]
-        if todo:
-            runs.update(h.run_many(todo, parallel=2))
+    runs = h.run_phases(phases, need)
     return [lab3_eval.EVALUATORS[c.name](c, runs) for c in checks], lab3_eval.info(runs)
