@@ -4,6 +4,7 @@
     checker grade lab1                  # your code in labs/
     checker grade lab1 --solutions      # the reference (CI, instructors)
     checker grade --all --solutions --json report.json
+    checker doctor                      # environment diagnostics: run it first on a new node
 
 Exit status: 0 every check passed, 1 a check failed, 2 bad usage or input (unknown lab, missing
 folder, learner code that does not import), always with one clear line saying which.
@@ -146,6 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="checker", description="Grade the course's labs by running them.")
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("list", help="labs and the checks of each")
+    d = sub.add_parser("doctor", help="environment diagnostics: run it first on a new node (exit 1 if a row fails)")
+    d.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    d.add_argument("--device", choices=DEVICE_CHOICES, default="auto", help="the path to diagnose (auto: as the labs pick)")
+    d.add_argument("--timeout", type=float, default=60.0, metavar="S", help="budget of the 2-rank all-reduce test")
     g = sub.add_parser("grade", help="run a lab's checks")
     g.add_argument("lab", nargs="?", help="lab1 ... lab6 (or 1 ... 6)")
     g.add_argument("--all", action="store_true", help="every lab that exists")
@@ -173,6 +178,16 @@ def main(argv=None) -> int:
     try:
         if args.cmd == "list":
             return cmd_list(console)
+        if args.cmd == "doctor":
+            _check_json_path(args.json)
+            if args.timeout <= 0:
+                raise UsageError(f"--timeout must be positive seconds, got {args.timeout}")
+            try:  # imports torch: only when asked, so `checker list` stays quick
+                from checker import doctor
+            except ImportError as e:  # a broken install is the first thing a doctor should diagnose
+                print(f"checker doctor: FAIL: cannot import torch or the course ({e}); run `make setup`", file=sys.stderr)
+                return 1
+            return doctor.main(args, console)
         return cmd_grade(args, console)
     except UsageError as e:
         print(f"checker: {e}", file=sys.stderr)  # one line, unwrapped, whatever the terminal
