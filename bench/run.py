@@ -26,6 +26,8 @@ from labs.common.model import build_model, count_params, get_config
 from labs.common.optim import make_optimizer, make_scheduler
 from solutions.lab1_baseline import model_state_bytes, train_step
 
+from .profiler_bench import overhead as profiler_overhead
+
 OUT = Path(__file__).resolve().parent
 
 
@@ -73,7 +75,8 @@ def grade_time(lab: str) -> dict:
         wall = time.perf_counter() - t0
         rep = json.loads(Path(f"{d}/r.json").read_text())
     return {"lab": lab, "exit": r.returncode, "wall_s": round(wall, 1), "checker_s": rep["seconds"],
-            "checks": {c["name"]: c["value"] for c in rep["checks"]}}
+            "checks": {c["name"]: c["value"] for c in rep["checks"]},
+            "info": {i["name"]: i["value"] for i in rep.get("info", []) if not i["name"].startswith("run ")}}
 
 
 def torchrun(nproc: int, module: str, *args: str):
@@ -96,6 +99,7 @@ def main() -> None:
         "ddp": [torchrun(1, "bench.dist_bench", "ddp"), torchrun(2, "bench.dist_bench", "ddp")],
         "allreduce": torchrun(2, "bench.dist_bench", "allreduce"),
         "sharding": torchrun(2, "solutions.lab3_sharding.compare", "--out"),
+        "profiler": profiler_overhead(),
         "grades": [grade_time("lab1"), grade_time("lab2"), grade_time("lab3")],
         "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
@@ -132,6 +136,15 @@ def main() -> None:
     lines += ["", "| grade | exit | wall s | checker s |", "|---|---|---|---|"]
     for g in results["grades"]:
         lines.append(f"| `checker grade {g['lab']} --solutions` | {g['exit']} | {g['wall_s']} | {g['checker_s']} |")
+    prof = results["profiler"]
+    lines += ["", f"Step profiler (labs/common/profiler.py), always on: `tiny`, {prof['pairs']} interleaved pairs of "
+              f"{prof['steps_per_window']}-step windows (A B A B ...): {prof['tokens_per_s_without']:,} tokens/s "
+              f"without, {prof['tokens_per_s_with']:,} with; overhead {prof['overhead']:.1%} (median of the pairs' "
+              f"ratios; {prof['overhead_of_medians']:.1%} from the medians). Its bookkeeping alone: "
+              f"{prof['bookkeeping_us_per_step']} us per step.", "", "What the grades measured (information rows):", ""]
+    for g in results["grades"]:
+        for name, value in g["info"].items():
+            lines.append(f"- lab {g['lab'][-1]}, {name}: {value}")
     (OUT / "RESULTS.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

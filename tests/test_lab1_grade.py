@@ -22,6 +22,8 @@ MISTAKES = [  # (file, reference text, the mistake)
      "    _, loss = model(inputs, targets)\n    for _ in range(2):\n        model(inputs, targets)\n"),
     ("meters.py", "for p in model.parameters())\n    grads",  # the tied weight counted twice
      "for _, p in model.named_parameters(remove_duplicate=False))\n    grads"),
+    ("pipeline.py", "batch_sampler=batches, num_workers=2, prefetch_factor=4,\n"  # every batch prepared in-process
+                    "                        pin_memory=cdist.pin_memory(device))\n", "batch_sampler=batches)\n"),
 ]
 
 
@@ -51,11 +53,18 @@ def mistakes_report(tmp_path_factory):
     ("throughput", "yours"),
     ("throughput_meter", "over the same 10 steps"),
     ("memory_reported", "params:"),
+    ("input_pipeline", "for your loader"),
 ])
 def test_each_mistake_fails_its_check(mistakes_report, check, needle):
     r, checks = mistakes_report
     assert r.returncode == 1
     assert not checks[check]["passed"] and needle in checks[check]["message"], checks[check]
+
+
+def test_slow_loader_is_measured_and_the_hint_names_dataloader_workers(mistakes_report):
+    _, checks = mistakes_report
+    c = checks["input_pipeline"]
+    assert c["value"] > c["threshold"] and "DataLoader worker" in c["hint"] and "prefetch" in c["hint"], c
 
 
 def test_mistakes_do_not_fail_an_unrelated_check(mistakes_report):

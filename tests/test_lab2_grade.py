@@ -23,6 +23,9 @@ MISTAKES = {
          "            pass\n"),
         ("bucketed.py", "            if b.work is None:", "            if False:"),
         ("bucketed.py", "            b.work.wait()\n", "            b.flat.div_(self.world_size)\n            dist.all_reduce(b.flat)\n")]),
+    "wait_inside_hook": ("overlap", "backward waited for them", [  # launched from the hook, but backward blocks on it
+        ("bucketed.py", "            b.work = dist.all_reduce(b.flat, async_op=True)\n",
+         "            b.work = dist.all_reduce(b.flat, async_op=True)\n            b.work.wait()\n")]),
 }
 
 

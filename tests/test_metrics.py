@@ -30,3 +30,16 @@ def test_cpu_peak_comes_from_the_environment(monkeypatch):
     assert peak_flops("cpu (1 threads)") == 2.5e10
     monkeypatch.delenv("COURSE_PEAK_FLOPS")
     assert peak_flops("cpu (1 threads)") is None
+
+
+def test_cpu_mfu_denominator_is_a_matmul_measured_here_once(monkeypatch):
+    import torch
+
+    from labs.common.metrics import device_peak_flops, measured_cpu_peak
+    monkeypatch.delenv("COURSE_PEAK_FLOPS", raising=False)
+    state = torch.get_rng_state()
+    peak = device_peak_flops(torch.device("cpu"), "cpu (1 threads)")
+    assert peak == measured_cpu_peak() > 1e8  # cached: the same number, not a second measurement
+    assert torch.equal(torch.get_rng_state(), state)  # measuring must not move the training RNG
+    monkeypatch.setenv("COURSE_PEAK_FLOPS", "2.5e10")
+    assert device_peak_flops(torch.device("cpu"), "cpu") == 2.5e10

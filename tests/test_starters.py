@@ -45,3 +45,20 @@ def test_starter_imports_and_each_function_raises_its_todo():
         lab.train_step(None, None, None, (None, None))
     train = importlib.import_module("labs.lab1_baseline.train")
     assert "python -m labs.lab1_baseline.train" in train.__doc__ and "solutions" not in train.__doc__
+
+
+def test_lab1_pipeline_starter_runs_as_handed_out():
+    """A `# STARTER` block: the learner gets the slow pipeline that works, with its TODO as a comment."""
+    import torch
+
+    from labs.common.data import TokenFile, ensure_corpus
+    from labs.common.pipeline import WindowDataset
+    from labs.lab1_baseline import make_loader
+
+    data = TokenFile.open(ensure_corpus(256))
+    batches = iter(make_loader(WindowDataset(data.directory, 64, cost_s=0.0), [[3, 5], [8, 1]], "cpu"))
+    for ids in ([3, 5], [8, 1]):
+        x, y = next(batches)
+        assert all(torch.equal(a, b) for a, b in zip((x, y), data.batch(ids, 64)))
+    text = (ROOT / "labs" / "lab1_baseline" / "pipeline.py").read_text()
+    assert "    # TODO(lab1): the model waits" in text and "loader = DataLoader(dataset, batch_sampler=batches)\n" in text

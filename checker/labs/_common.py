@@ -11,6 +11,9 @@ class Check:
     name: str
     what: str  # what the check proves, one line (checker list)
     hint: str  # the concept and where to look, shown when it fails
+    # The pristine starter runs this part on purpose (e.g. lab 1's input pipeline: slow, so the learner sees
+    # the stall first); it fails on what the checker measures, not on a TODO.
+    starter_runs: bool = False
 
 
 def error_result(check: Check, err: dict, unit: str = "") -> CheckResult:
@@ -66,6 +69,25 @@ def run_info(runs) -> list[tuple[str, str]]:
             for name, run in runs.items()]
 
 
+def profile_info(label: str, prof: dict | None) -> list[tuple[str, str]]:
+    """Information rows from a worker's StepProfiler summary (labs.common.profiler; torch-free here, the
+    checker's own process never imports torch): where a step went, MFU, CPU utilisation."""
+    if not prof or not prof.get("step_s"):
+        return []
+    names = {"data": "data", "forward": "fwd", "backward": "bwd", "comm": "comm", "optimizer": "opt", "other": "other"}
+    phases = " | ".join(f"{short} {1e3 * prof[f'{n}_s']:.1f}" for n, short in names.items()
+                        if prof.get(f"{n}_s") is not None)
+    rows = [(f"{label}: step time",
+             f"{phases} ms of {1e3 * prof['step_s']:.1f} ms; input stall {prof['input_stall']:.0%}")]
+    if prof.get("peak_flops") and prof.get("flops_per_token"):
+        achieved = prof["tokens_per_step"] / prof["step_s"] * prof["flops_per_token"]
+        rows.append((f"{label}: MFU", f"{achieved / prof['peak_flops']:.1%} ({achieved / 1e9:.1f} of "
+                                      f"{prof['peak_flops'] / 1e9:.1f} GFLOP/s peak)"))
+    if prof.get("cpu_util") is not None:
+        rows.append((f"{label}: CPU utilisation", f"{prof['cpu_util']:.0%} of a core"))
+    return rows
+
+
 # ---------------------------------------------------------------- worker-side helpers
 
 
@@ -109,26 +131,33 @@ class CollectiveRecorder:
 
     Installed by the worker *before* it imports learner code, so `dist.all_reduce(...)` and
     `from torch.distributed import all_reduce` both reach it. The checker reads its own record;
-    it never asks the learner's wrapper how many collectives it launched.
+    it never asks the learner's wrapper how many collectives it launched. Besides each launch it keeps
+    when each collective completed and when the host sat waiting for it (labs.common.collectives), from
+    which `overlap` gets the communication time hidden behind backward.
     """
 
     def __init__(self):
-        import torch.distributed as dist
+        from labs.common.collectives import CollectiveTimeline
 
-        self.calls: list[tuple[float, int]] | None = None  # (perf_counter, numel) while recording
-        self._orig = dist.all_reduce
-        dist.all_reduce = self._all_reduce
+        self._timeline = CollectiveTimeline()
+        self.spans: list = []
 
-    def _all_reduce(self, tensor, *args, **kwargs):
-        import time
-
-        if self.calls is not None:
-            self.calls.append((time.perf_counter(), tensor.numel()))
-        return self._orig(tensor, *args, **kwargs)
+    @property
+    def calls(self) -> list[tuple[float, int]] | None:
+        """(launch time, numel) of each all-reduce so far while recording; None when not recording."""
+        spans = self._timeline.spans
+        return None if spans is None else [(s.launch, s.numel) for s in spans]
 
     def start(self) -> None:
-        self.calls = []
+        self._timeline.start()
 
     def stop(self) -> list[tuple[float, int]]:
-        calls, self.calls = self.calls or [], None
-        return calls
+        """(launch time, numel) of each all-reduce since start(); the full spans stay in self.spans."""
+        self.spans = self._timeline.stop()
+        return [(s.launch, s.numel) for s in self.spans]
+
+    def overlap(self, compute) -> tuple[float, float]:
+        """(seconds of the last window's communication hidden behind `compute`, seconds in all)."""
+        from labs.common.collectives import overlap
+
+        return overlap(self.spans, compute)

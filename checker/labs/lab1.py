@@ -1,4 +1,4 @@
-"""Lab 1 checks: reproducibility, exact resume after a SIGKILL, learning, speed, meters.
+"""Lab 1 checks: reproducibility, exact resume after a SIGKILL, learning, speed, meters, input pipeline.
 
 Worker side (`task_*`, run by checker.worker next to the learner's code) measures; checker side
 (`grade`) compares. Every number in the report is computed here, from tensors and clocks the
@@ -19,6 +19,10 @@ CONFIG, BATCH, SEQ = "tiny", 16, 64
 SEED, DATA_SEED = 1234, 0
 N_STEPS, SAVE_AT = 100, 40  # 100 tiny steps ~ 2.5 s on one core
 WHERE = "labs/lab1_baseline"
+# Input pipeline: a batch's transform is made to cost COST_RATIO of this machine's measured step, so a
+# pipeline in the training process waits 0.5 / (1 + 0.5) = 33% of each step, on a laptop or an H200 alike.
+COST_RATIO = 0.5
+PIPE_WARMUP, PIPE_STEPS, PIPE_BASELINE = 4, 20, 10
 
 CHECKS = [
     Check("reproducible", "two fresh processes with one seed give bit-identical losses and weights; "
@@ -43,6 +47,12 @@ CHECKS = [
           "(8 B/param + 4 B per tensor)",
           f"model_state_bytes ({WHERE}/meters.py): sum numel()*element_size() over unique parameters, "
           "existing .grad tensors and every tensor in optimizer.state."),
+    Check("input_pipeline", "over your make_loader (samples that cost CPU time), the checker's own steps wait "
+          "for data <= 20% of the time; batches in order",
+          f"The model sits waiting for every batch ({WHERE}/pipeline.py): use DataLoader worker processes "
+          "(num_workers=2 or more) with prefetching (prefetch_factor) so batches are prepared while the model "
+          "computes, and pin_memory on a GPU. Move the transform off the training process; don't change it.",
+          starter_runs=True),
 ]
 
 
@@ -158,33 +168,101 @@ def task_measure(ctx, target, windows=6, steps=8):
 
     out["speed"], out["speed_error"] = ctx.attempt(speed)
 
-    # The reference trains; the learner's meter watches it and the learner's byte count sizes it.
+    # The reference trains; the learner's meter watches it and the learner's byte count sizes it. The
+    # checker's step profiler splits the same steps into phases (information, not graded).
     import torch
+    from labs.common.metrics import device_peak_flops, flops_per_token
+    from labs.common.profiler import StepProfiler
     env, data, model, opt, sched, sampler = _setup(torch.manual_seed, SEED)
+    prof = StepProfiler(env.device).attach(model, opt)
     meter, out["meter_error"] = ctx.attempt(lambda: seam.ThroughputMeter(env.device, warmup_steps=2))
     stamps = []
     for _ in range(12):
-        ref.train_step(model, opt, sched, data.batch(sampler.next_ids(), SEQ, env.device))
+        prof.begin_step()
+        with prof.phase("data"):
+            batch = data.batch(sampler.next_ids(), SEQ, env.device)
+        ref.train_step(model, opt, sched, batch)
+        prof.end_step()
         if not out["meter_error"]:
             _, out["meter_error"] = ctx.attempt(lambda: meter.step(BATCH * SEQ))
         stamps.append(time.perf_counter())
     if not out["meter_error"]:
         tps, out["meter_error"] = ctx.attempt(lambda: meter.tokens_per_s)
         out["meter"] = {"meter_tps": tps, "clock_tps": BATCH * SEQ * 10 / (stamps[-1] - stamps[1])}
+    out["profile"] = {**prof.summary(), "peak_flops": device_peak_flops(env.device, cdist.device_name(env.device)),
+                      "flops_per_token": flops_per_token(model.cfg, SEQ), "tokens_per_step": BATCH * SEQ}
     params = list(model.parameters())
     out["truth"] = {"psi": sum(p.numel() for p in params), "tensors": len(params)}
     out["memory"], out["memory_error"] = ctx.attempt(lambda: seam.model_state_bytes(model, opt))
     return out
 
 
-TASKS = {"probe": task_probe, "train": task_train, "measure": task_measure}
+def task_pipeline(ctx, target):
+    """The learner's make_loader over the checker's dataset, iterated by the checker's loop: how long
+    does the reference step wait for each batch? An in-process pipeline (what num_workers=0 does) is timed
+    in the same run, for comparison."""
+    import torch
+    from torch.utils.data import default_collate
+
+    from labs.common import dist as cdist
+    from labs.common.pipeline import WindowDataset
+
+    seam, ref = seams.load(LAB, target), seams.load(LAB, "solutions")
+    env, data, model, opt, sched, sampler = _setup(torch.manual_seed, SEED)
+    n = PIPE_WARMUP + PIPE_STEPS
+    ids = [list(map(int, sampler.next_ids())) for _ in range(8 + PIPE_BASELINE + n)]
+    times = []
+    for b in ids[:8]:  # calibrate: this machine's reference step, now
+        t0 = time.perf_counter()
+        ref.train_step(model, opt, sched, data.batch(b, SEQ, env.device))
+        times.append(time.perf_counter() - t0)
+    step_s = statistics.median(times[3:])
+    dataset = WindowDataset(data.directory, SEQ, cost_s=COST_RATIO * step_s / BATCH)
+
+    def stall(batches, id_lists, warmup):
+        waits, totals = [], []
+        for k, b in enumerate(id_lists):
+            t0 = time.perf_counter()
+            try:
+                x, y = next(batches)
+            except StopIteration:
+                raise RuntimeError(f"make_loader stopped after {k} of {len(id_lists)} batches") from None
+            t1 = time.perf_counter()
+            ref.train_step(model, opt, sched, (x, y))  # .item() inside: the step is done on any device
+            t2 = time.perf_counter()
+            want = data.batch(b, SEQ)
+            if not (torch.equal(x.cpu(), want[0]) and torch.equal(y.cpu(), want[1])):
+                raise ValueError(f"batch {k} from make_loader is not the samples of batch {k} of `batches`, "
+                                 "in order (shape, order or content differ)")
+            if k >= warmup:
+                waits.append(t1 - t0)
+                totals.append(t2 - t0)
+        return {"stall": sum(waits) / sum(totals), "wait_ms": 1e3 * statistics.fmean(waits),
+                "step_ms": 1e3 * statistics.fmean(totals)}
+
+    base_ids, mine = ids[8:8 + PIPE_BASELINE], ids[8 + PIPE_BASELINE:]
+    in_process = (tuple(t.to(env.device) for t in default_collate([dataset[i] for i in b])) for b in base_ids)
+    out = {"baseline": stall(in_process, base_ids, 2), "cost_ms": 1e3 * dataset.cost_s, "calib_step_ms": 1e3 * step_s}
+    ctx.partial.update(out)
+    # Work done on the training thread stalls the model whenever it runs, also inside make_loader before the
+    # timed steps (every batch built up front): the dataset counts the samples this thread prepared.
+    dataset.prepared_here = 0
+    loader = iter(seam.make_loader(dataset, iter(mine), env.device))
+    out["learner"] = stall(loader, mine, PIPE_WARMUP)
+    out["learner"]["on_training_thread"] = dataset.prepared_here
+    out["learner"]["samples"] = BATCH * len(mine)
+    cdist.synchronize(env.device)
+    return out
+
+
+TASKS = {"probe": task_probe, "train": task_train, "measure": task_measure, "pipeline": task_pipeline}
 
 
 # ---------------------------------------------------------------- checker side
 RUNS = {  # which runs each check needs; --only runs just those
     "reproducible": {"run_a", "run_b"}, "resume_exact": {"run_a", "resume_1", "resume_2"},
     "loss_decreases": {"run_a"}, "throughput": {"measure"}, "throughput_meter": {"measure"},
-    "memory_reported": {"measure"},
+    "memory_reported": {"measure"}, "input_pipeline": {"pipeline"},
 }
 
 
@@ -204,6 +282,7 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
         # a different seed first: only what the checkpoint restores may matter
         [dict(name="resume_2", task="train", args=dict(seed=seed + 777, resume=True, ckpt=ckpt, **common), budget_s=60)],
         [dict(name="measure", task="measure", args={}, budget_s=90)],  # alone: it times things
+        [dict(name="pipeline", task="pipeline", args={}, budget_s=60)],  # alone: its workers need the other core
     ], need)
     results = [lab1_eval.EVALUATORS[c.name](c, runs) for c in checks]
     return results, lab1_eval.info(runs)

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import math
 
-from checker.labs._common import Check, diverged_at, error_result, first_error, run_info
+from checker.labs._common import Check, diverged_at, error_result, first_error, profile_info, run_info
 from checker.report import CheckResult
 
 THROUGHPUT_MIN = 0.8   # learner/reference tokens/s, medians of interleaved windows (noise here is ~15%)
 METER_TOL = 0.05       # relative difference between the learner's meter and the checker's clock
 LEARN_FRACTION = 0.5   # the val loss must cover this fraction of the way from ln V to the floor
+STALL_MAX = 0.20       # input stall over the learner's loader: in-process ~0.33 (lab1.COST_RATIO); 2 workers 0.05-0.10
+                       # on 2 busy cores (handing a batch over costs 1-4 ms here: shared memory, an fd per tensor)
 
 
 def reproducible(c: Check, runs) -> CheckResult:
@@ -109,12 +111,34 @@ def memory_reported(c: Check, runs) -> CheckResult:
                                 if not wrong else "; ".join(wrong) + f" (Ψ={psi:,}, {tensors} tensors)"))
 
 
+def input_pipeline(c: Check, runs) -> CheckResult:
+    err = first_error(runs, "pipeline")
+    if err:
+        return error_result(c, err, unit="input stall")
+    r = runs["pipeline"].result
+    mine, base = r["learner"], r["baseline"]
+    inline = mine.get("on_training_thread", 0)
+    ok = mine["stall"] <= STALL_MAX and not inline
+    msg = (f"waited {mine['wait_ms']:.1f} ms of each {mine['step_ms']:.1f} ms step for your loader; a pipeline in "
+           f"the training process: {base['stall']:.0%} ({base['wait_ms']:.1f} ms) (samples cost {r['cost_ms']:.2f} "
+           "ms of CPU each)")
+    if inline:  # batches built up front in make_loader wait out of the timed steps, but the model still waited
+        msg += (f"; {inline} of {mine['samples']} samples were prepared on the training thread itself "
+                "(e.g. all batches built inside make_loader): that work stalls the model whenever it runs")
+    return CheckResult(c.name, ok, value=round(mine["stall"], 3), threshold=STALL_MAX, unit="input stall",
+                       hint=c.hint, message=msg)
+
+
 EVALUATORS = {f.__name__: f for f in (reproducible, resume_exact, loss_decreases, throughput, throughput_meter,
-                                      memory_reported)}
+                                      memory_reported, input_pipeline)}
 
 
 def info(runs) -> list[tuple[str, str]]:
-    m = runs.get("measure")
-    speed = [("reference tokens/s (tiny, 1 thread)", f"{m.result['speed']['reference_tps']:,.0f}")] \
+    m, p = runs.get("measure"), runs.get("pipeline")
+    rows = [("reference tokens/s (tiny, 1 thread)", f"{m.result['speed']['reference_tps']:,.0f}")] \
         if m and m.result.get("speed") else []
-    return speed + run_info(runs)
+    rows += profile_info("reference, checker's profiler", m.result.get("profile")) if m else []
+    if p and p.result.get("learner"):
+        rows.append(("input stall", f"your loader {p.result['learner']['stall']:.1%}, in-process pipeline "
+                                    f"{p.result['baseline']['stall']:.1%}"))
+    return rows + run_info(runs)

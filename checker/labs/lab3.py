@@ -130,12 +130,18 @@ def _fsdp(ctx, seam, env, steps=4, windows=6):
            "world_size": env.world_size,
            "psi": _psi(ddp_model), "tensors": len(list(ddp_model.parameters()))}
     out["learner_bytes"], out["learner_bytes_error"] = ctx.attempt(lambda: seam.model_state_bytes(fsdp, fsdp_opt))
+    from labs.common.metrics import device_peak_flops, flops_per_token
+    from labs.common.profiler import CpuUtilisation
+    cpu = CpuUtilisation()  # this rank's CPU seconds per wall second over the timed windows (information)
     rates = {"ddp": [], "fsdp": []}
     for w in range(windows):
         for name in (("ddp", "fsdp") if w % 2 == 0 else ("fsdp", "ddp")):
             rates[name].append(run(name))
     out["ratio"] = statistics.median(a / b for a, b in zip(rates["fsdp"], rates["ddp"]))
     out["tokens_per_s"] = {k: statistics.median(v) for k, v in rates.items()}
+    out["cpu_util"] = cpu.read()
+    out["peak_flops"] = device_peak_flops(env.device, cdist.device_name(env.device))
+    out["flops_per_token"] = flops_per_token(ddp_model.cfg, SEQ)
     return out
 
 

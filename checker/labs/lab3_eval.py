@@ -135,4 +135,15 @@ EVALUATORS = {f.__name__: f for f in (zero1_equivalence, zero1_memory, fsdp_equi
                                       deepspeed_stages, sharded_resume, throughput)}
 
 
-info = run_info
+def info(runs) -> list[tuple[str, str]]:
+    """MFU and CPU utilisation of the throughput windows (correctness run): information, not graded."""
+    run, rows = runs.get("correctness"), []
+    parts = [r.get("fsdp") for r in (run.results if run else [])]
+    if parts and all(isinstance(x, dict) and x.get("peak_flops") for x in parts):
+        r = parts[0]
+        per_rank = {k: v / r["world_size"] * r["flops_per_token"] for k, v in r["tokens_per_s"].items()}
+        rows.append(("MFU per rank (tiny; achieved / peak FLOP/s)", ", ".join(
+            f"{k} {v / r['peak_flops']:.1%}" for k, v in per_rank.items()) + f" of {r['peak_flops'] / 1e9:.1f} GFLOP/s"))
+        rows.append(("CPU utilisation per rank (throughput windows)",
+                     ", ".join(f"rank {i} {x['cpu_util']:.0%}" for i, x in enumerate(parts))))
+    return rows + run_info(runs)

@@ -11,7 +11,9 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import resource
+import subprocess
 import sys
+import time
 from dataclasses import dataclass
 
 import torch
@@ -89,8 +91,8 @@ def teardown() -> None:
 
 def log(env: DistEnv, *msg, all_ranks: bool = False) -> None:
     """Rank 0 prints; with all_ranks every rank prints with a [rank=N] prefix."""
-    if all_ranks:
-        print(f"[rank={env.rank}]", *msg, flush=True)
+    if all_ranks:  # one write per line: ranks sharing a terminal or a pipe don't interleave mid-line
+        print(" ".join([f"[rank={env.rank}]", *map(str, msg)]), flush=True)
     elif env.is_main:
         print(*msg, flush=True)
 
@@ -143,3 +145,105 @@ def set_device_rng_state(state) -> None:
 def ddp_device_ids(device: torch.device) -> list[int] | None:
     """What torch DDP's `device_ids` wants: [the GPU index] on CUDA, None on CPU."""
     return [device.index] if device.type == "cuda" else None
+
+
+# ---------------------------------------------------------------- clocks, memory, utilisation (the step profiler's view)
+def is_async(device: torch.device) -> bool:
+    """Does work on this device run behind the host's back? On a GPU a call returns once its kernels are
+    queued, so a host clock read between two calls measures launches, not the work."""
+    return device.type == "cuda"
+
+
+def stamp(device: torch.device):
+    """"Now" on the device's own timeline. CPU: the host clock. GPU: an event queued on the current stream,
+    timestamped when the GPU reaches it, so marking a phase costs ~5 us and never drains the queue
+    (a synchronize() per mark would: 4 marks x a drained pipeline per step is what we avoid)."""
+    if device.type == "cuda":
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+    return time.perf_counter()
+
+
+def seconds_between(a, b) -> float:
+    """Seconds from stamp a to stamp b (waits for b to be reached on a GPU)."""
+    if isinstance(a, float):
+        return b - a
+    b.synchronize()
+    return a.elapsed_time(b) / 1e3  # CUDA events report milliseconds
+
+
+# How each backend's collectives appear in a torch.profiler trace: gloo runs them on its own threads
+# (gloo:all_reduce), NCCL as kernels on a communication stream.
+COLLECTIVE_TRACE_NAMES = r"gloo:all_reduce|nccl.*(AllReduce|ReduceScatter|AllGather)|ncclDevKernel|ncclKernel"
+
+
+def profiler_activities(device: torch.device) -> list:
+    """What torch.profiler should record here: host ops always, the GPU's kernels on a GPU."""
+    from torch.profiler import ProfilerActivity
+
+    return [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+
+
+def pin_memory(device: torch.device) -> bool:
+    """Should a DataLoader put batches in pinned (page-locked) host memory? Only for a GPU: a copy from
+    pinned memory can run asynchronously (`.to(device, non_blocking=True)`); on CPU there is no copy."""
+    return device.type == "cuda"
+
+
+def memory_stats(device: torch.device) -> dict:
+    """On a GPU, what the caching allocator holds right now: `allocated` (live tensors) and `reserved` (taken
+    from the driver). reserved - allocated is cached or fragmented: free to this process, but perhaps in
+    pieces too small for the next big tensor. fragmentation = 1 - allocated/reserved. On CPU: {}."""
+    if device.type != "cuda":
+        return {}
+    alloc, reserved = torch.cuda.memory_allocated(device), torch.cuda.memory_reserved(device)
+    return {"device_allocated_bytes": alloc, "device_reserved_bytes": reserved,
+            "fragmentation": 1 - alloc / reserved if reserved else 0.0}
+
+
+def start_memory_history(device: torch.device, max_entries: int = 100_000) -> bool:
+    """Record every allocation with its Python stack (a GPU only; ~5% slower while on). False on CPU."""
+    if device.type != "cuda":
+        return False
+    torch.cuda.memory._record_memory_history(max_entries=max_entries)
+    return True
+
+
+def dump_memory_snapshot(device: torch.device, path) -> bool:
+    """Write the recorded history as a pickle for https://pytorch.org/memory_viz, and stop recording."""
+    if device.type != "cuda":
+        return False
+    torch.cuda.memory._dump_snapshot(str(path))
+    torch.cuda.memory._record_memory_history(enabled=None)
+    return True
+
+
+_NVML: dict = {}
+
+
+def gpu_utilisation(device: torch.device) -> float | None:
+    """Percent of the last sample period in which a kernel ran on this GPU: NVML (the nvidia-ml-py package)
+    if importable, else `nvidia-smi --query-gpu`; None on CPU or when neither answers. nvidia-smi costs
+    ~50 ms a call (a process), so sample it every few seconds, not every step."""
+    if device.type != "cuda":
+        return None
+    try:  # NVML and nvidia-smi number GPUs physically; the UUID names the one this process uses
+        uuid = str(torch.cuda.get_device_properties(device).uuid)
+        uuid = uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+    except (AttributeError, RuntimeError):
+        return None
+    try:
+        import pynvml
+        if not _NVML:
+            pynvml.nvmlInit()
+        handle = _NVML.setdefault(uuid, pynvml.nvmlDeviceGetHandleByUUID(uuid))
+        return float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+    except Exception:  # noqa: BLE001 - no NVML here: ask the command-line tool
+        pass
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
+                              "-i", uuid], capture_output=True, text=True, timeout=5)
+        return float(out.stdout.strip().splitlines()[0])
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return None

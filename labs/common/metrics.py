@@ -1,4 +1,4 @@
-"""What a run reports: FLOPs per token, MFU, and a JSONL step log.
+"""What a run reports: FLOPs per token, MFU (against a datasheet or a measured peak), and a JSONL step log.
 
 Training FLOPs per token (forward + backward = 3x forward; a matmul of a (1,k) row by a (k,n)
 weight costs 2kn FLOPs forward):
@@ -10,10 +10,13 @@ position embedding is a lookup, not a matmul, so it is left out.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
 from pathlib import Path
+
+import torch
 
 from .model import GPTConfig
 
@@ -44,6 +47,42 @@ def peak_flops(device_name: str, dtype: str = "fp32") -> float | None:
             return peaks[dtype]
     env = os.environ.get("COURSE_PEAK_FLOPS")
     return float(env) if env else None
+
+
+def measured_cpu_peak() -> float:
+    """FLOP/s of a square fp32 matmul on this machine, with this process's threads (measured once per
+    process and thread count).
+
+    Why measure on CPU: a CPU has no single datasheet number. Its peak depends on the core count the
+    process may use (one per rank here), the vector width the build uses (AVX2 vs AVX-512), the clock
+    it turbos to and what else shares the machine, so the only honest denominator is the best dense
+    matmul this process achieves here, now. A 1024^3 matmul is 2 x 1024^3 = 2.1 GFLOP (~25 ms at
+    ~90 GFLOP/s on one core): large enough to run at full speed. The fastest of `reps` is kept: other
+    processes can only slow a run down, never speed it up.
+    """
+    return _matmul_flops(torch.get_num_threads())
+
+
+@functools.lru_cache(maxsize=None)
+def _matmul_flops(threads: int, n: int = 1024, reps: int = 3) -> float:
+    g = torch.Generator().manual_seed(0)  # its own generator: measuring must not move the training RNG
+    a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
+    a @ b  # warm-up: page in, pick the kernel
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n**3 / best
+
+
+def device_peak_flops(device, device_name: str, dtype: str = "fp32") -> float | None:
+    """The MFU denominator: a GPU's datasheet peak (None for a card not in the table); on CPU
+    COURSE_PEAK_FLOPS if set, else the matmul peak measured in this process."""
+    if getattr(device, "type", device) == "cpu":
+        env = os.environ.get("COURSE_PEAK_FLOPS")
+        return float(env) if env else measured_cpu_peak()
+    return peak_flops(device_name, dtype)
 
 
 def mfu(tokens_per_s: float, cfg: GPTConfig, seq_len: int, peak: float | None) -> float | None:

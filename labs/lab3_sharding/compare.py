@@ -3,12 +3,15 @@
 """Five strategies side by side: bytes per rank (measured and formula), tokens/s, checkpoint layout.
 
     torchrun --nproc_per_node 2 -m labs.lab3_sharding.compare --out runs/lab3/compare-2.json
+    torchrun --nproc_per_node 2 -m labs.lab3_sharding.compare --strategies ddp,fsdp --profile --out runs/lab3/p.json
 
 For each of DDP, ZeRO-1 (yours), FSDP2 (yours), DeepSpeed ZeRO 1/2/3: train a few steps, count the
 bytes this rank holds from its tensors, time a window, save a checkpoint in the strategy's own
 format and list its files. FSDP2 also exports a full state dict for inference (loaded back into a
 plain GPT), and DeepSpeed's ZeRO-3 checkpoint is consolidated into one fp32 state dict (its
-parameter count is reported).
+parameter count is reported). Each strategy's timed steps are split into forward, backward and
+optimizer (where FSDP's all-gathers and reduce-scatters, ZeRO-1's broadcasts and DDP's all-reduces
+land), with this rank's CPU utilisation and MFU; --profile writes a trace per strategy and rank.
 """
 from __future__ import annotations
 
@@ -24,8 +27,11 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 
 from labs.common import dist as cdist
 from labs.common.data import TokenFile, ensure_corpus
+from labs.common.metrics import device_peak_flops, mfu
 from labs.common.model import build_model, count_params
 from labs.common.optim import ADAMW, make_optimizer, make_scheduler, param_groups
+from labs.common.profiler import StepProfiler
+from labs.common.trace import TraceWindow
 
 from . import dcp_state
 from .deepspeed_zero import make_engine
@@ -43,7 +49,7 @@ def files(folder: Path) -> dict:
     return {str(p.relative_to(folder)): p.stat().st_size for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def run(name, env, data, out: Path) -> dict:
+def run(name, env, data, out: Path, profile: bool = False) -> dict:
     torch.manual_seed(0)
     model = build_model("tiny").to(env.device)
     psi, n = count_params(model), env.world_size
@@ -54,7 +60,7 @@ def run(name, env, data, out: Path) -> dict:
     if name.startswith("deepspeed"):
         stage = int(name[-1])
         engine = make_engine(model, stage, BATCH)
-        step = lambda x, y: (engine.backward(loss := engine(x, y)[1]), engine.step(), loss)[-1]  # noqa: E731
+        phases = (lambda x, y: engine(x, y)[1], engine.backward, engine.step)
         opt = engine.optimizer
         inner = getattr(opt, "optimizer", opt)
         formula = {1: 4 + 12 / n, 2: 4 + 12 / n, 3: 16 / n}[stage]  # persistent: weights + master + moments
@@ -73,13 +79,14 @@ def run(name, env, data, out: Path) -> dict:
                else make_optimizer(wrapped))
         sched = make_scheduler(getattr(opt, "optim", opt), warmup=2, total=100)
 
-        def step(x, y):
+        def forward(x, y):
             opt.zero_grad(set_to_none=True)
-            loss = wrapped(x, y)[1]
-            loss.backward()
+            return wrapped(x, y)[1]
+
+        def update():
             opt.step()
             sched.step()
-            return loss
+        phases = (forward, lambda loss: loss.backward(), update)
 
         local_opt = getattr(opt, "optim", opt)
         formula = {"ddp": 16, "zero1": 8 + 8 / n, "fsdp": 16 / n}[name]
@@ -107,19 +114,38 @@ def run(name, env, data, out: Path) -> dict:
                     torch.save(opt.state_dict(), ckpt / "optim.pt")
             dist.barrier()
 
+    prof = StepProfiler(env.device)
+
+    def step(x, y):
+        forward, backward, update = phases
+        with prof.phase("forward"):
+            loss = forward(x, y)
+        with prof.phase("backward"):  # FSDP/ZeRO-3: all-gathers and reduce-scatters run in here
+            backward(loss)
+        with prof.phase("optimizer"):  # ZeRO-1: the owners' broadcasts run in here
+            update()
+        return loss
+
     batches = [data.batch(range(s * 64 + env.rank * BATCH, s * 64 + (env.rank + 1) * BATCH), SEQ, env.device)
                for s in range(STEPS)]
     step(*batches[0])
     measured = held()
     t0 = time.perf_counter()
-    for x, y in batches:
-        loss = step(x, y)
+    with TraceWindow(out / f"trace-{name}-rank{env.rank}.json", env.device, wait=1, warmup=1, active=3,
+                     enabled=profile) as trace:
+        for x, y in batches:
+            prof.begin_step()
+            loss = step(x, y)
+            prof.end_step()
+            trace.step()
     cdist.synchronize(env.device)
     tps = BATCH * SEQ * n * STEPS / (time.perf_counter() - t0)
     save()
+    peak = device_peak_flops(env.device, cdist.device_name(env.device))
     result = {"strategy": name, "world_size": n, "psi": psi, "bytes_measured": measured,
               "bytes_formula": formula * psi, "bytes_per_param": measured / psi, "tokens_per_s": tps,
-              "loss": loss.item(), "checkpoint": files(ckpt) if env.is_main else None}
+              "loss": loss.item(), "checkpoint": files(ckpt) if env.is_main else None,
+              "phases": prof.summary(skip=1), "mfu": mfu(tps / n, model.cfg, SEQ, peak)}
     if name == "deepspeed3" and env.is_main:  # consolidate ZeRO-3 shards into one fp32 state dict
         from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
         sd = get_fp32_state_dict_from_zero_checkpoint(str(ckpt), tag="step")
@@ -131,18 +157,21 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="runs/lab3/compare.json")
     ap.add_argument("--strategies", default="ddp,zero1,fsdp,deepspeed1,deepspeed2,deepspeed3")
+    ap.add_argument("--profile", action="store_true", help="a torch.profiler trace per strategy and rank, next to --out")
     args = ap.parse_args(argv)
     env = cdist.init(timeout_s=120)
     data = TokenFile.open(ensure_corpus(256))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    results = [run(s, env, data, out.parent) for s in args.strategies.split(",")]
+    results = [run(s, env, data, out.parent, args.profile) for s in args.strategies.split(",")]
     if env.is_main:
         out.write_text(json.dumps(results, indent=1))
         for r in results:
             print(f"{r['strategy']:11s} {r['bytes_per_param']:6.2f} B/param (formula {r['bytes_formula'] / r['psi']:5.2f})"
                   f" {r['tokens_per_s']:9,.0f} tok/s  checkpoint: {len(r['checkpoint'])} files, "
-                  f"{sum(r['checkpoint'].values()) / 1e6:.2f} MB")
+                  f"{sum(r['checkpoint'].values()) / 1e6:.2f} MB | " + ", ".join(
+                      f"{k[:-2]} {1e3 * r['phases'][k]:.1f}" for k in ("forward_s", "backward_s", "optimizer_s"))
+                  + f" ms | MFU {r['mfu']:.1%}, CPU {r['phases']['cpu_util']:.0%}")
     cdist.teardown()
 
 

@@ -3,18 +3,20 @@
     torchrun --nproc_per_node 2 -m solutions.lab2_ddp.train --ddp bucketed --steps 200 --out runs/lab2
     torchrun --nproc_per_node 2 -m solutions.lab2_ddp.train --ddp torch --accum 2 --out runs/lab2-torch
     torchrun --nproc_per_node 1 -m solutions.lab2_ddp.train --batch-size 32 --out runs/lab2-ws1
+    torchrun --nproc_per_node 2 -m solutions.lab2_ddp.train --ddp naive --steps 20 --profile --out runs/lab2-trace
 
 --batch-size is per rank and per micro-step: the global batch is batch-size x ranks x accum,
 so `--nproc_per_node 2 --batch-size 16` and `--nproc_per_node 1 --batch-size 32` train on the
 same data, step for step. What changed from lab 1's train.py: the process group, the sampler
 (sharded), the model (wrapped), the step (accumulation + sync), the checkpoint (per-rank RNG),
-and the log (global tokens/s, exposed communication time).
+and the log (global tokens/s; comm_s: the exposed communication, time the step waited for gradients;
+comm_overlap: the share of all-reduce time hidden behind backward, from the all-reduces' timestamps).
+--profile writes OUT/trace-rank<R>.json per rank: see where the all-reduces sit relative to backward.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import time
 from pathlib import Path
 
 import torch
@@ -22,9 +24,12 @@ import torch.distributed as dist
 
 from labs.common import dist as cdist
 from labs.common.data import TokenFile, ensure_corpus
-from labs.common.metrics import StepLog
+from labs.common.collectives import CollectiveTimeline, overlap
+from labs.common.metrics import StepLog, device_peak_flops, mfu
 from labs.common.model import build_model, get_config
 from labs.common.optim import make_optimizer, make_scheduler
+from labs.common.profiler import StepProfiler, format_phases
+from labs.common.trace import TraceWindow
 
 from ..lab1_baseline import ThroughputMeter, model_state_bytes, seed_everything
 from .bucketed import BucketedDDP
@@ -51,6 +56,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--out", default="runs/lab2")
     ap.add_argument("--ckpt-every", type=int, default=50)
     ap.add_argument("--device", default="auto", choices=cdist.DEVICE_CHOICES)
+    ap.add_argument("--profile", action="store_true", help="write a torch.profiler trace per rank to OUT/")
     return ap.parse_args(argv)
 
 
@@ -84,44 +90,64 @@ def main(argv=None) -> None:
     if start:
         cdist.log(env, f"resumed from {ckpt_path} at step {start}")
 
-    comm = {"s": 0.0}  # time spent waiting in finish_gradient_synchronization: the *exposed* communication
-    if hasattr(ddp, "finish_gradient_synchronization"):
+    prof = StepProfiler(env.device).attach(model, optimizer)  # after the wrapper: its grad hooks run first
+    if hasattr(ddp, "finish_gradient_synchronization"):  # torch DDP has none: its reducer waits inside backward
         finish = ddp.finish_gradient_synchronization
 
         def timed_finish():
-            t = time.perf_counter()
-            finish()
-            cdist.synchronize(env.device)
-            comm["s"] += time.perf_counter() - t
+            with prof.phase("comm"):  # waiting for gradients: the communication backward did *not* hide
+                finish()
         ddp.finish_gradient_synchronization = timed_finish
+    # Hidden communication from the all-reduces' own timestamps: exact where collectives run on host threads
+    # (gloo); on a GPU they run on a stream, so read the overlap off the --profile trace instead.
+    timeline = None if cdist.is_async(env.device) else CollectiveTimeline()
+    hidden = {"hidden": 0.0, "total": 0.0}
+    peak = device_peak_flops(env.device, cdist.device_name(env.device))
 
     tokens_per_step = args.batch_size * env.world_size * args.accum * seq
     cdist.log(env, f"{args.ddp} DDP, {env.world_size} ranks on {env.backend}; global batch "
                    f"{args.batch_size}x{env.world_size}x{args.accum} = {tokens_per_step} tokens/step")
     log = StepLog(out / "log.jsonl") if env.is_main else StepLog(None)
     meter = ThroughputMeter(env.device)
-    for step in range(start, min(args.steps, args.stop_at or args.steps)):
-        t0 = time.perf_counter()
-        micro = [data.batch(sampler.next_ids(), seq, env.device) for _ in range(args.accum)]
-        t1 = time.perf_counter()
-        comm["s"] = 0.0
-        loss = train_step(ddp, optimizer, scheduler, micro)
-        t2 = time.perf_counter()
-        meter.step(tokens_per_step)
-        mean_loss = torch.tensor([loss], device=env.device)
-        dist.all_reduce(mean_loss)  # for the log only: the loss of the global batch
-        mean_loss = mean_loss.item() / env.world_size
-        log.write(step=step + 1, loss=mean_loss, tokens_per_s=meter.tokens_per_s, world_size=env.world_size,
-                  model_state_bytes=model_state_bytes(model, optimizer)["total"], data_s=t1 - t0,
-                  step_s=t2 - t1, comm_wait_s=comm["s"] if hasattr(ddp, "finish_gradient_synchronization") else None,
-                  **cdist.peak_bytes(env.device))
-        if (step + 1) % args.ckpt_every == 0 or step + 1 in (args.steps, args.stop_at):
-            save_checkpoint(ckpt_path, ddp, optimizer, scheduler, sampler, step + 1)
-        if (step + 1) % 10 == 0 or step == start:
-            exposed = f"{1e3 * comm['s']:.1f} ms" if hasattr(ddp, "finish_gradient_synchronization") else "inside backward"
-            cdist.log(env, f"step {step + 1:5d} | loss {mean_loss:.4f} | {meter.tokens_per_s:9.0f} tok/s | "
-                           f"data {1e3 * (t1 - t0):.1f} ms step {1e3 * (t2 - t1):.1f} ms (comm wait {exposed})")
+    with TraceWindow(out / f"trace-rank{env.rank}.json", env.device, enabled=args.profile) as trace:
+        for step in range(start, min(args.steps, args.stop_at or args.steps)):
+            prof.begin_step()
+            if timeline:
+                timeline.start()
+            with prof.phase("data"):
+                micro = [data.batch(sampler.next_ids(), seq, env.device) for _ in range(args.accum)]
+            loss = train_step(ddp, optimizer, scheduler, micro)
+            phases = prof.end_step()
+            spans = timeline.stop() if timeline else []
+            h, c = overlap(spans, prof.host_spans("backward")) if timeline else (0.0, 0.0)
+            if step - start >= 2:  # past warm-up, for the run's summary
+                hidden["hidden"] += h
+                hidden["total"] += c
+            meter.step(tokens_per_step)
+            mean_loss = torch.tensor([loss], device=env.device)
+            dist.all_reduce(mean_loss)  # for the log only: the loss of the global batch
+            mean_loss = mean_loss.item() / env.world_size
+            tps = meter.tokens_per_s
+            log.write(step=step + 1, loss=mean_loss, tokens_per_s=tps, world_size=env.world_size,
+                      mfu=mfu(tps / env.world_size, cfg, seq, peak),  # per device: each rank did 1/N of the tokens
+                      model_state_bytes=model_state_bytes(model, optimizer)["total"], comm_wait_s=phases["comm_s"],
+                      comm_overlap=h / c if c else None, **phases, **cdist.peak_bytes(env.device),
+                      **cdist.memory_stats(env.device))
+            if (step + 1) % args.ckpt_every == 0 or step + 1 in (args.steps, args.stop_at):
+                save_checkpoint(ckpt_path, ddp, optimizer, scheduler, sampler, step + 1)
+            if (step + 1) % 10 == 0 or step == start:
+                cdist.log(env, f"step {step + 1:5d} | loss {mean_loss:.4f} | {tps:9.0f} tok/s | {format_phases(phases)}"
+                               + ("" if phases["comm_s"] is not None else " (comm: inside backward)"))
+            trace.step()
     log.close()
+    s = prof.summary()
+    if s:
+        share = f"; all-reduce time hidden behind backward {hidden['hidden'] / hidden['total']:.0%}" \
+            if hidden["total"] else ""
+        cdist.log(env, f"where a step went (mean of {s['steps']}): {format_phases(s)}; input stall "
+                       f"{s['input_stall']:.0%}{share}; CPU {s['cpu_util']:.0%} of a core", all_ranks=True)
+    if trace.written:
+        cdist.log(env, f"trace: {trace.written} (open in https://ui.perfetto.dev)", all_ranks=True)
     cdist.teardown()
 
 
