@@ -1,4 +1,4 @@
-"""Launching graded runs: one subprocess (or one torchrun) per run, each with a time budget.
+"""Launching graded runs: one subprocess per run (its ranks started by checker/spawn.py), each with a time budget.
 
 Guarantees the checker relies on:
   - every run starts in its own session (process group), so one signal reaches all its ranks;
@@ -133,14 +133,19 @@ class Harness:
         self.on_finish = on_finish or (lambda run: None)
         become_subreaper()
 
-    def _command(self, task: str, out: Path, args: dict, nproc: int, torchrun: bool = False) -> list[str]:
+    def _command(self, task: str, out: Path, args: dict, nproc: int, torchrun: bool = False,
+                 launch: list[str] | str | None = None) -> list[str]:
         worker = ["-m", "checker.worker", "--lab", self.lab, "--task", task, "--target", self.target,
                   "--root", str(self.root), "--out", str(out), "--args", json.dumps(args)]
-        if nproc == 1 and not torchrun:
+        if nproc == 1 and not torchrun and launch is None:
             return [sys.executable, *worker]
-        # --standalone: a private rendezvous on a port the OS picks; never a fixed port.
-        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-                "--max-restarts=0", *worker]
+        if launch is None:
+            # The ranks, started directly (checker/spawn.py: env:// rendezvous on a port the OS picks, the same
+            # variables torchrun sets): torchrun's agent would be one more process importing torch per run,
+            # ~2 s of CPU each; on 2 cores that made lab 2's grade 55 s instead of 36 s.
+            return [sys.executable, "-m", "checker.spawn", f"--nproc={nproc}", "--", sys.executable, *worker]
+        # torchrun with the given options, where the launch itself is what is graded (lab 4's port incident).
+        return [sys.executable, "-m", "torch.distributed.run", *launch, "--max-restarts=0", *worker]
 
     def _env(self, nonce: str) -> dict:
         env = dict(os.environ)
@@ -156,8 +161,11 @@ class Harness:
         return env
 
     def run_many(self, specs: list[dict], parallel: int = 2) -> dict[str, Run]:
-        """Run specs (dicts: name, task, args, budget_s, nproc=1, torchrun=False, kill_on=None) `parallel` at a
-        time. nproc > 1 (or torchrun=True, for a process group of one) launches under torchrun.
+        """Run specs (dicts: name, task, args, budget_s, nproc=1, torchrun=False, kill_on=None, env=None,
+        launch=None, argv=None) `parallel` at a time. nproc > 1 (or torchrun=True: a process group even of one
+        rank; the name is historical) starts the ranks with checker/spawn.py; `launch` (torchrun's options) starts them under torchrun instead;
+        `env` is added to the run's environment. `argv` runs that command instead of a worker (lab 4 runs the course's
+        own faulty job that way): it has no result files, only its log, exit status and timing.
 
         `kill_on` names a file the worker creates (e.g. after a checkpoint); when it appears the run
         is SIGKILLed, as a preemption or an OOM-kill would do. That is a cue, not a failure.
@@ -205,8 +213,10 @@ class Harness:
         args = {**spec.get("args", {}), "workdir": str(self.workdir)}
         log = open(log_path, "wb")
         nonce = secrets.token_hex(16)
-        proc = subprocess.Popen(self._command(spec["task"], out, args, nproc, spec.get("torchrun", False)), cwd=self.workdir,
-                                env=self._env(nonce), stdout=log, stderr=subprocess.STDOUT,
+        argv = spec.get("argv") or self._command(spec["task"], out, args, nproc, spec.get("torchrun", False),
+                                                 spec.get("launch"))
+        proc = subprocess.Popen(argv, cwd=self.workdir, env={**self._env(nonce), **spec.get("env", {})},
+                                stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
         kill_on = self.workdir / spec["kill_on"] if spec.get("kill_on") else None

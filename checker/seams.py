@@ -31,6 +31,8 @@ SEAMS: dict[str, Seam] = {
         "save_checkpoint": "save_checkpoint(path, model, optimizer, scheduler, sampler, step); full "
                            "training state, written atomically",
         "load_checkpoint": "load_checkpoint(path, model, optimizer, scheduler, sampler) -> step",
+        "make_loader": "make_loader(dataset, batches, device) -> iterable of (x, y) (B, T) on device, in the order "
+                       "of `batches` (lists of sample indices); keeps the model fed while samples cost CPU time",
     }),
     "lab2": Seam("lab2", "lab2_ddp", "Data parallelism", {
         "ShardedSampler": "ShardedSampler(num_windows, batch_size, rank, world_size, seed); .next_ids() this "
@@ -51,6 +53,20 @@ SEAMS: dict[str, Seam] = {
         "save_sharded": "save_sharded(root, model, optimizer, scheduler, sampler, step) with DCP; every rank",
         "load_sharded": "load_sharded(root, model, optimizer, scheduler, sampler) -> step, at any world size",
         "make_engine": "make_engine(model, stage, micro_batch) -> a DeepSpeed engine for ZeRO stage 0-3",
+    }),
+    "lab4": Seam("lab4", "lab4_debugging", "Debugging distributed failures", {
+        "join": "join(timeout_s) -> DistEnv; every rank, first: the process group the launcher described",
+        "skip_step": "skip_step(loss, step, device) -> bool; every rank, after backward: skip this update on all "
+                     "ranks or none",
+        "after_step": "after_step(model, step, job, data, env) -> val loss or None; the dashboard's validation "
+                      "every job.eval_every steps",
+        "shard_indices": "shard_indices(n, rank, world) -> list[int]; this rank's samples of an epoch",
+        "save_checkpoint": "save_checkpoint(path, ddp, optimizer, step); every rank",
+        "load_checkpoint": "load_checkpoint(path, ddp, optimizer) -> step; every rank; the next step must equal "
+                           "the uninterrupted run's",
+        "configure_network": "configure_network(master_addr) -> None; every rank, before join: the interface to use",
+        "launch_args": "launch_args(nproc) -> [torchrun options]; jobs must coexist on one node",
+        "train_step": "train_step(ddp, optimizer, micro_batches) -> float; .grad = the global batch's mean gradient",
     }),
 }
 

@@ -10,7 +10,9 @@ In solutions, the learner's part is marked
     # END SOLUTION
 
 and becomes `raise NotImplementedError("TODO(labN): <what to write, one line>")` at the same
-indentation. Everything outside the markers is copied, with `solutions.`/`solutions/` paths
+indentation. A block may instead give the starter's own code, commented out after a `# STARTER` line
+(lab 4: the starter is the faulty code the learner debugs); those lines are uncommented in place of
+the raise. Everything outside the markers is copied, with `solutions.`/`solutions/` paths
 pointing at `labs.`/`labs/`. Non-Python files in labs/ (README, notebook) are not touched.
 """
 from __future__ import annotations
@@ -23,26 +25,37 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BEGIN = re.compile(r"^(?P<indent>\s*)# BEGIN SOLUTION\b\s*(?P<hint>.*)$")
 END = re.compile(r"^\s*# END SOLUTION\s*$")
+STARTER = re.compile(r"^\s*# STARTER\s*$", re.M)
 HEADER = ("# GENERATED from solutions/{rel} by `make starters` (checker/starters.py).\n"
-          "# This is your copy: fill in the TODOs. Edits to the course belong in solutions/.\n")
+          "# This is your copy: {task}. Edits to the course belong in solutions/.\n")
 
 
 def strip_solutions(text: str, lab: str, where: str) -> str:
-    out, inside = [], None
+    out, inside, starter, todo = [], None, False, ""
     for n, line in enumerate(text.splitlines(keepends=True), 1):
         m = BEGIN.match(line)
         if m:
             if inside is not None:
                 raise ValueError(f"{where}:{n}: BEGIN SOLUTION inside the block opened at line {inside}")
-            inside = n
+            inside, starter, indent = n, False, m["indent"]
             hint = m["hint"].strip() or "complete this part"
-            out.append(f'{m["indent"]}raise NotImplementedError("TODO({lab}): {hint.replace(chr(34), chr(39))}")\n')
+            todo = f'{indent}raise NotImplementedError("TODO({lab}): {hint.replace(chr(34), chr(39))}")\n'
+        elif STARTER.match(line) and inside is not None:
+            starter = True
         elif END.match(line):
             if inside is None:
                 raise ValueError(f"{where}:{n}: END SOLUTION without BEGIN")
+            if not starter:
+                out.append(todo)
             inside = None
         elif inside is None:
             out.append(line)
+        elif starter:  # "<indent># code" -> "<indent>code"; a bare "#" line is an empty line
+            body = line[len(indent):] if line.startswith(indent) else line.lstrip(" ")
+            if not body.startswith("#"):
+                raise ValueError(f"{where}:{n}: a line after # STARTER must be commented out")
+            body = body[2:] if body.startswith("# ") else body[1:]
+            out.append(indent + body if body.strip() else "\n")
     if inside is not None:
         raise ValueError(f"{where}:{inside}: BEGIN SOLUTION never closed")
     body = "".join(out).replace("solutions.lab", "labs.lab").replace("solutions/lab", "labs/lab")
@@ -56,7 +69,8 @@ def generate(root: Path = ROOT) -> dict[Path, str]:
         rel = src.relative_to(root / "solutions")
         lab = rel.parts[0].split("_")[0]
         text = strip_solutions(src.read_text(), lab, f"solutions/{rel}")
-        files[root / "labs" / rel] = HEADER.format(rel=rel) + text
+        task = "find and fix what breaks" if lab == "lab4" else "fill in the TODOs"
+        files[root / "labs" / rel] = HEADER.format(rel=rel, task=task) + text
     return files
 
 

@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 from checker import seams
-from conftest import load_json, run_checker
+from conftest import load_json, processes_with, run_checker
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 LABS = seams.lab_names()
@@ -23,16 +23,22 @@ def test_solutions_pass_every_check(tmp_path, lab):
     assert r.returncode == 0, r.stdout
     checks = importlib.import_module(f"checker.labs.{lab}").CHECKS
     assert [c["name"] for c in rep["checks"]] == [c.name for c in checks] and rep["passed"]
-    assert rep["seconds"] <= 45  # COURSE.md: a grade of one lab takes <= 45 s on 2 cores
+    # COURSE.md: a grade of one lab takes <= 45 s on 2 cores; lab 4 launches ~20 jobs and says how long it may take
+    assert rep["seconds"] <= getattr(importlib.import_module(f"checker.labs.{lab}"), "GRADE_SECONDS", 45)
 
 
 @pytest.mark.parametrize("lab", LABS)
 def test_pristine_starter_fails_every_check_with_its_hint(tmp_path, lab):
     r, rep = _grade(lab, tmp_path)
     assert r.returncode == 1
+    # Unfinished code raises, hangs or crashes here (lab 4: on purpose); none of its runs may outlive the grade.
+    assert processes_with(f"checker-{lab}-") == []
     by_name = {c["name"]: c for c in rep["checks"]}
     for check in importlib.import_module(f"checker.labs.{lab}").CHECKS:
         got = by_name[check.name]
         assert not got["passed"]
         assert got["hint"] == check.hint and f"labs/{seams.SEAMS[lab].folder}/" in got["hint"]
-        assert f"not written yet: TODO({lab})" in got["message"], got
+        if check.starter_runs:  # runs as handed out (slowly, say): it fails on the measurement instead
+            assert "TODO" not in got["message"] and (got["value"] is not None or got["threshold"] is None), got
+        else:
+            assert f"not written yet: TODO({lab})" in got["message"], got

@@ -1,0 +1,268 @@
+"""Lab 4 checks: each incident fixed (the job completes under the incident's conditions and trains
+correctly) and diagnosed (the right cause, and an evidence line that really occurs in the log of
+the faulty job, which the checker runs itself).
+
+Fixed runs: the learner's job (their incidentN.py pieces in the course's job.py) under torchrun,
+conditions from the course's own scenarios.py, moved by the hidden variant. The worker times the
+learner's after_step/train_step and counts all-reduced bytes itself. Faulty runs: the pristine
+starter, generated from solutions/ into a private tree, launched by its run.py exactly as a
+learner runs it, at the public variant (what the learner saw); its log is kept under runs/lab4/evidence/
+(reused while the sources are unchanged).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import socket
+import sys
+import traceback
+from pathlib import Path
+
+from checker import seams
+from checker.harness import REPO_ROOT, Harness
+from checker.labs._common import Check, CollectiveRecorder, digest, probe
+
+LAB = "lab4"
+WORLD_SIZE = 2
+GRADE_SECONDS = 60  # ~20 two-rank jobs (the faulty ones only on the first grade of a course version)
+INCIDENTS = range(1, 9)
+WHERE = "labs/lab4_debugging"
+
+_FIXED_HINTS = {
+    1: f"{WHERE}/incident1.py join(): how many ranks did the launcher start, and which variables say so?",
+    2: f"{WHERE}/incident2.py skip_step(): which ranks reach its all_reduce, and which collective are the others in at "
+       "that moment?",
+    3: f"{WHERE}/incident3.py after_step(): a step is as slow as its slowest rank; keep the dashboard's validation "
+       "every job.eval_every steps, off the other steps.",
+    4: f"{WHERE}/incident4.py shard_indices(): compare each rank's number of steps per epoch (the 'samples this epoch' "
+       "lines); every rank must run the same number.",
+    5: f"{WHERE}/incident5.py save/load_checkpoint(): what does the next step read besides the weights? (the job logs "
+       "what the optimizer holds after resume)",
+    6: f"{WHERE}/incident6.py configure_network(): check that the named interface exists here (socket.if_nameindex); "
+       "otherwise use the one that routes to MASTER_ADDR.",
+    7: f"{WHERE}/incident7.py launch_args(): two jobs on one node cannot share a fixed rendezvous port; let torchrun "
+       "pick a free one (--standalone).",
+    8: f"{WHERE}/incident8.py train_step(): count all-reduces per step in the log; with gradient accumulation only the "
+       "last micro-batch needs to communicate (ddp.no_sync()).",
+}
+# The pristine starter runs (it is the faulty job): its checks fail on what the checker measures, never on a TODO.
+CHECKS = []
+for _n in INCIDENTS:
+    CHECKS.append(Check(f"fixed_incident{_n}", f"incident {_n}'s job, your code, under its conditions: completes "
+                        "within budget, ranks in sync, loss falls" + {3: ", eval cost amortised", 5: ", resume "
+                        "bit-identical", 7: ", two jobs at once", 8: ", one gradient all-reduce per step"}.get(_n, ""),
+                        _FIXED_HINTS[_n], starter_runs=True))
+    CHECKS.append(Check(f"diagnosed_incident{_n}", f"diagnosis.toml [incident{_n}]: cause from the README's list; "
+                        "evidence occurs in the checker's log of the faulty job",
+                        f"Run `python -m labs.lab4_debugging.run {_n}`, read runs/lab4/incident{_n}.log (or the "
+                        f"checker's runs/lab4/evidence/), then fill [incident{_n}] in {WHERE}/diagnosis.toml.",
+                        starter_runs=True))
+
+
+def scenarios():
+    """The course's own scenarios.py (never the graded tree's copy: the conditions are the checker's)."""
+    path = REPO_ROOT / "solutions" / "lab4_debugging" / "scenarios.py"
+    spec = importlib.util.spec_from_file_location("_lab4_scenarios", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# ---------------------------------------------------------------- worker side
+def task_probe(ctx, target):
+    return probe(LAB, target)
+
+
+def _shard_cases(seam) -> list[dict]:
+    """shard_indices at several sizes: lengths, range, distinct samples."""
+    cases = []
+    for n, world in ((49, 2), (48, 2), (100, 3), (101, 4), (7, 3)):
+        shards = [list(map(int, seam.shard_indices(n, r, world))) for r in range(world)]
+        flat = [i for s in shards for i in s]
+        cases.append({"n": n, "world": world, "lengths": [len(s) for s in shards], "in_range": all(0 <= i < n for i in flat),
+                      "distinct": len(set(flat)), "total": len(flat)})
+    return cases
+
+
+def task_job(ctx, target, job, on_saved_cue=False, parts=()):
+    """The learner's job.run under this run's conditions; what the checker measures, per rank. `parts`: seam
+    functions rank 0 also checks on the side first (each fails alone), so they cost no process of their own."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    rec = CollectiveRecorder()  # before learner code is imported: counts every dist.all_reduce
+    seam = seams.load(LAB, target)
+    out = ctx.partial
+    if int(os.environ.get("RANK", 0)) == 0:
+        if "shards" in parts:
+            out["shards"], out["shards_error"] = ctx.attempt(lambda: _shard_cases(seam))
+        if "launch_args" in parts:
+            out["launch_args"], out["launch_args_error"] = ctx.attempt(lambda: list(seam.launch_args(WORLD_SIZE)))
+    jobmod = importlib.import_module(f"{target}.{seams.SEAMS[LAB].folder}.job")
+    timers = {"after_step": 0.0, "train_step": 0.0}
+    started: list[bool] = []
+
+    def timed(mod, name):
+        fn = getattr(mod, name)
+
+        def wrapper(*a, **k):
+            if not started:  # count from the first training step on (not the job's link check)
+                started.append(True)
+                rec.start()
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                timers[name] += time.perf_counter() - t0
+        setattr(mod, name, wrapper)
+
+    timed(jobmod.incident3, "after_step")
+    timed(jobmod.incident8, "train_step")
+
+    def saved():
+        out["saved"] = True
+        ctx.write(out)
+        dist.barrier()  # every rank has reported before rank 0 cues the kill
+        ctx.cue("saved")
+
+    try:
+        res = jobmod.run(jobmod.Job(**job), on_saved=saved if on_saved_cue else None)
+    except BaseException:
+        traceback.print_exc()  # into the run's log, as torchrun would show it
+        raise
+    calls = rec.stop()
+    model = res.pop("model")
+    env = res.pop("env")
+    params = sum(p.numel() for p in model.parameters())
+    out.update(res)
+    out.update(world_size=env.world_size, rank=env.rank, digest=digest(model.named_parameters()),
+               finite=all(bool(torch.isfinite(p).all()) for p in model.parameters()), params=params,
+               reduced_numel=sum(n for _, n in calls), timers=timers,
+               losses=[float(x).hex() for x in res["losses"]],
+               ifname=os.environ.get("GLOO_SOCKET_IFNAME"), interfaces=[n for _, n in socket.if_nameindex()])
+    import labs.common.dist as cdist
+    cdist.teardown()
+    return out
+
+
+TASKS = {"probe": task_probe, "job": task_job}
+
+
+# ---------------------------------------------------------------- checker side
+def pristine_tree(workdir: Path) -> Path:
+    """The starter as generated from solutions/ (the faulty job), in a private tree that imports the course's core."""
+    from checker.starters import generate
+
+    root = workdir / "pristine"
+    (root / "labs").mkdir(parents=True, exist_ok=True)
+    (root / "labs" / "__init__.py").write_text("")
+    (root / "labs" / "common").symlink_to(REPO_ROOT / "labs" / "common")
+    for path, text in generate(REPO_ROOT).items():
+        rel = path.relative_to(REPO_ROOT / "labs")
+        if rel.parts[0] == seams.SEAMS[LAB].folder:
+            (root / "labs" / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / "labs" / rel).write_text(text)
+    return root
+
+
+def evidence_key(root: Path, variant: int) -> str:
+    """Faulty logs are reused while the faulty sources, torch and the device choice are the same."""
+    from importlib.metadata import version  # not `import torch`: the checker's own process never loads it
+
+    h = hashlib.sha256(f"{variant} {version('torch')} {os.environ.get('COURSE_DEVICE', 'auto')}".encode())
+    for p in sorted((root / "labs" / seams.SEAMS[LAB].folder).glob("*.py")):
+        h.update(p.name.encode() + p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def evidence_dir() -> Path:
+    return REPO_ROOT / "runs" / "lab4" / "evidence"
+
+
+def faulty_specs(h: Harness, variant: int, need: set[int]) -> tuple[dict[int, str], list[dict], Path, str]:
+    """Logs of the faulty job (the pristine starter) already kept for these sources, and run specs for the rest."""
+    tree = pristine_tree(h.workdir)
+    key, folder = evidence_key(tree, variant), evidence_dir()
+    logs = {}
+    for n in need:
+        log, stamp = folder / f"incident{n}.log", folder / f"incident{n}.key"
+        if log.exists() and stamp.exists() and stamp.read_text() == key:
+            logs[n] = log.read_text(errors="replace")
+    # run.py itself from the pristine tree, as a learner runs it: PYTHONPATH puts that tree first.
+    env = {"PYTHONPATH": os.pathsep.join([str(tree), str(REPO_ROOT)])}
+    specs = [dict(name=f"faulty{n}", task="", budget_s=120, env=env,
+                  argv=[sys.executable, "-m", "labs.lab4_debugging.run", str(n), "--variant", str(variant),
+                        "--log", str(h.workdir / f"incident{n}.faulty.log")]) for n in sorted(need - set(logs))]
+    return logs, specs, folder, key
+
+
+def keep_faulty_logs(h: Harness, logs: dict, specs: list[dict], folder: Path, key: str) -> None:
+    for spec in specs:
+        n = int(spec["name"].removeprefix("faulty"))
+        path = h.workdir / f"incident{n}.faulty.log"
+        logs[n] = path.read_text(errors="replace") if path.exists() else ""
+        if logs[n]:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"incident{n}.log").write_text(logs[n])
+            (folder / f"incident{n}.key").write_text(key)
+
+
+def grade(h, checks):
+    from checker.labs import lab4_eval
+
+    sc = scenarios()
+    v = h.variant
+    names = {c.name for c in checks}
+    fixed = {n for n in INCIDENTS if f"fixed_incident{n}" in names}
+    diagnosis = lab4_eval.read_diagnosis(h.root / h.target / seams.SEAMS[LAB].folder / "diagnosis.toml")
+    # Only a diagnosis that names the right cause needs the faulty job's log to check its evidence against.
+    diagnosed = {n for n in INCIDENTS if f"diagnosed_incident{n}" in names and lab4_eval.needs_log(n, diagnosis)}
+
+    def job_spec(n, name=None, parts=(), **over):
+        s = sc.scenario(n, v)
+        return dict(name=name or f"fixed{n}", task="job", nproc=s.nproc, budget_s=60, env=s.env,
+                    args=dict(job={**s.job, **over}, parts=list(parts)))
+
+    ckpt = str(h.workdir / "incident5.ckpt.pt")
+    side = {4: ["shards"], 3: ["launch_args"] if 7 in fixed else []}
+    phase1 = [job_spec(n, parts=side.get(n, ())) for n in sorted(fixed) if n not in (5, 7)]
+    if 7 in fixed and 3 not in fixed:
+        phase1.append(job_spec(3, parts=["launch_args"]))
+    if 5 in fixed:
+        phase1 += [job_spec(5, "fixed5_full", save_at=None),
+                   dict(job_spec(5, "fixed5_preempted", ckpt=ckpt), kill_on="saved",
+                        args=dict(job={**sc.scenario(5, v).job, "ckpt": ckpt}, on_saved_cue=True, parts=[]))]
+    # Evidence is checked against the faulty job as the learner ran it (the public variant): a hidden variant
+    # renames the interface or moves the NaN to another rank, and the error a learner quoted would change with it.
+    logs, faulty, folder, key = faulty_specs(h, 0, diagnosed) if diagnosed else ({}, [], None, "")
+    # Three at a time on 2 cores: the faulty jobs spend most of their time waiting for a timeout.
+    runs = h.run_many(faulty + phase1, parallel=3)
+    if faulty:
+        keep_faulty_logs(h, logs, faulty, folder, key)
+    phase2 = [job_spec(5, "fixed5_resumed", ckpt=ckpt, save_at=None, resume=True)] if 5 in fixed else []
+    launch = lab4_eval.checked_launch(runs.get("fixed3")) if 7 in fixed else None
+    busy = None
+    if isinstance(launch, list):
+        busy = _hold(sc.BUSY_PORT)  # "another job" holds torchrun's default port, as on a shared node
+        phase2 += [{**job_spec(7, f"fixed7_job{j}"), "launch": launch} for j in range(2)]
+    try:
+        runs.update(h.run_many(phase2, parallel=3))
+    finally:
+        if busy is not None:
+            busy.close()
+    results = [lab4_eval.evaluate(c, runs, logs, diagnosis, sc.scenario, v, launch) for c in checks]
+    return results, lab4_eval.info(runs, logs)
+
+
+def _hold(port: int):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+        s.listen()
+    except OSError:
+        pass  # something on this machine holds it already: the same condition
+    return s

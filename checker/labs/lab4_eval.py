@@ -1,0 +1,229 @@
+"""Lab 4: from the runs and the diagnosis file to pass/fail. The answer key and thresholds live here."""
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+from checker.labs._common import Check, error_result, first_error, run_info
+from checker.report import CheckResult
+
+# The README lists these causes; the last six are real failure modes that none of the incidents is.
+CAUSES = {1: "world_size_mismatch", 2: "collective_mismatch", 3: "straggler", 4: "uneven_shards",
+          5: "incomplete_checkpoint", 6: "wrong_interface", 7: "port_in_use", 8: "slow_link"}
+VOCABULARY = sorted(set(CAUSES.values()) | {"nan_loss", "out_of_memory", "dataloader_deadlock", "version_mismatch",
+                                            "firewall", "disk_full"})
+# What an evidence line must show (any one), besides occurring in the checker's own log of the faulty job.
+EVIDENCE = {
+    1: [r"wait timeout|timed out|DistStoreError", r"SLURM_NTASKS=\d.*|WORLD_SIZE=\d.*SLURM_NTASKS"],
+    2: [r"collective mismatch|doesn't match expected size|Timed out waiting"],
+    3: [r"rank times after step"],
+    4: [r"samples this epoch", r"Timed out waiting"],
+    5: [r"optimizer holds state for", r"differs"],
+    6: [r"Unable to find address for"],
+    7: [r"EADDRINUSE|address already in use"],
+    8: [r"link check: .*GB/s"],
+}
+MIN_EVIDENCE_CHARS = 12
+AFTER_STEP_MAX = 0.5   # after_step seconds / train_step seconds, on every rank (incident 3)
+REDUCE_PER_STEP_MAX = 1.5  # all-reduced elements per optimizer step / parameters (incident 8)
+
+
+def read_diagnosis(path: Path) -> dict | str:
+    """The learner's diagnosis.toml as a dict, or a one-line reason it can't be read."""
+    if not path.exists():
+        return f"{path.name} not found in {path.parent}"
+    try:
+        return tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        return f"{path.name} is not valid TOML: {e}"
+
+
+def needs_log(n: int, diagnosis) -> bool:
+    """Does checking this diagnosis need the faulty job's log (the right cause, and an evidence line to find)?"""
+    entry = diagnosis.get(f"incident{n}") if isinstance(diagnosis, dict) else None
+    return isinstance(entry, dict) and entry.get("cause") == CAUSES[n] and bool(str(entry.get("evidence", "")).strip())
+
+
+def normalise(line: str) -> str:
+    """Digits, run prefixes and spacing aside: the checker's variant may move a rank, a step or a port."""
+    line = re.sub(r"^(\[(job \d+|uninterrupted|preempted|resumed)\] )+", "", line.strip())
+    line = re.sub(r"^\[rank\d+\]:\s*", "", line)
+    return re.sub(r"\s+", " ", re.sub(r"\d+", "#", line)).strip().lower()
+
+
+def occurs(evidence: str, log: str) -> bool:
+    want = normalise(evidence)
+    return len(want) >= MIN_EVIDENCE_CHARS and any(want in normalise(line) for line in log.splitlines())
+
+
+def diagnosed(c: Check, n: int, logs: dict, diagnosis) -> CheckResult:
+    if isinstance(diagnosis, str):
+        return CheckResult(c.name, False, message=diagnosis, hint=c.hint)
+    entry = diagnosis.get(f"incident{n}") or {}
+    cause, evidence = str(entry.get("cause", "")).strip(), str(entry.get("evidence", "")).strip()
+    if not cause:
+        return CheckResult(c.name, False, message=f"no cause given for incident {n} yet", hint=c.hint)
+    if cause not in VOCABULARY:
+        return CheckResult(c.name, False, message=f"cause {cause!r} is not in the README's list: {', '.join(VOCABULARY)}",
+                           hint=c.hint)
+    if cause != CAUSES[n]:
+        return CheckResult(c.name, False, message=f"{cause} does not explain incident {n}: look again at what the log "
+                                                  "shows first, and at what every rank was doing", hint=c.hint)
+    log = logs.get(n, "")
+    if not log:
+        return CheckResult(c.name, False, message="the checker could not produce the faulty job's log (see info rows)",
+                           hint=c.hint)
+    if not occurs(evidence, log):
+        return CheckResult(c.name, False, hint=c.hint, message=(
+            f"the evidence line is not in the checker's log of the faulty job (runs/lab4/evidence/): copy one line, "
+            f"at least {MIN_EVIDENCE_CHARS} characters, as it appears there" if evidence else "no evidence line given"))
+    if not any(re.search(p, evidence, re.I) for p in EVIDENCE[n]):
+        return CheckResult(c.name, False, hint=c.hint,
+                           message="that line occurs in the log but does not show the cause: pick the line that proves it")
+    return CheckResult(c.name, True, hint=c.hint, message=f"{cause}; evidence found in the faulty job's log")
+
+
+# ---------------------------------------------------------------- fixed_incidentN
+def _job_problems(run_name: str, runs, nproc: int) -> tuple[list[str], dict | None]:
+    """What is wrong with one job run, as sentences; or the run's error."""
+    err = first_error(runs, run_name)
+    if err:
+        return [], err
+    rs = runs[run_name].results
+    problems = []
+    if len(rs) != nproc or any(r.get("world_size") != nproc for r in rs):
+        problems.append(f"expected {nproc} ranks in a group of {nproc}, got world sizes "
+                        f"{[r.get('world_size') for r in rs]}")
+    steps = {r["steps_run"] for r in rs}
+    if len(steps) > 1:
+        problems.append(f"ranks ran different numbers of steps: {sorted(steps)}")
+    if len({r["digest"] for r in rs}) > 1:
+        problems.append("ranks finished with different weights")
+    if not all(r["finite"] for r in rs):
+        problems.append("weights are not finite (NaN/inf reached the parameters)")
+    losses = [float.fromhex(x) for x in rs[0]["losses"] if x not in ("nan", "inf")]
+    if rs[0]["losses"] and (len(losses) < 2 or not losses[-1] < losses[0]):
+        problems.append("the loss did not fall")
+    return problems, None
+
+
+def fixed(c: Check, n: int, runs, scenario, variant: int, launch) -> CheckResult:
+    sc = scenario(n, variant)
+    if n == 5:
+        return _resume(c, runs, sc)
+    if n == 7:
+        if not isinstance(launch, list):
+            return CheckResult(c.name, False, message=str(launch), hint=c.hint)
+        names = ["fixed7_job0", "fixed7_job1"]
+    else:
+        names = [f"fixed{n}"]
+    extra = []
+    for name in names:
+        problems, err = _job_problems(name, runs, sc.nproc)
+        if err:
+            return error_result(c, err)
+        if problems:
+            return CheckResult(c.name, False, message="; ".join(problems), hint=c.hint)
+        extra.append(runs[name].results)
+    rs = extra[0]
+    value, threshold, unit, note = None, None, "", "completed"
+    if n == 2:
+        want = [sc.job["nan_at"][1]]
+        bad = [r["rank"] for r in rs if r["skipped"] != want]
+        if bad:
+            return CheckResult(c.name, False, hint=c.hint, message=f"the NaN step {want[0]} must be skipped on every rank "
+                               f"and no other; skipped: {[r['skipped'] for r in rs]}")
+        note = f"step {want[0]} skipped on every rank, weights finite"
+    if n == 3:
+        ratios = [r["timers"]["after_step"] / max(r["timers"]["train_step"], 1e-9) for r in rs]
+        value, threshold, unit = max(ratios), AFTER_STEP_MAX, "after_step/train_step s"
+        dash = next(r for r in rs if r["rank"] == sc.job["dashboard_rank"])
+        want_evals = sc.job["steps"] // sc.job["eval_every"]
+        if dash["evals"] < want_evals:
+            return CheckResult(c.name, False, value=value, threshold=threshold, unit=unit, hint=c.hint, message=(
+                f"the dashboard (rank {dash['rank']}) got {dash['evals']} validation losses in {sc.job['steps']} steps; "
+                f"it needs one every {sc.job['eval_every']} steps ({want_evals})"))
+        if value > threshold:
+            return CheckResult(c.name, False, value=value, threshold=threshold, unit=unit, hint=c.hint, message=(
+                "per rank, time in after_step vs train_step: " + ", ".join(f"r{r['rank']} {x:.2f}" for r, x in zip(rs, ratios))))
+        note = f"after_step costs {value:.2f}x train_step on the slowest rank; dashboard got {dash['evals']} evals"
+    if n == 4:
+        r0 = runs["fixed4"].result
+        if r0.get("shards_error"):
+            return error_result(c, r0["shards_error"])
+        for case in r0["shards"]:
+            n_s, w = case["n"], case["world"]
+            if len(set(case["lengths"])) > 1 or not case["in_range"] or case["distinct"] < n_s - w + 1 \
+                    or case["total"] - case["distinct"] > w - 1:
+                return CheckResult(c.name, False, hint=c.hint, message=(
+                    f"shard_indices({n_s} samples, world {w}): lengths {case['lengths']}, {case['distinct']} distinct "
+                    f"samples; every rank needs the same count, each sample at most once (a few repeats to pad are fine)"))
+        note = f"{rs[0]['steps_run']} steps on every rank; shard_indices equal-length at 5 sizes"
+    if n == 6:
+        bad = [r["ifname"] for r in rs if r["ifname"] and r["ifname"] not in r["interfaces"]]
+        if bad:
+            return CheckResult(c.name, False, hint=c.hint, message=f"GLOO_SOCKET_IFNAME={bad[0]} does not exist here")
+        note = f"interface {rs[0]['ifname'] or '(gloo default)'}"
+    if n == 7:
+        note = f"two jobs at once with {' '.join(launch)}, port {sc.busy_port} held by another"
+    if n == 8:
+        per_step = max(r["reduced_numel"] / max(r["steps_run"], 1) / r["params"] for r in rs)
+        value, threshold, unit = per_step, REDUCE_PER_STEP_MAX, "x params all-reduced/step"
+        if per_step > threshold or per_step < 0.9:
+            return CheckResult(c.name, False, value=value, threshold=threshold, unit=unit, hint=c.hint, message=(
+                f"{per_step:.2f} gradients' worth all-reduced per optimizer step with {sc.job['micro_batches']} "
+                "micro-batches; one full gradient (1.0) is what the update needs"))
+        note = f"{per_step:.2f} gradients all-reduced per step over a {sc.job['link_gbps']} GB/s link"
+    return CheckResult(c.name, True, value=value, threshold=threshold, unit=unit, hint=c.hint,
+                       message=f"{note}; {rs[0]['steps_run']} steps, ranks in sync, loss falls")
+
+
+def _resume(c: Check, runs, sc) -> CheckResult:
+    err = first_error(runs, "fixed5_full", "fixed5_preempted", "fixed5_resumed")
+    if err:
+        return error_result(c, err)
+    full, resumed = runs["fixed5_full"].results, runs["fixed5_resumed"].results
+    save_at = sc.job["save_at"]
+    for a, b in zip(sorted(full, key=lambda r: r["rank"]), sorted(resumed, key=lambda r: r["rank"])):
+        want, got = a["losses"][save_at:], b["losses"]
+        if want != got:
+            first = next((i for i, (x, y) in enumerate(zip(want, got)) if x != y), min(len(want), len(got)))
+            w = float.fromhex(want[first]) if first < len(want) else float("nan")
+            g = float.fromhex(got[first]) if first < len(got) else float("nan")
+            return CheckResult(c.name, False, hint=c.hint, message=(
+                f"rank {a['rank']}: after resuming at step {save_at}, step {save_at + first + 1}'s loss is {g:.6f}, "
+                f"uninterrupted {w:.6f}"))
+        if a["digest"] != b["digest"]:
+            return CheckResult(c.name, False, hint=c.hint, message=f"rank {a['rank']}: losses equal but final weights differ")
+    return CheckResult(c.name, True, hint=c.hint, message=f"killed after step {save_at}'s checkpoint, resumed: losses "
+                                                          f"and weights bit-identical on every rank")
+
+
+def checked_launch(run):
+    """The learner's torchrun options (asked on the side of incident 3's run), if they are only options:
+    the checker appends the module to run. Otherwise why not, in one line."""
+    if run is None or not run.results:
+        return "launch_args was not asked: its run did not start (see incident 3)"
+    r = run.result
+    if r.get("launch_args_error"):
+        e = r["launch_args_error"]
+        return f"launch_args raised {e.get('type')}: {e.get('message')} ({e.get('where', '')})"
+    launch = r.get("launch_args")
+    if not isinstance(launch, list) or not all(isinstance(a, str) and a.startswith("-") for a in launch):
+        return f"launch_args must return a list of torchrun options (strings starting with '-'), got {launch!r}"
+    banned = [a for a in launch if a.split("=")[0] in ("-m", "--module", "--no-python", "--no_python", "--run-path",
+                                                       "--run_path")]
+    return f"launch_args may not choose what runs ({banned[0]})" if banned else launch
+
+
+def evaluate(c: Check, runs, logs, diagnosis, scenario, variant, launch) -> CheckResult:
+    kind, n = c.name.split("_incident")
+    return fixed(c, int(n), runs, scenario, variant, launch) if kind == "fixed" else diagnosed(c, int(n), logs, diagnosis)
+
+
+def info(runs, logs) -> list[tuple[str, str]]:
+    rows = run_info(runs)
+    if logs:
+        rows.append(("faulty jobs' logs", "runs/lab4/evidence/ (the lines your diagnosis must quote come from these)"))
+    return rows

@@ -1,0 +1,62 @@
+"""`python -m checker.spawn --nproc N -- CMD...`: start N ranks of CMD on this machine, without torchrun.
+
+What torchrun's agent does for a single-node job, minus the agent: one free port from the OS for the
+rendezvous, and RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT in each rank's environment
+(`init_process_group()`'s env:// reads them). It imports nothing but the standard library, so a run
+costs N torch imports instead of N + 1 (~2 s of CPU each on these cores; lab 4 launches ~20 runs).
+The port is found by binding port 0 and released just before rank 0's store binds it: a window of
+microseconds, the same one torchrun --standalone has.
+
+If a rank fails, its peers get GRACE_S to report their own view (they usually fail a collective a
+moment later), then every rank is killed: a run never waits out a peer that can no longer finish.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+GRACE_S = 3.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nproc", type=int, required=True)
+    ap.add_argument("cmd", nargs=argparse.REMAINDER)
+    a = ap.parse_args(argv)
+    cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
+    port = free_port()
+    procs = []
+    for rank in range(a.nproc):
+        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(a.nproc), "LOCAL_RANK": str(rank),
+               "LOCAL_WORLD_SIZE": str(a.nproc), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+        procs.append(subprocess.Popen(cmd, env=env))
+    failed_at, first = None, 0
+    while True:
+        codes = [p.poll() for p in procs]
+        if all(c is not None for c in codes):
+            break
+        if failed_at is None and any(c not in (None, 0) for c in codes):
+            failed_at, first = time.monotonic(), next(c for c in codes if c not in (None, 0))
+        if failed_at is not None and time.monotonic() - failed_at > GRACE_S:
+            for p in procs:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGKILL)
+        time.sleep(0.05)
+    # The first rank to fail is the root cause (its peers were killed after it); a signal as the shell shows it.
+    first = first or next((c for c in codes if c), 0)
+    return 128 - first if first < 0 else first
+
+
+if __name__ == "__main__":
+    sys.exit(main())

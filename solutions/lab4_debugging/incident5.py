@@ -1,0 +1,53 @@
+"""Incident 5 — "After the node was preempted and the job resumed, the loss jumped and took hours to recover."
+
+Reproduce (the script trains, is killed after a checkpoint, resumes, and compares with a run that
+was never interrupted), diagnose, fix the two functions below:
+
+    python -m labs.lab4_debugging.run 5
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch  # noqa: F401 (the team's version below uses it)
+import torch.distributed as dist
+
+from labs.common import checkpoint as ckpt
+
+
+def _rng_path(path, rank: int) -> Path:
+    return Path(f"{path}.rng-rank{rank}")
+
+
+def save_checkpoint(path, ddp, optimizer, step: int) -> None:
+    """Every rank calls this after optimizer step `step`."""
+    # BEGIN SOLUTION
+    # Resuming exactly needs everything the next step reads: weights, AdamW's two moments per parameter
+    # (2 x 4 B/param, twice the weights; without them the first steps after resume take full-size
+    # Adam steps from zero moments: the loss jumps), the step, and each rank's RNG (dropout masks).
+    # RNG files first, then rank 0 writes the main file atomically: it names a step whose RNG exists.
+    ckpt.atomic_save(ckpt.rng_state(), _rng_path(path, dist.get_rank()))
+    dist.barrier()
+    if dist.get_rank() == 0:
+        ckpt.atomic_save({"model": ddp.module.state_dict(), "optimizer": optimizer.state_dict(), "step": step}, path)
+    dist.barrier()
+    # STARTER
+    # if dist.get_rank() == 0:  # the weights are the same on every rank: save them once
+    #     torch.save({"model": ddp.module.state_dict(), "step": step}, path)
+    # dist.barrier()
+    # END SOLUTION
+
+
+def load_checkpoint(path, ddp, optimizer) -> int:
+    """Every rank calls this before training; returns the last completed step."""
+    # BEGIN SOLUTION
+    state = ckpt.load(path)
+    ddp.module.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    ckpt.set_rng_state(ckpt.load(_rng_path(path, dist.get_rank())))
+    return state["step"]
+    # STARTER
+    # state = torch.load(path)
+    # ddp.module.load_state_dict(state["model"])
+    # return state["step"]
+    # END SOLUTION

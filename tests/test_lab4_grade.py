@@ -1,0 +1,35 @@
+"""End to end, lab 4: fixes tuned to the numbers the learner saw fail, and an invented evidence line fails.
+(The reference passing, the pristine starter failing every check and no process left behind after
+a grade: tests/test_grades.py.)"""
+import pytest
+
+from conftest import load_json, run_checker
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+def _edit(tree, rel, old, new):
+    p = tree / "labs" / "lab4_debugging" / rel
+    assert old in p.read_text(), (rel, old)
+    p.write_text(p.read_text().replace(old, new))
+
+
+def test_tuned_fixes_and_invented_evidence_fail(lab_tree):
+    tree = lab_tree("lab4_debugging")
+    # another fixed port: fine alone, but two jobs on one node still collide
+    _edit(tree, "incident7.py", 'return ["--standalone", f"--nproc-per-node={nproc}"]',
+          'return ["--nnodes=1", f"--nproc-per-node={nproc}", "--master-addr=127.0.0.1", "--master-port=29517"]')
+    # the remainder dropped only for the epoch size the learner ran
+    _edit(tree, "incident4.py", "return list(range(rank, n - n % world, world))",
+          "return list(range(rank, 48 if n == 49 else n, world))")
+    # the right cause, but a line that is nowhere in the faulty job's log
+    _edit(tree, "diagnosis.toml", 'evidence = "Unable to find address for: ib0"',
+          'evidence = "the job could not find its network interface"')
+    only = ["fixed_incident7", "fixed_incident4", "diagnosed_incident6", "diagnosed_incident7"]
+    r = run_checker("grade", "lab4", "--root", tree, "--json", tree / "report.json", *(f"--only={c}" for c in only))
+    checks = {c["name"]: c for c in load_json(tree / "report.json")["checks"]}
+    assert r.returncode == 1
+    assert not checks["fixed_incident7"]["passed"], checks["fixed_incident7"]
+    assert not checks["fixed_incident4"]["passed"] and "shard_indices(" in checks["fixed_incident4"]["message"]
+    assert "not in the checker's log" in checks["diagnosed_incident6"]["message"]
+    assert checks["diagnosed_incident7"]["passed"], checks["diagnosed_incident7"]
