@@ -68,6 +68,20 @@ SEAMS: dict[str, Seam] = {
         "launch_args": "launch_args(nproc) -> [torchrun options]; jobs must coexist on one node",
         "train_step": "train_step(ddp, optimizer, micro_batches) -> float; .grad = the global batch's mean gradient",
     }),
+    "lab6": Seam("lab6", "lab6_model_parallel", "Model parallelism: tensor and pipeline", {
+        "parallelize": "parallelize(model, group=None) -> model; in place: every block's attention split by heads and "
+                       "MLP by hidden units (column- then row-parallel), parameter names unchanged, each this rank's shard",
+        "parallelize_dtensor": "parallelize_dtensor(model, mesh) -> model; the same split with parallelize_module "
+                               "(ColwiseParallel/RowwiseParallel) on a 1-D DeviceMesh",
+        "split_stages": "split_stages(model, stage, n_stages) -> nn.Module; this rank's contiguous blocks (+ embeddings "
+                        "first, ln_f + head last) built from the model's own modules; one tensor in, one out",
+        "sync_tied_grads": "sync_tied_grads(stage) -> None; every rank, after backward: first and last stage sum the "
+                           "tied embedding/head gradient",
+        "pipeline_step": "pipeline_step(stage, micro_batches, loss_fn, act_shape, schedule='gpipe'|'1f1b') -> last "
+                         "stage's per-micro-batch losses; send/recv between ranks; .grad = the mean loss's gradient",
+        "torch_schedule": "torch_schedule(stage, n_micro, loss_fn, device, schedule='gpipe'|'1f1b') -> a "
+                          "torch.distributed.pipelining schedule; the checker calls .step(x) / .step(target=y, losses=[])",
+    }),
 }
 
 

@@ -1,0 +1,321 @@
+"""Lab 6 checks: tensor parallelism (by hand and with DTensor) and pipeline schedules (by hand and with torch).
+
+Three runs at world size 2 (ranks started by checker/spawn.py, the harness default):
+  tp         the learner's parallelize / parallelize_dtensor on the tiny GPT vs the unsharded model, which
+             every rank builds itself from the same seed; all-reduces counted by the checker's own recorder
+             (installed before the learner's code is imported), bytes counted from the tensors;
+  pp         the learner's split_stages + pipeline_step (GPipe, 1F1B) and torch_schedule (GPipe, 1F1B) vs
+             the unsplit model on the same batch: per-micro-batch losses and every gradient;
+  pp_timing  the learner's pipeline_step driving the checker's SleepStage (labs/common/stage_probe.py): a stage
+             whose forward and backward are fixed sleeps and which records when each micro-batch ran. From
+             those timestamps the checker computes the bubble and the live activations; it never asks the
+             schedule. It runs alone, after the others, so the timestamps are not stretched by their CPU use.
+"""
+from __future__ import annotations
+
+import time
+
+from checker import seams
+from checker.labs._common import Check, CollectiveRecorder, probe, tiny_model
+
+LAB = "lab6"
+WORLD_SIZE = 2
+WHERE = "labs/lab6_model_parallel"
+SEED = 11
+TP_BATCH, SEQ = 4, 64        # the TP run: every rank sees the same batch
+PP_BATCH, N_MICRO = 8, 4     # the PP run: 4 micro-batches of 2 sequences
+TOL = 1e-5                   # fp32: splitting a matmul's sum in two changes rounding at ~1e-7
+# Timing: 20 ms forward, 40 ms backward per micro-batch per stage (backward ~2x forward, as in a real model).
+# Per-boundary send/recv of 2 x 32 floats costs ~0.2 ms on gloo: ~1% of a 60 ms micro-batch.
+TIMING = dict(width=32, micro_batch=2, forward_s=0.020, backward_s=0.040, micro_batches=(4, 8), reps=3)
+
+CHECKS = [
+    Check("tp_equivalence", "parallelize (by hand) and parallelize_dtensor (DTensor) on 2 ranks: logits, loss "
+          f"and every gradient equal the unsharded GPT's (atol {TOL:g}); each shard holds the right slice",
+          f"Conjugate ops ({WHERE}/tp_layers.py): copy_to_tp is identity forward / all-reduce backward, "
+          "reduce_from_tp the reverse; row-parallel adds its bias after the all-reduce; attention keeps whole heads "
+          f"(qkv_rows, TPAttention in {WHERE}/tensor_parallel.py)."),
+    Check("tp_memory", "per-rank bytes of each block's split layers, counted from the tensors (DTensor: local "
+          "shards) = weights/N + column-parallel biases/N + whole row-parallel biases",
+          f"Keep only this rank's slice ({WHERE}/tp_layers.py): new Parameters of weight[rows] / weight[:, cols], "
+          "and no reference to the full nn.Linear (a kept submodule still counts)."),
+    Check("tp_comm", "hand-written TP: all-reduces per block per step = 2 in forward + 2 in backward, each of "
+          "one B*T*d activation (the checker's own count)",
+          f"One all-reduce in forward after each row-parallel layer (reduce_from_tp) and one in backward before "
+          f"each column-parallel layer (copy_to_tp), none elsewhere ({WHERE}/tp_layers.py)."),
+    Check("pp_equivalence", f"2 stages, {N_MICRO} micro-batches: your GPipe and 1F1B (send/recv) and "
+          "torch.distributed.pipelining's: per-micro-batch losses and every gradient equal the unsplit GPT's "
+          f"(atol {TOL:g})",
+          f"Divide each micro-batch's loss by m before backward; send out.detach() forward and x.grad backward "
+          f"({WHERE}/schedules.py); keep the model's own modules in the stage and sum the tied embedding's "
+          f"gradient across the first and last stage ({WHERE}/stages.py)."),
+    Check("pp_bubble", "your GPipe and 1F1B on the checker's fixed-cost stages, m = 4 and 8: measured idle "
+          "fraction within a tolerance of (p-1)/(m+p-1)",
+          f"Keep both stages busy ({WHERE}/schedules.py): send each forward's output as soon as it is computed "
+          "(isend) and start the next micro-batch; don't wait for a micro-batch's backward before the next forward "
+          "outside 1F1B's steady state."),
+    Check("pp_1f1b_memory", "m = 8: 1F1B holds at most p - stage micro-batches' activations at once, fewer than "
+          "GPipe's m (counted from forward start to backward end)",
+          f"1F1B ({WHERE}/schedules.py): only p-1-rank warm-up forwards, then one forward, one backward, so each "
+          "backward frees a micro-batch before the next is started."),
+]
+
+
+# ---------------------------------------------------------------- worker side
+def task_probe(ctx, target):
+    return probe(LAB, target)
+
+
+def _batch(n, device):
+    from labs.common.data import TokenFile, ensure_corpus
+
+    return TokenFile.open(ensure_corpus(256)).batch(list(range(n)), SEQ, device)
+
+
+def _local(t):
+    """What this rank holds of t: a DTensor's local shard, or t itself."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def _expected_shard(name, full, shape, rank, world, cfg):
+    """The slice of the unsharded tensor that a rank holding `shape` should hold (the course's layout), or None.
+    Column-parallel: rows r*n/N...; qkv: rank r's heads of q, k and v; row-parallel: weight columns r*n/N..."""
+    import torch
+
+    shape, fshape = tuple(shape), tuple(full.shape)
+    if shape == fshape:
+        return full
+    if name.endswith(("attn.qkv.weight", "attn.qkv.bias")) and shape[0] * world == fshape[0]:
+        d, part = cfg.n_embd, cfg.n_embd // world
+        rows = torch.cat([torch.arange(rank * part, (rank + 1) * part) + k * d for k in range(3)])
+        return full[rows]
+    if shape[0] * world == fshape[0] and shape[1:] == fshape[1:]:
+        n = shape[0]
+        return full[rank * n:(rank + 1) * n]
+    if len(shape) == 2 and shape[0] == fshape[0] and shape[1] * world == fshape[1]:
+        n = shape[1]
+        return full[:, rank * n:(rank + 1) * n]
+    return None
+
+
+def _split_bytes(model) -> list[int]:
+    """Bytes this rank holds of each block's attention and MLP parameters."""
+    return [sum(_local(p).numel() * _local(p).element_size() for part in (b.attn, b.mlp) for p in part.parameters())
+            for b in model.blocks]
+
+
+def _tp_part(make, rec, env, x, y, ref, ref_out, seed):
+    model = tiny_model(seed).to(env.device)
+    cfg = model.cfg
+    model = make(model) or model
+    spans, handles = [], []  # each block's forward and backward, by the checker's hooks
+    for i, b in enumerate(model.blocks):
+        handles += [b.register_forward_pre_hook(lambda *a, i=i: spans.append(("F0", i, time.perf_counter()))),
+                    b.register_forward_hook(lambda *a, i=i: spans.append(("F1", i, time.perf_counter()))),
+                    b.register_full_backward_pre_hook(lambda *a, i=i: spans.append(("B0", i, time.perf_counter()))),
+                    b.register_full_backward_hook(lambda *a, i=i: spans.append(("B1", i, time.perf_counter())))]
+    rec.start()
+    logits, loss = model(x, y)
+    fwd = rec.stop()
+    rec.start()
+    loss.backward()
+    bwd = rec.stop()
+    for h in handles:
+        h.remove()
+    ref_params = dict(ref.named_parameters())
+    grad_diff = weight_diff = 0.0
+    problems = []
+    for name, p in model.named_parameters():
+        full = ref_params.get(name)
+        if full is None:
+            problems.append(f"{name} is not a parameter of the model: keep the model's names")
+            continue
+        local = _local(p).detach()
+        want = _expected_shard(name, full.detach(), local.shape, env.rank, env.world_size, cfg)
+        if want is None:
+            problems.append(f"{name} has shape {tuple(local.shape)}: neither {tuple(full.shape)} nor a 1/"
+                            f"{env.world_size} slice of it")
+            continue
+        weight_diff = max(weight_diff, (local - want).abs().max().item())
+        if p.grad is None:
+            problems.append(f"{name} has no gradient")
+            continue
+        g_want = _expected_shard(name, full.grad, local.shape, env.rank, env.world_size, cfg)
+        grad_diff = max(grad_diff, (_local(p.grad) - g_want).abs().max().item())
+
+    def per_block(calls, start, end):
+        ivals = {i: [t for k, j, t in spans if j == i and k in (start, end)] for i in range(len(model.blocks))}
+        return [sum(1 for t, _ in calls if len(iv) == 2 and min(iv) <= t <= max(iv)) for iv in ivals.values()]
+
+    return {"logits_diff": (logits - ref_out[0]).abs().max().item(), "loss_diff": abs(loss.item() - ref_out[1]),
+            "grad_diff": grad_diff, "weight_diff": weight_diff, "problems": problems[:5],
+            "split_bytes": _split_bytes(model), "full_bytes": _split_bytes(ref),
+            "fwd_calls": len(fwd), "bwd_calls": len(bwd), "numels": sorted({n for _, n in fwd + bwd}),
+            "fwd_per_block": per_block(fwd, "F0", "F1"), "bwd_per_block": per_block(bwd, "B0", "B1"),
+            "activation_numel": TP_BATCH * SEQ * cfg.n_embd, "n_embd": cfg.n_embd, "n_layer": cfg.n_layer}
+
+
+def task_tp(ctx, target, seed=SEED, parts=("hand", "dtensor")):
+    from labs.common import dist as cdist
+
+    env = cdist.init(timeout_s=20)
+    rec = CollectiveRecorder()  # before the learner's code is imported: every spelling of all_reduce reaches it
+    seam = seams.load(LAB, target)
+    x, y = _batch(TP_BATCH, env.device)
+    ref = tiny_model(seed).to(env.device)
+    logits, loss = ref(x, y)
+    loss.backward()
+    ref_out = (logits.detach(), loss.item())
+
+    def dtensor(model):
+        from torch.distributed.device_mesh import init_device_mesh
+        return seam.parallelize_dtensor(model, init_device_mesh(env.device.type, (env.world_size,)))
+
+    out = ctx.partial
+    for name, make in (("hand", seam.parallelize), ("dtensor", dtensor)):
+        if name not in parts:
+            continue
+        out[name], out[f"{name}_error"] = ctx.attempt(
+            lambda make=make: _tp_part(make, rec, env, x, y, ref, ref_out, seed))
+        if out[f"{name}_error"]:
+            return out  # its peer may be inside a collective: stop here, and skip teardown's barrier
+    cdist.teardown()
+    return out
+
+
+def _ce(logits, y):
+    import torch.nn.functional as F
+
+    return F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+
+
+def _pp_part(seam, env, run, ref, ref_losses, seed):
+    import torch.distributed as dist
+
+    model = tiny_model(seed).to(env.device)
+    names = {id(p): n for n, p in model.named_parameters()}
+    stage = seam.split_stages(model, env.rank, env.world_size)
+    losses = [float(v) for v in run(stage)]
+    seam.sync_tied_grads(stage)
+    ref_params, grad_diff, problems, held = dict(ref.named_parameters()), 0.0, [], []
+    for p in stage.parameters():
+        name = names.get(id(p))
+        if name is None:
+            problems.append("the stage holds a parameter that is not the model's own (a copy?): "
+                            "build the stage from the model's modules")
+            break
+        held.append(name)
+        if p.grad is None:
+            problems.append(f"{name} has no gradient on stage {env.rank}")
+            continue
+        grad_diff = max(grad_diff, (p.grad - ref_params[name].grad).abs().max().item())
+    every = [None] * env.world_size
+    dist.all_gather_object(every, held)
+    missing = sorted(set(ref_params) - {n for h in every for n in h})
+    if missing:
+        problems.append(f"no stage holds {', '.join(missing[:3])}")
+    loss_diff = max((abs(a - b) for a, b in zip(losses, ref_losses)), default=0.0)
+    if env.rank == env.world_size - 1 and len(losses) != len(ref_losses):
+        problems.append(f"the last stage returned {len(losses)} losses for {len(ref_losses)} micro-batches")
+    stage_bytes = sum(p.numel() * p.element_size() for p in stage.parameters())
+    model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    return {"losses": losses, "loss_diff": loss_diff, "grad_diff": grad_diff, "problems": problems,
+            "stage_bytes": stage_bytes, "model_bytes": model_bytes}
+
+
+def task_pp(ctx, target, seed=SEED):
+    import torch
+    from labs.common import dist as cdist
+
+    env = cdist.init(timeout_s=20)
+    seam = seams.load(LAB, target)
+    x, y = _batch(PP_BATCH, env.device)
+    ref = tiny_model(seed).to(env.device)
+    _, loss = ref(x, y)
+    loss.backward()  # equal micro-batches: the mean of their mean losses is the batch's mean loss
+    with torch.no_grad():
+        ref_losses = [ref(a, b)[1].item() for a, b in zip(x.chunk(N_MICRO), y.chunk(N_MICRO))]
+    mb = PP_BATCH // N_MICRO
+    shape = (mb, SEQ, ref.cfg.n_embd)
+    last = env.rank == env.world_size - 1
+
+    def hand(schedule):
+        return lambda stage: seam.pipeline_step(stage, list(zip(x.chunk(N_MICRO), y.chunk(N_MICRO))), _ce, shape,
+                                                schedule)
+
+    def torch_pp(schedule):
+        def run(stage):
+            sched, losses = seam.torch_schedule(stage, N_MICRO, _ce, env.device, schedule), []
+            if env.rank == 0:
+                sched.step(x)
+            elif last:
+                sched.step(target=y, losses=losses)
+            else:
+                sched.step()
+            return [v.item() for v in losses]
+        return run
+
+    out = ctx.partial
+    for name, run in (("gpipe", hand("gpipe")), ("1f1b", hand("1f1b")), ("torch_gpipe", torch_pp("gpipe")),
+                      ("torch_1f1b", torch_pp("1f1b"))):
+        out[name], out[f"{name}_error"] = ctx.attempt(lambda run=run: _pp_part(seam, env, run, ref, ref_losses, seed))
+        if out[f"{name}_error"]:
+            return out  # as in task_tp
+    cdist.teardown()
+    return out
+
+
+def task_pp_timing(ctx, target):
+    import torch
+    import torch.distributed as dist
+    from labs.common import dist as cdist
+    from labs.common.stage_probe import SleepStage
+
+    env = cdist.init(timeout_s=20)
+    seam = seams.load(LAB, target)
+    t = TIMING
+    shape = (t["micro_batch"], t["width"])
+
+    def step(schedule, m):
+        torch.manual_seed(0)  # the same micro-batches on every rank
+        mbs = [(torch.randn(shape, device=env.device), torch.randn(shape, device=env.device)) for _ in range(m)]
+        stage = SleepStage(t["width"], t["forward_s"], t["backward_s"]).to(env.device)
+        dist.barrier()  # start together: the step's window opens at the first stage's first forward
+        seam.pipeline_step(stage, mbs, torch.nn.functional.mse_loss, shape, schedule)
+        cdist.synchronize(env.device)
+        return stage.events
+
+    out = ctx.partial
+    for schedule in ("gpipe", "1f1b"):
+        def runs(schedule=schedule):
+            step(schedule, 2)  # warm-up: first sends, allocator, autograd
+            return {str(m): [step(schedule, m) for _ in range(t["reps"])] for m in t["micro_batches"]}
+        out[schedule], out[f"{schedule}_error"] = ctx.attempt(runs)
+        if out[f"{schedule}_error"]:
+            return out  # as in task_tp
+    cdist.teardown()
+    return out
+
+
+TASKS = {"probe": task_probe, "tp": task_tp, "pp": task_pp, "pp_timing": task_pp_timing}
+
+# ---------------------------------------------------------------- checker side
+RUNS = {"tp_equivalence": {"tp"}, "tp_memory": {"tp"}, "tp_comm": {"tp"}, "pp_equivalence": {"pp"},
+        "pp_bubble": {"pp_timing"}, "pp_1f1b_memory": {"pp_timing"}}
+
+
+def grade(h, checks):
+    from checker.labs import lab6_eval
+
+    need = set().union(*(RUNS[c.name] for c in checks))
+    seed = SEED + h.variant  # hidden variants: other weights (the layouts and counts do not depend on them)
+    # tp_comm alone (--only) needs no DTensor: skipping it saves importing DTensor's op tables (~2.5 s per rank)
+    tp_parts = ["hand"] + (["dtensor"] if {c.name for c in checks} & {"tp_equivalence", "tp_memory"} else [])
+    phases = [
+        [dict(name="tp", task="tp", nproc=WORLD_SIZE, budget_s=60,
+              args=dict(seed=seed, parts=tp_parts)),
+         dict(name="pp", task="pp", nproc=WORLD_SIZE, budget_s=90, args=dict(seed=seed))],
+        [dict(name="pp_timing", task="pp_timing", nproc=WORLD_SIZE, budget_s=60)],
+    ]
+    runs = h.run_phases(phases, need)
+    return [lab6_eval.EVALUATORS[c.name](c, runs) for c in checks], lab6_eval.info(runs)

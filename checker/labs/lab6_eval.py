@@ -1,0 +1,198 @@
+"""Lab 6: from the runs' measurements to pass/fail. Thresholds are stated once, here."""
+from __future__ import annotations
+
+from checker.labs._common import Check, error_result, first_error, run_info
+from checker.labs.lab6 import N_MICRO, TIMING, TOL
+from checker.report import CheckResult
+from labs.common.schedule_timeline import bubble_fraction, ideal_bubble, peak_live
+
+# Measured bubble minus (p-1)/(m+p-1), best of 3 steps. Send/recv, Python between micro-batches and CPU wake-ups
+# only ever add idle time, so the excess is one-sided: measured here +0.01 to +0.02 (m=4) and +0.02 to +0.04 (m=8) on
+# 2 cores shared with other jobs (load ~3): 10-20 ms of gaps in a 540 ms step. A schedule that does not pipeline
+# (each micro-batch's backward before the next forward) sits at 1/2 for p = 2: +0.3 at m=4, +0.39 at m=8.
+BUBBLE_TOL = 0.06
+TP_NAMES = {"hand": "by hand", "dtensor": "DTensor"}
+PP_NAMES = {"gpipe": "GPipe", "1f1b": "1F1B", "torch_gpipe": "torch GPipe", "torch_1f1b": "torch 1F1B"}
+
+
+def _root_cause(errors: list[dict]) -> dict:
+    """The earliest error, but a peer's "Connection closed" last: it is the consequence of the other rank
+    giving up (a timeout), and can be stamped a few microseconds before the cause."""
+    return min(errors, key=lambda e: ("closed by peer" in e.get("message", ""), e.get("t", float("inf"))))
+
+
+def ranks(runs, run: str, name: str):
+    """(every rank's result of one part of a run, None) or (None, the root-cause error). A part that finished on
+    every rank counts even if a later part failed; one that did not run because an earlier one failed reports
+    that earlier failure."""
+    r = runs.get(run)
+    results = r.results if r else []
+    if r and len(results) == r.nproc and all(x.get(name) is not None and not x.get(f"{name}_error") for x in results):
+        return [x[name] for x in results], None
+    errors = [x[f"{name}_error"] for x in results if x.get(f"{name}_error")]
+    err = _root_cause(errors) if errors else first_error(runs, run)
+    if err is None:  # this part never ran: an earlier part of the same run failed
+        earlier = [v for x in results for k, v in x.items() if k.endswith("_error") and v]
+        err = _root_cause(earlier) if earlier else {"type": "Crash", "message": f"{name} did not report on every rank"}
+    return None, err
+
+
+def _fail(c: Check, err: dict, label: str, unit: str = "") -> CheckResult:
+    msg = err.get("message", "")
+    if "Timed out" in msg or "timed out" in msg:  # gloo's words for a peer that never came
+        msg += (" — the two ranks were each waiting for the other (e.g. blocking sends facing each other: a "
+                "blocking dist.send waits for its receiver). Send with dist.isend, wait for the sends at the end of "
+                "the step, and have each rank receive in the order its peer sends.")
+    return error_result(c, {**err, "message": f"{label}: {msg}"}, unit=unit)
+
+
+def tp_equivalence(c: Check, runs) -> CheckResult:
+    worst, notes = 0.0, []
+    for name, label in TP_NAMES.items():
+        rs, err = ranks(runs, "tp", name)
+        if err:
+            return _fail(c, err, label, "max abs diff")
+        problems = [p for r in rs for p in r["problems"]]
+        if problems:
+            return CheckResult(c.name, False, unit="max abs diff", hint=c.hint, message=f"{label}: {problems[0]}")
+        d = {k: max(r[k] for r in rs) for k in ("logits_diff", "loss_diff", "grad_diff", "weight_diff")}
+        worst = max(worst, *d.values())
+        notes.append(f"{label}: logits {d['logits_diff']:.1e}, grads {d['grad_diff']:.1e}, shards vs their slice "
+                     f"{d['weight_diff']:.1e}")
+    return CheckResult(c.name, worst <= TOL, value=worst, threshold=TOL, unit="max abs diff", hint=c.hint,
+                       message="vs the unsharded GPT, both ranks: " + "; ".join(notes))
+
+
+def tp_expected_bytes(d: int, n: int) -> int:
+    """fp32 bytes one rank holds of a block's split layers: every weight (12 d^2) and the column-parallel biases
+    (qkv 3d, fc 4d) split N ways; the row-parallel biases (attn.proj d, mlp.proj d) whole on every rank."""
+    return 4 * ((12 * d * d + 7 * d) // n + 2 * d)
+
+
+def tp_memory(c: Check, runs) -> CheckResult:
+    notes, worst, want = [], 0, None
+    for name, label in TP_NAMES.items():
+        rs, err = ranks(runs, "tp", name)
+        if err:
+            return _fail(c, err, label, "bytes")
+        want = tp_expected_bytes(rs[0]["n_embd"], len(rs))
+        held = [b for r in rs for b in r["split_bytes"]]
+        worst = max(held, key=lambda b: abs(b - want))
+        full = rs[0]["full_bytes"][0]
+        notes.append(f"{label} {worst:,} B ({worst / full:.2f}x)")
+        if any(b != want for b in held):
+            return CheckResult(c.name, False, value=worst, threshold=want, unit="bytes per block per rank", hint=c.hint,
+                               message=f"{label}: a rank holds {worst:,} B of a block's attention + MLP, expected "
+                                       f"{want:,} B (unsharded {full:,} B)")
+    return CheckResult(c.name, True, value=worst, threshold=want, unit="bytes per block per rank", hint=c.hint,
+                       message=f"attention + MLP per block per rank: {', '.join(notes)} of the unsharded "
+                               f"{full:,} B; formula 4*((12d^2+7d)/N + 2d)")
+
+
+def tp_comm(c: Check, runs) -> CheckResult:
+    rs, err = ranks(runs, "tp", "hand")
+    if err:
+        return _fail(c, err, TP_NAMES["hand"], "all-reduces per block")
+    r = rs[0]
+    want = [2] * r["n_layer"]
+    per_block = f"forward {r['fwd_per_block']}, backward {r['bwd_per_block']} all-reduces per block"
+    sizes = f"sizes {', '.join(f'{n:,}' for n in r['numels'])} floats (B*T*d = {r['activation_numel']:,})"
+    ok = all(x["fwd_per_block"] == want and x["bwd_per_block"] == want and x["fwd_calls"] == 2 * x["n_layer"]
+             and x["bwd_calls"] == 2 * x["n_layer"] and x["numels"] == [x["activation_numel"]] for x in rs)
+    extra = "" if r["fwd_calls"] == sum(r["fwd_per_block"]) and r["bwd_calls"] == sum(r["bwd_per_block"]) else \
+        f" ({r['fwd_calls']} forward, {r['bwd_calls']} backward in all, some outside the blocks)"
+    per = (r["fwd_calls"] + r["bwd_calls"]) / r["n_layer"]
+    return CheckResult(c.name, ok, value=per, threshold=4, unit="all-reduces per block per step", hint=c.hint,
+                       message=f"{per_block}; {sizes}{extra}; expected 2 + 2, each one activation")
+
+
+def pp_equivalence(c: Check, runs) -> CheckResult:
+    worst, notes, share = 0.0, [], ""
+    for name, label in PP_NAMES.items():
+        rs, err = ranks(runs, "pp", name)
+        if err:
+            return _fail(c, err, label, "max abs diff")
+        problems = [p for r in rs for p in r["problems"]]
+        if problems:
+            return CheckResult(c.name, False, unit="max abs diff", hint=c.hint, message=f"{label}: {problems[0]}")
+        d = max(max(r["loss_diff"], r["grad_diff"]) for r in rs)
+        worst = max(worst, d)
+        notes.append(f"{label} {d:.1e}")
+        share = ", ".join(f"{r['stage_bytes'] / r['model_bytes']:.0%}" for r in rs)
+    return CheckResult(c.name, worst <= TOL, value=worst, threshold=TOL, unit="max abs diff", hint=c.hint,
+                       message=f"losses and gradients vs the unsplit GPT, {N_MICRO} micro-batches: {', '.join(notes)}; "
+                               f"the stages hold {share} of the parameter bytes")
+
+
+def _timelines(runs, schedule: str):
+    """({m: [one step's events per rank, ...per repeat]}, None) or (None, error)."""
+    rs, err = ranks(runs, "pp_timing", schedule)
+    if err:
+        return None, err
+    return {int(m): [[r[m][rep] for r in rs] for rep in range(len(rs[0][m]))] for m in rs[0]}, None
+
+
+def _incomplete(steps, m: int) -> str | None:
+    for stage, events in enumerate(steps[0]):
+        f, b = (sum(e["kind"] == k for e in events) for k in "FB")
+        if (f, b) != (m, m):
+            return f"m={m}: stage {stage} ran {f} forwards and {b} backwards; expected {m} of each"
+    return None
+
+
+def pp_bubble(c: Check, runs) -> CheckResult:
+    notes, worst = [], 0.0
+    for schedule, label in (("gpipe", "GPipe"), ("1f1b", "1F1B")):
+        tl, err = _timelines(runs, schedule)
+        if err:
+            return _fail(c, err, label, "bubble - formula")
+        parts = []
+        for m, steps in tl.items():
+            bad = _incomplete(steps, m)
+            if bad:
+                return CheckResult(c.name, False, unit="bubble - formula", hint=c.hint, message=f"{label}: {bad}")
+            measured, formula = min(bubble_fraction(s) for s in steps), ideal_bubble(len(steps[0]), m)
+            if abs(measured - formula) > abs(worst):
+                worst = measured - formula
+            parts.append(f"m={m} {measured:.3f} ({formula:.3f})")
+        notes.append(f"{label} " + ", ".join(parts))
+    return CheckResult(c.name, abs(worst) <= BUBBLE_TOL, value=round(worst, 3), threshold=BUBBLE_TOL,
+                       unit="bubble - formula", hint=c.hint,
+                       message="measured (formula (p-1)/(m+p-1)): " + "; ".join(notes))
+
+
+def pp_1f1b_memory(c: Check, runs) -> CheckResult:
+    peaks = {}
+    for schedule, label in (("gpipe", "GPipe"), ("1f1b", "1F1B")):
+        tl, err = _timelines(runs, schedule)
+        if err:
+            return _fail(c, err, label, "micro-batches live")
+        m = max(tl)
+        bad = _incomplete(tl[m], m)
+        if bad:
+            return CheckResult(c.name, False, unit="micro-batches live", hint=c.hint, message=f"{label}: {bad}")
+        peaks[schedule] = [max(peak_live(step[stage]) for step in tl[m]) for stage in range(len(tl[m][0]))]
+    p = len(peaks["1f1b"])
+    bound = [p - s for s in range(p)]
+    ok = all(a <= b for a, b in zip(peaks["1f1b"], bound)) and peaks["1f1b"][0] < peaks["gpipe"][0]
+    msg = (f"m={m}, most micro-batches held at once per stage: GPipe {peaks['gpipe']}, 1F1B {peaks['1f1b']} "
+           f"(1F1B bound p - stage: {bound})")
+    return CheckResult(c.name, ok, value=peaks["1f1b"][0], threshold=bound[0], unit="micro-batches live (stage 0)",
+                       hint=c.hint, message=msg)
+
+
+EVALUATORS = {f.__name__: f for f in (tp_equivalence, tp_memory, tp_comm, pp_equivalence, pp_bubble, pp_1f1b_memory)}
+
+
+def info(runs) -> list[tuple[str, str]]:
+    rows = []
+    rs, err = ranks(runs, "tp", "hand") if "tp" in runs else (None, True)
+    if not err:
+        r = rs[0]
+        kb = 4 * r["activation_numel"] / 1024
+        rows.append(("TP communication per step (by hand)", f"{r['fwd_calls'] + r['bwd_calls']} all-reduces of "
+                                                            f"{kb:.0f} KB; the weights never move"))
+    t = TIMING
+    cost = f"{1e3 * t['forward_s']:.0f} ms forward + {1e3 * t['backward_s']:.0f} ms backward"
+    rows.append(("pipeline timing stages", f"{cost} per micro-batch per stage (sleeps: the schedule is what is timed)"))
+    return rows + run_info(runs)

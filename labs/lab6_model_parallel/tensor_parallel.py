@@ -1,0 +1,73 @@
+# GENERATED from solutions/lab6_model_parallel/tensor_parallel.py by `make starters` (checker/starters.py).
+# This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
+"""Apply tensor parallelism to the GPT from the outside: `parallelize(model)` swaps Linears for split ones.
+
+    torchrun --nproc_per_node 2 -m labs.lab6_model_parallel.tp_report --out runs/lab6/tp.json
+
+The model is untouched (labs/common/model.py); per block:
+    attn.qkv   -> ColumnParallelLinear over this rank's heads: H/N heads of q, k and v
+    attn.proj  -> RowParallelLinear over the same heads' columns
+    mlp.fc     -> ColumnParallelLinear, a contiguous 4d/N block of the hidden units
+    mlp.proj   -> RowParallelLinear, the matching 4d/N input columns
+Embeddings, LayerNorms and the (tied) head stay whole on every rank, and so do their gradients: the
+all-reduce in f's backward makes the gradient reaching them complete and identical on every rank, so
+unlike DDP no gradient all-reduce is needed after backward.
+
+Attention needs its own forward: the model's splits qkv's output into three d-wide parts and views
+them as n_head heads, but a rank now holds 3 * d/N features, H/N heads of each of q, k, v. qkv's weight
+rows are [q (d rows) | k (d) | v (d)], head h owning rows h*hd ... (h+1)*hd of each part (hd = d/H),
+so rank r's rows are those of heads r*H/N ... (r+1)*H/N in each of the three parts (qkv_rows).
+
+Dropout: the residual dropout after a row-parallel layer acts on replicated activations; every rank
+must draw the same mask (same seed, same RNG state). Attention dropout acts on different heads per rank
+and needs a per-rank stream (Megatron's RNG tracker). The checks run with dropout 0.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .tp_layers import ColumnParallelLinear, RowParallelLinear
+
+
+def block_rows(n: int, rank: int, world: int) -> torch.Tensor:
+    """Rank r's contiguous 1/N of n features: [r*n/N, (r+1)*n/N)."""
+    size = n // world
+    return torch.arange(rank * size, (rank + 1) * size)
+
+
+def qkv_rows(n_embd: int, n_head: int, rank: int, world: int) -> torch.Tensor:
+    """Rows of the fused qkv weight (3*n_embd rows) that rank r keeps: its heads of q, then of k, then of v."""
+    raise NotImplementedError("TODO(lab6): this rank's block_rows(n_embd, ...) (whole heads, since n_head % world == 0) in each of the three parts at offsets 0, n_embd, 2*n_embd, concatenated")
+
+
+class TPAttention(nn.Module):
+    """Causal self-attention over this rank's heads only. qkv: d -> 3 * n_head * head_dim (local heads);
+    proj: n_head * head_dim -> d (its output complete on every rank)."""
+
+    def __init__(self, qkv: nn.Module, proj: nn.Module, n_head: int, head_dim: int, dropout: float,
+                 resid_drop: nn.Module):
+        super().__init__()
+        self.qkv, self.proj = qkv, proj
+        self.n_head, self.head_dim, self.dropout = n_head, head_dim, dropout  # n_head: this rank's heads
+        self.resid_drop = resid_drop
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        raise NotImplementedError("TODO(lab6): as CausalSelfAttention.forward but with width = n_head * head_dim (local): split qkv(x) into q, k, v of that width, view as (B, T, n_head, head_dim), transpose, causal SDPA, back to (B, T, width), then proj and resid_drop")
+
+
+def parallelize(model: nn.Module, group=None) -> nn.Module:
+    """Split every block's attention (by heads) and MLP (by hidden units) across `group`; in place.
+
+    Parameter names stay the model's (blocks.i.attn.qkv.weight, ...), each holding this rank's shard:
+    column-parallel layers their rows, row-parallel layers their weight columns and the whole bias.
+    """
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    cfg = model.cfg
+    if cfg.n_head % world or (4 * cfg.n_embd) % world:
+        raise ValueError(f"{world} ranks must divide n_head={cfg.n_head} and 4*n_embd={4 * cfg.n_embd}")
+    d, hd = cfg.n_embd, cfg.n_embd // cfg.n_head
+    raise NotImplementedError("TODO(lab6): for each block: block.attn = TPAttention(ColumnParallelLinear(attn.qkv, qkv_rows(...)), RowParallelLinear(attn.proj, block_rows(d, ...)), n_head // world, hd, attn.dropout, attn.resid_drop); block.mlp.fc / block.mlp.proj become Column/RowParallelLinear over block_rows(4 * d, ...); return model")

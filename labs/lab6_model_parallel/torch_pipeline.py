@@ -1,0 +1,35 @@
+# GENERATED from solutions/lab6_model_parallel/torch_pipeline.py by `make starters` (checker/starters.py).
+# This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
+"""The same schedules with torch.distributed.pipelining: PipelineStage + ScheduleGPipe / Schedule1F1B.
+
+    torchrun --nproc_per_node 2 -m labs.lab6_model_parallel.pp_timeline --out runs/lab6/pp.json
+
+PipelineStage wraps this rank's stage module and does your Pipe's bookkeeping: it allocates the receive
+buffers (their shapes it infers by running one micro-batch through the pipe once), keeps each
+micro-batch's input and output until its backward, and sends and receives activations and gradients.
+The schedule object runs the order (GPipe or 1F1B), splits the batch into n_microbatches along dim 0,
+calls loss_fn(output, target) on the last stage and, with scale_grads (the default), divides the
+accumulated gradients by n_microbatches, which equals your loss / m.
+
+How a step is driven (every rank calls step, with what its stage needs):
+    first stage   schedule.step(x)                          x: the whole batch, split by the schedule
+    last stage    schedule.step(target=y, losses=losses)    losses: filled with one loss per micro-batch
+    middle        schedule.step()
+The tied embedding/head weight still needs sync_tied_grads afterwards: torch does not know it is tied.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+
+def torch_schedule(stage_module: nn.Module, n_micro: int, loss_fn: Callable, device: torch.device,
+                   schedule: str = "1f1b"):
+    """A torch.distributed.pipelining schedule for this rank's stage (rank r = stage r of the world)."""
+    # imported here, not at the top: it pulls in torch._dynamo (~1 s per rank), and only this function needs it
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    raise NotImplementedError("TODO(lab6): PipelineStage(stage_module, dist.get_rank(), dist.get_world_size(), device); return ScheduleGPipe or Schedule1F1B (by `schedule`) of it with n_microbatches=n_micro, loss_fn=loss_fn")

@@ -1,0 +1,123 @@
+"""Pipeline schedules by hand: GPipe and 1F1B over point-to-point send/recv, with micro-batches.
+
+    torchrun --nproc_per_node 2 -m solutions.lab6_model_parallel.pp_timeline --out runs/lab6/pp.json
+
+Rank r runs stage r of p. A micro-batch's forward receives the activation from stage r-1 (the first
+stage reads the data), runs the stage, and sends its output to stage r+1 (the last stage computes the
+loss). Its backward receives dL/d(output) from stage r+1, runs autograd through the stage, and sends
+dL/d(input) to stage r-1. The two schedules differ only in order:
+    GPipe  all m forwards, then all m backwards. Each stage holds m micro-batches' activations at once.
+    1F1B   stage r runs p-1-r forwards (warm-up), then alternates one forward, one backward (steady
+           state), then the remaining backwards (cool-down). A backward frees a micro-batch as soon as
+           possible: stage r never holds more than p-r of them; the bubble, (p-1)/(m+p-1), is the same.
+The loss of the step is the mean over micro-batches, so each micro-batch's loss is divided by m before
+its backward, and the gradients accumulate in .grad: the step's gradient equals the whole batch's.
+
+Sends are asynchronous (isend), receives block. A blocking send may wait for its receiver: in 1F1B's
+steady state stage 0 sends micro-batch i+1 forward while stage 1 is sending micro-batch i's gradient
+back, and two blocking sends facing each other deadlock. The sends are waited for at the end of the step.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+
+class Pipe:
+    """One step of one stage: its micro-batches, what each keeps between forward and backward, its sends."""
+
+    def __init__(self, stage: nn.Module, micro_batches: list, loss_fn: Callable, act_shape: tuple):
+        self.stage, self.micro_batches, self.loss_fn, self.act_shape = stage, micro_batches, loss_fn, tuple(act_shape)
+        self.rank, self.p, self.m = dist.get_rank(), dist.get_world_size(), len(micro_batches)
+        self.first, self.last = self.rank == 0, self.rank == self.p - 1
+        self.device = next(stage.parameters()).device
+        self.inputs: dict[int, torch.Tensor] = {}   # micro-batch -> the input whose .grad goes back upstream
+        self.outputs: dict[int, torch.Tensor] = {}  # micro-batch -> output (or the scaled loss on the last stage)
+        self.losses: list[float] = []               # last stage: each micro-batch's loss, unscaled
+        self.sends: list = []                       # (work, tensor): the tensor must live until the send is done
+
+    def _send(self, t: torch.Tensor, dst: int) -> None:
+        t = t.contiguous()
+        self.sends.append((dist.isend(t, dst), t))
+
+    def _recv(self, src: int) -> torch.Tensor:
+        buf = torch.empty(self.act_shape, device=self.device)
+        dist.recv(buf, src)
+        return buf
+
+    def forward(self, i: int) -> None:
+        """Micro-batch i's forward on this stage."""
+        x, y = self.micro_batches[i]
+        # BEGIN SOLUTION not first: x = self._recv(self.rank - 1).requires_grad_(); out = self.stage(x); last: loss = loss_fn(out, y), record loss.item(), keep loss / m; else self._send(out.detach(), self.rank + 1); keep inputs[i], outputs[i]
+        if not self.first:
+            x = self._recv(self.rank - 1).requires_grad_()
+        out = self.stage(x)
+        if self.last:
+            loss = self.loss_fn(out, y)
+            self.losses.append(loss.item())
+            out = loss / self.m  # mean over micro-batches: the gradient of the whole batch's mean loss
+        else:
+            self._send(out.detach(), self.rank + 1)
+        self.inputs[i], self.outputs[i] = x, out
+        # END SOLUTION
+
+    def backward(self, i: int) -> None:
+        """Micro-batch i's backward on this stage; frees what its forward kept."""
+        # BEGIN SOLUTION pop inputs[i], outputs[i]; last: out.backward(); else receive the output's gradient from rank + 1 and out.backward(grad); not first: self._send(x.grad, self.rank - 1)
+        x, out = self.inputs.pop(i), self.outputs.pop(i)
+        if self.last:
+            out.backward()
+        else:
+            out.backward(self._recv(self.rank + 1))
+        if not self.first:
+            self._send(x.grad, self.rank - 1)
+        # END SOLUTION
+
+    def finish(self) -> None:
+        for work, _ in self.sends:
+            work.wait()
+        self.sends.clear()
+
+
+def gpipe(pipe: Pipe) -> None:
+    """All forwards, then all backwards."""
+    # BEGIN SOLUTION pipe.forward(i) for every micro-batch, then pipe.backward(i) for every micro-batch, in the same order
+    for i in range(pipe.m):
+        pipe.forward(i)
+    for i in range(pipe.m):
+        pipe.backward(i)
+    # END SOLUTION
+
+
+def one_f_one_b(pipe: Pipe) -> None:
+    """Warm-up forwards, then one forward + one backward at a time, then the remaining backwards."""
+    # BEGIN SOLUTION warmup = min(p - 1 - rank, m) forwards; then for each remaining micro-batch: forward the next one, backward the oldest; then backward what is left
+    warmup = min(pipe.p - 1 - pipe.rank, pipe.m)
+    for i in range(warmup):
+        pipe.forward(i)
+    for i in range(pipe.m - warmup):
+        pipe.forward(warmup + i)
+        pipe.backward(i)
+    for i in range(pipe.m - warmup, pipe.m):
+        pipe.backward(i)
+    # END SOLUTION
+
+
+SCHEDULES = {"gpipe": gpipe, "1f1b": one_f_one_b}
+
+
+def pipeline_step(stage: nn.Module, micro_batches: list, loss_fn: Callable, act_shape: tuple,
+                  schedule: str = "1f1b") -> list[float]:
+    """One training step's forward and backward of this rank's stage (rank r = stage r of world size p).
+
+    micro_batches: [(x, y), ...] on every rank (the first stage uses x, the last y); act_shape: the shape
+    of the tensor between stages. Returns the last stage's per-micro-batch losses ([] elsewhere) and
+    leaves in .grad the gradient of the mean loss over all micro-batches.
+    """
+    pipe = Pipe(stage, micro_batches, loss_fn, act_shape)
+    SCHEDULES[schedule](pipe)
+    pipe.finish()
+    return pipe.losses

@@ -1,0 +1,80 @@
+"""Pipeline stages cut from the GPT: each rank keeps a contiguous run of blocks and nothing else.
+
+    torchrun --nproc_per_node 2 -m solutions.lab6_model_parallel.pp_timeline --out runs/lab6/pp.json
+
+Stage s of p holds blocks [s*L/p, (s+1)*L/p); the first stage also the embeddings, the last the final
+LayerNorm and the head. One tensor crosses each cut: the residual stream, (micro_batch, T, d) floats
+(tiny, micro-batch 2: 2*64*64*4 = 32 KB forward, the same bytes of gradient backward), far less than
+the blocks' weights (tiny: 50 K floats per block), which never move. That is pipeline parallelism's
+deal: little communication, but idle stages (the bubble) unless micro-batches keep them busy.
+
+Tied weights. The GPT's head reuses the token embedding (tie_embeddings): one Parameter, two uses. Cut
+in two, the first stage's copy sees only the embedding's gradient and the last stage's only the head's;
+the model's gradient is their sum. So after backward, and before the optimizer step, the first and last
+stages all-reduce that one tensor (V*d floats: tiny 16 K), and the copies stay equal.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+
+class GPTStage(nn.Module):
+    """A slice of the GPT: token ids (first stage) or the residual stream in; the residual stream or
+    logits (last stage) out. Holds the model's own modules, not copies."""
+
+    def __init__(self, model: nn.Module, blocks: range, first: bool, last: bool, tied_group=None):
+        super().__init__()
+        self.first, self.last = first, last
+        self.blocks = nn.ModuleList(model.blocks[i] for i in blocks)
+        if first:
+            self.tok_emb, self.pos_emb, self.drop = model.tok_emb, model.pos_emb, model.drop
+        if last:
+            self.ln_f, self.head = model.ln_f, model.head
+        # the tied weight, on the first or the last stage; a middle stage, or one stage holding both, has none
+        tied = model.cfg.tie_embeddings and first != last
+        self.tied = (self.tok_emb.weight if first else self.head.weight) if tied else None
+        self.tied_group = tied_group
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # BEGIN SOLUTION first stage: x = drop(tok_emb(x) + pos_emb(arange(T))) as GPT.forward does; then every block; last stage: head(ln_f(x))
+        if self.first:
+            pos = torch.arange(x.shape[1], device=x.device)
+            x = self.drop(self.tok_emb(x) + self.pos_emb(pos))
+        for block in self.blocks:
+            x = block(x)
+        if self.last:
+            x = self.head(self.ln_f(x))
+        return x
+        # END SOLUTION
+
+
+def split_stages(model: nn.Module, stage: int, n_stages: int) -> GPTStage:
+    """This rank's stage: blocks [stage*L/n, (stage+1)*L/n), plus the embeddings on the first stage and the
+    final LayerNorm and head on the last. Every rank must call it (it creates the tied-weight group)."""
+    n_layer = len(model.blocks)
+    if n_layer % n_stages:
+        raise ValueError(f"{n_stages} stages must divide the {n_layer} blocks")
+    # new_group is collective: every rank creates it, only members use it. With two stages it is the world.
+    group = None
+    if dist.is_initialized() and n_stages > 2:
+        group = dist.new_group([0, n_stages - 1])
+    # BEGIN SOLUTION per = n_layer // n_stages; return GPTStage(model, range(stage * per, (stage + 1) * per), first=stage == 0, last=stage == n_stages - 1, tied_group=group)
+    per = n_layer // n_stages
+    return GPTStage(model, range(stage * per, (stage + 1) * per), first=stage == 0, last=stage == n_stages - 1,
+                    tied_group=group)
+    # END SOLUTION
+
+
+def sync_tied_grads(stage: nn.Module) -> None:
+    """After backward, on every rank: the first and last stages sum their copies' gradients of the tied
+    embedding/head weight, so both hold the model's gradient. Other stages (and untied models) do nothing."""
+    tied = getattr(stage, "tied", None)
+    if tied is None:
+        return
+    # BEGIN SOLUTION dist.all_reduce(tied.grad, group=stage.tied_group) (a zero gradient if this copy got none)
+    if tied.grad is None:
+        tied.grad = torch.zeros_like(tied)
+    dist.all_reduce(tied.grad, group=stage.tied_group)
+    # END SOLUTION
