@@ -156,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--all", action="store_true", help="every lab that exists")
     g.add_argument("--solutions", action="store_true", help="grade solutions/ instead of labs/")
     g.add_argument("--json", metavar="PATH", help="also write the report as JSON")
-    g.add_argument("--nproc", type=int, default=None, help="ranks; must be the lab's world size (lab1: 1, lab2-3: 2)")
+    g.add_argument("--nproc", type=int, default=None, help="ranks; must be the lab's world size (lab1: 1, the others: 2)")
     g.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
     g.add_argument("--only", action="append", metavar="CHECK", help="run only this check (repeatable)")
     g.add_argument("--root", default=str(REPO_ROOT), help="folder holding labs/ and solutions/")
