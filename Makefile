@@ -20,7 +20,7 @@ demo: setup data  ## grade every reference solution on this machine and print th
 	$(BIN)/checker grade --all --solutions
 
 test: setup  ## the whole suite: units, checker contract, end-to-end grades, notebooks (nbval)
-	COURSE_TARGET=solutions $(BIN)/pytest --nbval-lax tests labs
+	COURSE_TARGET=solutions $(BIN)/pytest --nbval-lax --durations=25 tests labs
 
 test-fast: setup  ## everything but the slow end-to-end runs
 	COURSE_TARGET=solutions $(BIN)/pytest -m "not slow" tests
