@@ -21,14 +21,14 @@ def _grade(lab, out_dir, *args):
 @pytest.mark.parametrize("lab", LABS)
 def test_solutions_pass_every_check(tmp_path, lab):
     mod = importlib.import_module(f"checker.labs.{lab}")
-    if getattr(mod, "CACHED_CHECKS", None):  # runs a lab keeps across grades (lab 4's faulty jobs): warm them first
-        run_checker("grade", lab, "--solutions", *(f"--only={c}" for c in mod.CACHED_CHECKS))
     r, rep = _grade(lab, tmp_path, "--solutions")
     assert r.returncode == 0, r.stdout
     checks = importlib.import_module(f"checker.labs.{lab}").CHECKS
     assert [c["name"] for c in rep["checks"]] == [c.name for c in checks] and rep["passed"]
-    # COURSE.md: a grade of one lab takes <= 45 s on 2 cores; lab 4 launches ~20 jobs and says how long it may take
-    assert rep["seconds"] <= getattr(mod, "GRADE_SECONDS", 45)
+    # COURSE.md: a grade of one lab takes <= 45 s on 2 cores. Lab 4 says its own: 60 s, and more for the first grade
+    # of a course version, which also runs the faulty jobs whose logs later grades reuse ("run faultyN" info rows).
+    first = any(row["name"].startswith("run faulty") for row in rep["info"])
+    assert rep["seconds"] <= getattr(mod, "FIRST_GRADE_SECONDS" if first else "GRADE_SECONDS", 45), rep["info"]
 
 
 @pytest.mark.parametrize("lab", LABS)

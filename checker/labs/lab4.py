@@ -25,7 +25,8 @@ from checker.labs._common import Check, CollectiveRecorder, digest, probe
 
 LAB = "lab4"
 WORLD_SIZE = 2
-GRADE_SECONDS = 60  # ~12 two-rank jobs of yours, the faulty jobs' logs already kept (CACHED_CHECKS)
+GRADE_SECONDS = 60         # ~12 two-rank jobs of yours, the faulty jobs' logs already kept (runs/lab4/evidence/)
+FIRST_GRADE_SECONDS = 120  # the first grade of a course version also runs the ~11 faulty torchruns
 INCIDENTS = range(1, 9)
 WHERE = "labs/lab4_debugging"
 
@@ -58,10 +59,6 @@ for _n in INCIDENTS:
                         f"Run `python -m labs.lab4_debugging.run {_n}`, read runs/lab4/incident{_n}.log (or the "
                         f"checker's runs/lab4/evidence/), then fill [incident{_n}] in {WHERE}/diagnosis.toml.",
                         starter_runs=True))
-
-# These checks' runs (the faulty jobs, at the public variant) are kept in runs/lab4/evidence/ and reused while the
-# course's sources are unchanged: the first grade of a course version runs ~11 more torchruns (~40 s more on 2 cores).
-CACHED_CHECKS = [f"diagnosed_incident{n}" for n in INCIDENTS]
 
 
 def scenarios():
