@@ -33,7 +33,7 @@ def test_hang_in_a_collective_is_cut_by_the_budget_with_stacks(lab_tree):
     _edit(tree, "lab2_ddp", "naive.py", "            if p.grad is not None:\n                dist.all_reduce(p.grad)",
           "            if p.grad is not None and dist.get_rank() == 0:\n                dist.all_reduce(p.grad)")
     t0 = time.monotonic()
-    r, checks = _grade(tree, "lab2", "grad_equivalence", env=FAST)
+    r, checks = _grade(tree, "lab2", "grad_equivalence", env={"CHECKER_BUDGET_SCALE": "0.2"})  # 18 s, not 90
     assert r.returncode == 1 and time.monotonic() - t0 < 90
     assert "hung" in checks["grad_equivalence"]["message"]
     assert "all_reduce" in r.stdout  # -v shows where each rank was stuck
