@@ -108,7 +108,8 @@ def test_launch_args_must_be_torchrun_options_only(result, ok):
 @pytest.mark.timeout(30)
 def test_spawn_starts_ranks_with_their_env_and_stops_peers_of_a_failed_rank(tmp_path):
     ok = subprocess.run([sys.executable, "-m", "checker.spawn", "--nproc", "3", "--", sys.executable, "-c",
-                         "import os; print(os.environ['RANK'], os.environ['WORLD_SIZE'], os.environ['MASTER_PORT'])"],
+                         # one write per rank: print(a, b, c) writes its pieces separately and ranks share the pipe
+                         "import os, sys; e = os.environ; sys.stdout.write(f\"{e['RANK']} {e['WORLD_SIZE']} {e['MASTER_PORT']}\\n\")"],
                         capture_output=True, text=True, cwd=ROOT, timeout=20)
     lines = sorted(ok.stdout.split("\n")[:-1])
     assert ok.returncode == 0 and [ln.split()[:2] for ln in lines] == [["0", "3"], ["1", "3"], ["2", "3"]]
