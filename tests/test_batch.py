@@ -1,4 +1,4 @@
-"""Instructor mode: a folder of five submissions (right, unfinished, broken, hanging, subtly wrong)
+"""Instructor mode: a folder of six submissions (right, unfinished, broken, hanging, subtly wrong)
 graded two at a time into CSV + JUnit; one learner's hang never stops the batch."""
 import csv
 import shutil
@@ -21,9 +21,10 @@ def _learner(subs, name, source="solutions", edits=()):
         (d / rel).write_text(text.replace(old, new))
 
 
-def test_batch_of_five(tmp_path):
+def test_batch_of_six(tmp_path):
     subs = tmp_path / "hand-ins"
     _learner(subs, "ada")
+    _learner(subs, "bo")
     _learner(subs, "cy", source="labs")  # the pristine starter
     _learner(subs, "di", edits=[("step.py", "def train_step(", "def train_step(:")])
     _learner(subs, "ed", edits=[("seeding.py", "    random.seed(seed)\n", "    import time\n    time.sleep(10**6)\n")])
@@ -36,17 +37,17 @@ def test_batch_of_five(tmp_path):
     assert r.returncode == 1, r.stdout  # not everyone passed
     rows = list(csv.DictReader(open(tmp_path / "rep" / "class.csv")))
     got = {(row["learner"], row["check"]): row for row in rows}
-    assert len(rows) == 10
+    assert len(rows) == 12
     passed = {k: v["passed"] == "True" for k, v in got.items()}
-    assert passed[("ada", "reproducible")] and passed[("ada", "memory_reported")]
+    assert passed[("ada", "reproducible")] and passed[("bo", "memory_reported")]
     assert not passed[("cy", "reproducible")] and "TODO(lab1)" in got[("cy", "reproducible")]["message"]
     assert not passed[("di", "memory_reported")] and "SyntaxError" in got[("di", "memory_reported")]["message"]
     assert not passed[("ed", "reproducible")] and "hung" in got[("ed", "reproducible")]["message"]
     assert passed[("ed", "memory_reported")]  # the hang cost ed one check, not the batch
     assert not passed[("fa", "reproducible")] and passed[("fa", "memory_reported")]
     suites = ET.parse(tmp_path / "rep" / "class.junit.xml").getroot().findall("testsuite")
-    assert sorted(s.get("name") for s in suites) == ["ada", "cy", "di", "ed", "fa"]
+    assert sorted(s.get("name") for s in suites) == ["ada", "bo", "cy", "di", "ed", "fa"]
     assert {s.get("name"): int(s.get("failures")) for s in suites}["cy"] == 2
-    # 5 learners, 2 at a time: well inside the sum of their budgets (600 s x 0.3 each) / 2
-    assert wall < 5 * 600 * 0.3 / 2
+    # 6 learners, 2 at a time: well inside the sum of their budgets (600 s x 0.3 each) / 2
+    assert wall < 6 * 600 * 0.3 / 2
     assert processes_with("checker-batch-lab1") == [] and processes_with(str(subs)) == []
