@@ -10,7 +10,9 @@ In solutions, the learner's part is marked
     # END SOLUTION
 
 and becomes `raise NotImplementedError("TODO(labN): <what to write, one line>")` at the same
-indentation. A block may instead give the starter's own code, commented out after a `# STARTER` line
+indentation. Lab 5 also writes shell (.sbatch, .sh) and Kubernetes YAML: there a block of code becomes
+`echo "TODO(labN): ..." >&2; exit 1`, and a block of comments only (#SBATCH directives) or any YAML
+block becomes a `# TODO(labN): ...` comment, so the starter still parses but lacks what was cut. A block may instead give the starter's own code, commented out after a `# STARTER` line
 (lab 4: the starter is the faulty code the learner debugs); those lines are uncommented in place of
 the raise. Everything outside the markers is copied, with `solutions.`/`solutions/` paths
 pointing at `labs.`/`labs/`. Non-Python files in labs/ (README, notebook) are not touched.
@@ -30,26 +32,40 @@ HEADER = ("# GENERATED from solutions/{rel} by `make starters` (checker/starters
           "# This is your copy: {task}. Edits to the course belong in solutions/.\n")
 
 
+SUFFIXES = (".py", ".sbatch", ".sh", ".yaml")
+
+
+def _todo(indent: str, lab: str, hint: str, suffix: str, block: list[str]) -> str:
+    if suffix == ".py":
+        return f'{indent}raise NotImplementedError("TODO({lab}): {hint.replace(chr(34), chr(39))}")\n'
+    comments_only = all(not ln.strip() or ln.lstrip().startswith("#") for ln in block)
+    if suffix == ".yaml" or comments_only:  # a YAML TODO must keep the file YAML; sbatch stops reading
+        return f"{indent}# TODO({lab}): {hint}\n"      # #SBATCH lines at the first command
+    return f'{indent}echo "TODO({lab}): {hint.replace(chr(34), chr(39))}" >&2; exit 1\n'
+
+
 def strip_solutions(text: str, lab: str, where: str) -> str:
-    out, inside, starter, todo = [], None, False, ""
+    suffix = next((s for s in SUFFIXES if where.endswith(s)), ".py")
+    out, inside, starter, hint, block = [], None, False, "", []
     for n, line in enumerate(text.splitlines(keepends=True), 1):
         m = BEGIN.match(line)
         if m:
             if inside is not None:
                 raise ValueError(f"{where}:{n}: BEGIN SOLUTION inside the block opened at line {inside}")
-            inside, starter, indent = n, False, m["indent"]
+            inside, starter, indent, block = n, False, m["indent"], []
             hint = m["hint"].strip() or "complete this part"
-            todo = f'{indent}raise NotImplementedError("TODO({lab}): {hint.replace(chr(34), chr(39))}")\n'
         elif STARTER.match(line) and inside is not None:
             starter = True
         elif END.match(line):
             if inside is None:
                 raise ValueError(f"{where}:{n}: END SOLUTION without BEGIN")
             if not starter:
-                out.append(todo)
+                out.append(_todo(indent, lab, hint, suffix, block))
             inside = None
         elif inside is None:
             out.append(line)
+        elif not starter:
+            block.append(line)
         elif starter:  # "<indent># code" -> "<indent>code"; a bare "#" line is an empty line
             body = line[len(indent):] if line.startswith(indent) else line.lstrip(" ")
             if not body.startswith("#"):
@@ -63,14 +79,18 @@ def strip_solutions(text: str, lab: str, where: str) -> str:
 
 
 def generate(root: Path = ROOT) -> dict[Path, str]:
-    """{path under labs/: text} for every .py file of every lab in solutions/."""
+    """{path under labs/: text} for every source file (SUFFIXES) of every lab in solutions/."""
     files = {}
-    for src in sorted((root / "solutions").glob("lab*/**/*.py")):
+    for src in sorted(p for p in (root / "solutions").glob("lab*/**/*") if p.suffix in SUFFIXES):
         rel = src.relative_to(root / "solutions")
         lab = rel.parts[0].split("_")[0]
         text = strip_solutions(src.read_text(), lab, f"solutions/{rel}")
         task = "find and fix what breaks" if lab == "lab4" else "fill in the TODOs"
-        files[root / "labs" / rel] = HEADER.format(rel=rel, task=task) + text
+        header = HEADER.format(rel=rel, task=task)
+        if text.startswith("#!"):  # the shebang stays the first line
+            shebang, _, text = text.partition("\n")
+            header = shebang + "\n" + header
+        files[root / "labs" / rel] = header + text
     return files
 
 
@@ -80,7 +100,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     files = generate()
     stale = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
-    orphans = [p for p in sorted((ROOT / "labs").glob("lab*/**/*.py")) if p not in files]
+    orphans = [p for p in sorted((ROOT / "labs").glob("lab*/**/*")) if p.suffix in SUFFIXES and p not in files]
     if args.check:
         for p in stale:
             print(f"{p.relative_to(ROOT)} differs from its generated version: run `make starters`")

@@ -11,7 +11,7 @@ def test_committed_starters_equal_the_generated_ones():
     assert files, "no lab in solutions/"
     stale = [str(p) for p, text in files.items() if not p.exists() or p.read_text() != text]
     assert not stale, f"run `make starters`: {stale}"
-    orphans = [str(p) for p in (ROOT / "labs").glob("lab*/**/*.py") if p not in files]
+    orphans = [str(p) for p in (ROOT / "labs").glob("lab*/**/*") if p.suffix in starters.SUFFIXES and p not in files]
     assert not orphans, f"starter files with no solution: {orphans}"
 
 
@@ -25,6 +25,19 @@ def test_markers_become_a_todo_at_the_same_indentation():
     assert out == ("def f(x):\n"
                    "    raise NotImplementedError(\"TODO(lab3): return twice 'x'\")\n"
                    "import labs.lab3_sharding.zero\n")
+
+
+def test_shell_and_yaml_blocks_become_todos_that_keep_the_file_parseable():
+    script = ("#!/bin/bash\n#SBATCH --nodes=1\n"
+              "# BEGIN SOLUTION the requeue directives\n#SBATCH --requeue\n# END SOLUTION\n"
+              "set -u\n"
+              "  # BEGIN SOLUTION trap the \"warning\"\n  trap on_warning USR1\n  # END SOLUTION\n")
+    out = starters.strip_solutions(script, "lab5", "train.sbatch")
+    # directives: a comment (sbatch stops reading #SBATCH at the first command); code: fails loudly
+    assert out == ("#!/bin/bash\n#SBATCH --nodes=1\n# TODO(lab5): the requeue directives\nset -u\n"
+                   "  echo \"TODO(lab5): trap the 'warning'\" >&2; exit 1\n")
+    manifest = "spec:\n  # BEGIN SOLUTION indexed completion\n  completionMode: Indexed\n  # END SOLUTION\n"
+    assert starters.strip_solutions(manifest, "lab5", "job.yaml") == "spec:\n  # TODO(lab5): indexed completion\n"
 
 
 @pytest.mark.parametrize("src,err", [

@@ -1,0 +1,429 @@
+"""Lab 5 checks: the batch script, preemption -> requeue -> bit-identical resume, metrics, scaling curve, manifests.
+
+Everything runs on a real Slurm. The checker submits the learner's batch script itself, preempts
+that job twice (the warning the script must handle, then a plain `scontrol requeue`), and runs the
+learner's sweep; the jobs queue one after another on the node, so the sweep runs while the
+preempted job waits to be requeued. The learner's collect/report code then runs in a worker, and
+every number it writes is checked against the checker's own reading of the jobcomp records and
+step logs. No Slurm: every check fails with the hint to start it, never a silent pass.
+"""
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+from checker import seams, slurm
+from checker.labs._common import Check, error_result, probe
+from checker.report import CheckResult
+
+LAB = "lab5"
+WORLD_SIZE = 2          # ranks per training job (the sweep also runs 1)
+SWEEP = [1, 2]
+STEPS = 60
+TRAIN_ARGS = f"--steps {STEPS} --ckpt-every 20"
+# The preempted job idles 50 ms a step (sleeping changes no number), so the checker's two interruptions
+# land mid-run: at step WARN_AT of run 1 and WARN_AT steps into run 2.
+PREEMPT_ARGS = f"{TRAIN_ARGS} --step-sleep 0.05"
+WARN_AT = 12
+DEADLINE_S = 150
+WHERE = "labs/lab5_scheduler"
+MIN_SIGNAL_LEAD_S = 60  # a warning must leave time to checkpoint: Slurm may deliver it up to 60 s late
+
+CHECKS = [
+    Check("batch_script_valid", "train.sbatch passes `sbatch --test-only` and asks for --requeue, "
+          "--open-mode=append and --signal=B:USR1@N (N >= 60)",
+          f"{WHERE}/train.sbatch: the #SBATCH header must allow a requeue, append both runs to one log, and warn the "
+          "batch shell (B:) with USR1 before the end; #SBATCH lines after the first command are ignored."),
+    Check("preempt_resume", f"the checker preempts your job twice ({WARN_AT} steps into each run: USR1 to the "
+          "batch shell, then `scontrol requeue`); it completes with losses bit-identical to an uninterrupted run",
+          f"{WHERE}/train.sbatch: trap USR1, signal the steps (scancel --signal=TERM $SLURM_JOB_ID), wait for srun, "
+          f"then `scontrol requeue $SLURM_JOB_ID`; {WHERE}/preemption.py: every rank must stop at the same step "
+          f"(all-reduce the flag); {WHERE}/restart.py: load the checkpoint the previous run left."),
+    Check("metrics_complete", "collect() + write_csv(): one row per job with state, runs, queue wait, elapsed, "
+          "tokens/s, each equal to the checker's reading of the jobcomp records and step logs",
+          f"{WHERE}/jobmetrics.py: parse every key=value of each jobcomp line; a requeued job has one line per run "
+          "(JobState=PENDING, then the final state) and each requeue resets SubmitTime: sum over the runs."),
+    Check("scaling_curve", f"scaling_table() + write_report() from the sweep's real jobs at world sizes {SWEEP}: "
+          "speedup and efficiency equal tokens/s(N) / (N x tokens/s(1)); a PNG plot and a markdown table",
+          f"{WHERE}/report.py: median tokens/s per world size over COMPLETED jobs; efficiency = tokens/s(N) / "
+          "(N/base x tokens/s(base)); write_report must write a real PNG (matplotlib savefig)."),
+    Check("k8s_manifests_valid", "k8s/*.yaml: an Indexed Job + headless Service running torchrun, and a Kubeflow "
+          "PyTorchJob, valid against the pinned Kubernetes schema and consistent with each other",
+          f"{WHERE}/k8s/: see each problem listed; k8s/README.md maps every field to the Slurm script."),
+]
+
+
+# ---------------------------------------------------------------- worker side (learner code runs only here)
+def task_probe(ctx, target):
+    return probe(LAB, target)
+
+
+def task_sweep(ctx, target, runs, train_args, world_sizes):
+    seam = seams.load(LAB, target)
+    return {"array": str(seam.submit_sweep(world_sizes, runs, train_args))}
+
+
+def task_collect(ctx, target, jobcomp, runs, csv_path):
+    seam = seams.load(LAB, target)
+    rows = seam.collect(jobcomp, runs)
+    seam.write_csv(rows, csv_path)
+    return {"csv": csv_path}
+
+
+def task_report(ctx, target, csv_path, out):
+    import csv
+
+    seam = seams.load(LAB, target)
+    with open(csv_path, newline="") as f:
+        table = seam.scaling_table(list(csv.DictReader(f)))
+    png, md = seam.write_report(csv_path, out)
+    return {"table": [{k: (v if k != "jobs" else list(map(str, v))) for k, v in t.items()} for t in table],
+            "png": str(png), "md": str(md)}
+
+
+TASKS = {"probe": task_probe, "sweep": task_sweep, "collect": task_collect, "report": task_report}
+
+
+# ---------------------------------------------------------------- checker side
+def sbatch_directives(text: str) -> list[str]:
+    """The options sbatch reads: #SBATCH lines before the first command (a later one is a plain comment)."""
+    out = []
+    for line in text.splitlines()[1:]:  # after the shebang
+        s = line.strip()
+        if s.startswith("#SBATCH"):
+            out.extend(s[len("#SBATCH"):].split("#")[0].split())
+        elif s and not s.startswith("#"):
+            break
+    return out
+
+
+def script_problems(text: str) -> list[str]:
+    opts = sbatch_directives(text)
+    problems = []
+    if "--requeue" not in opts or "--no-requeue" in opts:
+        problems.append("no #SBATCH --requeue (without it a preempted job is cancelled, not requeued)")
+    if "--open-mode=append" not in opts:
+        problems.append("no #SBATCH --open-mode=append (the requeued run would truncate the first run's log)")
+    sig = next((o.split("=", 1)[1] for o in opts if o.startswith("--signal=")), None)
+    m = re.fullmatch(r"(B:)?(SIG)?USR1@(\d+)", sig or "")
+    if not m:
+        problems.append(f"no #SBATCH --signal=B:USR1@N (found {sig!r})" if sig else "no #SBATCH --signal=B:USR1@N")
+    elif not m[1]:
+        problems.append(f"--signal={sig} signals the job steps, not the batch shell: use B:USR1@N so your trap runs")
+    elif int(m[3]) < MIN_SIGNAL_LEAD_S:
+        problems.append(f"--signal={sig}: {m[3]} s of warning; Slurm may send it up to 60 s late, so ask for >= "
+                        f"{MIN_SIGNAL_LEAD_S}")
+    return problems
+
+
+def todo_prefix(files) -> str:
+    """'not written yet: TODO(lab5): ...; ' for the first TODO left in these learner files, else ''."""
+    for f in files:
+        m = re.search(r"TODO\(lab5\):[^\n]*", f.read_text(errors="replace")) if f.is_file() else None
+        if m:
+            return f"not written yet: {m[0].strip()} ({f.name}); "
+    return ""
+
+
+def read_events(log: Path) -> tuple[list[dict], dict[int, dict]]:
+    """(event records in order, {step: last record}) of a training log, read by the checker."""
+    events, steps = [], {}
+    if log.exists():
+        for line in log.read_text(errors="replace").splitlines():
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            if "event" in r:
+                events.append(r)
+            elif isinstance(r.get("step"), int):
+                steps[r["step"]] = r
+    return events, steps
+
+
+def steps_of_run(log: Path, restart: int) -> int:
+    """How many steps the run with this SLURM_RESTART_COUNT has logged so far."""
+    n, current = 0, None
+    if log.exists():
+        for line in log.read_text(errors="replace").splitlines():
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            if r.get("event") == "start":
+                current = r.get("restart_count")
+            elif current == restart and "loss" in r:
+                n += 1
+    return n
+
+
+def preempt(job: str, log: Path, deadline: float, notes: list[str], warn_at: int = WARN_AT) -> None:
+    """Interrupt run 1 with the warning, run 2 with a plain requeue; note what was done."""
+    for restart, action in ((0, "warning"), (1, "requeue")):
+        while time.monotonic() < deadline:
+            if steps_of_run(log, restart) >= warn_at:
+                break
+            if not slurm.queued([job]):
+                notes.append(f"the job ended before its run {restart + 1} reached {warn_at} steps")
+                return
+            time.sleep(0.1)
+        else:
+            return
+        err = slurm.signal_batch(job) if action == "warning" else slurm.requeue(job)
+        notes.append(f"{action} sent to run {restart + 1} at {time.strftime('%H:%M:%S')}" + (f" ({err})" if err else ""))
+        if err:
+            return
+
+
+def grade(h, checks):
+    names = {c.name for c in checks}
+    script = h.root / h.target / seams.SEAMS[LAB].folder / "train.sbatch"
+    results: dict[str, CheckResult] = {}
+    info: list[tuple[str, str]] = []
+    byname = {c.name: c for c in checks}
+
+    def fail(name, msg, value=None, threshold=None, unit="", details=""):
+        results[name] = CheckResult(name, False, value, threshold, unit, msg, byname[name].hint, details)
+
+    if "k8s_manifests_valid" in names:
+        results["k8s_manifests_valid"] = check_manifests(byname["k8s_manifests_valid"], h)
+    slurm_names = names - {"k8s_manifests_valid"}
+    why = slurm.unavailable() if slurm_names else None
+    if why:
+        for n in slurm_names:
+            results[n] = CheckResult(n, False, message=f"no Slurm here: {why}", hint=slurm.HINT_START)
+        return [results[c.name] for c in checks], info
+    if not script.exists():
+        for n in slurm_names:
+            fail(n, f"{script.relative_to(h.root)} not found")
+        return [results[c.name] for c in checks], info
+
+    runs = h.workdir / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    env = slurm.client_env({"LAB5_RUNS": str(runs), "LAB5_PYTHON": sys.executable, "COURSE_TARGET": h.target,
+                            "PYTHONPATH": str(h.root), "COURSE_DEVICE": h.device})
+    if "batch_script_valid" in names:
+        ok, said = slurm.test_only(script, env)
+        problems = ([] if ok else [f"sbatch --test-only: {said}"]) + script_problems(script.read_text())
+        results["batch_script_valid"] = CheckResult(
+            "batch_script_valid", not problems, len(problems), 0, "problems",
+            todo_prefix([script]) + "; ".join(problems) or f"sbatch --test-only: {said.splitlines()[-1] if said else 'ok'}",
+            byname["batch_script_valid"].hint if problems else "")
+
+    needs_jobs = names & {"preempt_resume", "metrics_complete", "scaling_curve"}
+    if not needs_jobs:
+        return [results[c.name] for c in checks], info
+    deadline = time.monotonic() + DEADLINE_S
+    job, said = slurm.sbatch(script, ["--job-name=checker-lab5-preempt", f"--output={runs}/slurm-%j.log"],
+                             {**env, "LAB5_TRAIN_ARGS": PREEMPT_ARGS}, h.root)
+    sweep = h.run("sweep", "sweep", dict(runs=str(runs), train_args=TRAIN_ARGS, world_sizes=SWEEP), budget_s=30)
+    array = sweep.result.get("array") if not sweep.error() else None
+    submitted = [j for j in (job, array) if j]
+    notes: list[str] = []
+    try:
+        if job:
+            h.on_progress("preempted job")
+            preempt(job, runs / job / "log.jsonl", deadline, notes, WARN_AT + h.variant % 5)  # a hidden variant moves it
+        h.on_progress("jobs")
+        left = slurm.wait_all(submitted, deadline)
+    finally:
+        slurm.cancel(submitted)  # anything still queued at the deadline: no job outlives the grade
+    records = slurm.jobcomp_records()
+    tasks = slurm.array_tasks(array) if array else []
+    info += [("preemption", "; ".join(notes) or "-"),
+             ("jobs", f"preempted {job or '-'}; sweep array {array or '-'}: tasks {', '.join(tasks) or '-'}")]
+
+    ref = _sweep_job(tasks, runs, 2)
+    if "preempt_resume" in names:
+        results["preempt_resume"] = check_preempt(byname["preempt_resume"], job, said, runs, ref, records, left, notes)
+    if names & {"metrics_complete", "scaling_curve"}:
+        finished = [j for j in ([job] if job else []) + tasks if slurm.finished(j, records)]
+        csv_path = runs / "metrics.csv"
+        col = h.run("collect", "collect", dict(jobcomp=str(slurm.jobcomp_path()), runs=str(runs),
+                                               csv_path=str(csv_path)), budget_s=30)
+        if "metrics_complete" in names:
+            results["metrics_complete"] = check_metrics(byname["metrics_complete"], col, csv_path, finished, runs,
+                                                        records, sweep, array)
+        if "scaling_curve" in names:
+            if col.error():
+                c = byname["scaling_curve"]
+                err = col.error()
+                results["scaling_curve"] = CheckResult(c.name, False, message="needs metrics_complete's CSV first: " + (
+                    f"not written yet: {err['todo']}" if err.get("todo") else f"{err['type']}: {err.get('message', '')}"),
+                    hint=c.hint)
+            else:
+                rep = h.run("report", "report", dict(csv_path=str(csv_path), out=str(runs / "report")), budget_s=60)
+                results["scaling_curve"] = check_scaling(byname["scaling_curve"], rep, finished, runs, records)
+                info += _scaling_info(rep)
+    return [results[c.name] for c in checks], info
+
+
+def _sweep_job(tasks, runs, world_size):
+    for t in tasks:
+        events, _ = read_events(runs / t / "log.jsonl")
+        if any(e.get("event") == "start" and e.get("world_size") == world_size for e in events):
+            return t
+    return None
+
+
+def _slurm_log_tail(runs: Path, job: str, n: int = 12) -> str:
+    p = runs / f"slurm-{job}.log"
+    return "\n".join(p.read_text(errors="replace").splitlines()[-n:]) if p.exists() else ""
+
+
+def check_preempt(check, job, said, runs, ref, records, left, notes) -> CheckResult:
+    def fail(msg, value=None, details=""):
+        return CheckResult(check.name, False, value, 0.0, "max |loss diff|", msg, check.hint, details)
+
+    if not job:
+        return fail(f"sbatch refused the script: {said}")
+    tail = _slurm_log_tail(runs, job)
+    todo = re.search(r"TODO\(lab5\)[^\n]*", tail)
+    if todo:
+        return fail(f"not written yet: {todo[0]} (the job's log, {runs.name}/slurm-{job}.log)", details=tail)
+    if job in left:
+        return fail(f"job {job} was still queued or running after {DEADLINE_S} s; cancelled. "
+                    f"{'; '.join(notes)}", details=tail)
+    mine = slurm.finished(job, records)
+    if not mine or mine[-1]["JobState"] != "COMPLETED":
+        state = mine[-1]["JobState"] if mine else "unknown (no jobcomp record)"
+        return fail(f"job {job} ended {state}; {'; '.join(notes) or 'it was never preempted'}", details=tail)
+    events, steps = read_events(runs / job / "log.jsonl")
+    starts = [e for e in events if e.get("event") == "start"]
+    if len(starts) < 2:
+        return fail(f"the log shows {len(starts)} run(s), not 2 or more: the warning did not lead to a requeue "
+                    f"({'; '.join(notes)})", details=tail)
+    if starts[1].get("resumed_from", 0) == 0:
+        return fail("run 2 started from step 0: it did not find (or load) the checkpoint run 1 left", details=tail)
+    if ref is None:
+        return fail("the uninterrupted reference (your sweep's 2-rank job) did not run: see metrics_complete")
+    _, ref_steps = read_events(runs / ref / "log.jsonl")
+    if sorted(steps) != list(range(1, STEPS + 1)) or sorted(ref_steps) != list(range(1, STEPS + 1)):
+        return fail(f"steps logged: preempted job {len(steps)}, reference {len(ref_steps)}, expected {STEPS} each")
+    diffs = [abs(steps[s]["loss"] - ref_steps[s]["loss"]) for s in range(1, STEPS + 1)]
+    first = next((s for s in range(1, STEPS + 1) if diffs[s - 1] != 0), None)
+    runs_seen = f"{len(starts)} runs (resumed at {', '.join(str(e.get('resumed_from')) for e in starts[1:])})"
+    if first is not None:
+        return fail(f"{runs_seen}; losses diverge from the uninterrupted job {ref} at step {first}: the resume "
+                    "lost state (optimizer moments, sampler position, RNG) or the ranks stopped at different steps",
+                    max(diffs))
+    return CheckResult(check.name, True, 0.0, 0.0, "max |loss diff|",
+                       f"{runs_seen}; all {STEPS} losses bit-identical to job {ref}")
+
+
+def _expected_row(job: str, records: list[dict], runs: Path) -> dict:
+    mine = slurm.finished(job, records)
+
+    def secs(a, b):
+        return (datetime.fromisoformat(b) - datetime.fromisoformat(a)).total_seconds()
+    _, steps = read_events(runs / job / "log.jsonl")
+    rates = [r["tokens"] / r["step_s"] for r in steps.values() if r.get("step_s") and r.get("tokens")]
+    return {"state": mine[-1]["JobState"], "runs": len(mine),
+            "queue_wait_s": sum(secs(r["SubmitTime"], r["StartTime"]) for r in mine),
+            "elapsed_s": sum(secs(r["StartTime"], r["EndTime"]) for r in mine),
+            "tokens_per_s": statistics.median(rates) if rates else None}
+
+
+def check_metrics(check, col, csv_path, finished, runs, records, sweep, array) -> CheckResult:
+    import csv
+
+    def fail(msg, value=None, details=""):
+        return CheckResult(check.name, False, value, 0, "wrong or missing cells", msg, check.hint, details)
+
+    if sweep.error():
+        return error_result(check, sweep.error(), "wrong or missing cells")
+    if col.error():
+        return error_result(check, col.error(), "wrong or missing cells")
+    if len(finished) < 2:
+        return fail(f"only {len(finished)} of the checker's jobs finished (array {array}): nothing to collect")
+    try:
+        with open(csv_path, newline="") as f:
+            rows = {r.get("job_id"): r for r in csv.DictReader(f)}
+    except OSError as e:
+        return fail(f"no CSV at {csv_path.name}: {e}")
+    wrong = []
+    for job in finished:
+        row = rows.get(job)
+        if row is None:
+            wrong.append(f"job {job}: no row")
+            continue
+        want = _expected_row(job, records, runs)
+        for key, tol in (("state", None), ("runs", 0), ("queue_wait_s", 1.0), ("elapsed_s", 1.0), ("tokens_per_s", 0.01)):
+            got = row.get(key)
+            if got in (None, ""):
+                wrong.append(f"job {job}: {key} empty")
+            elif tol is None:
+                if got != want[key]:
+                    wrong.append(f"job {job}: {key} {got!r}, the jobcomp record says {want[key]!r}")
+            elif want[key] is not None:
+                try:
+                    ok = abs(float(got) - want[key]) <= (tol * want[key] if key == "tokens_per_s" else tol)
+                except ValueError:
+                    ok = False
+                if not ok:
+                    wrong.append(f"job {job}: {key} {got}, the checker reads {want[key]:.1f}")
+    if wrong:
+        return fail("; ".join(wrong[:4]) + (f"; and {len(wrong) - 4} more" if len(wrong) > 4 else ""), len(wrong))
+    return CheckResult(check.name, True, 0, 0, "wrong or missing cells",
+                       f"{len(finished)} jobs, every cell equal to the checker's reading")
+
+
+def check_scaling(check, rep, jobs, runs, records) -> CheckResult:
+    """Recompute the table from every COMPLETED job the CSV holds (the preempted one is a 2-rank job too)."""
+    def fail(msg, value=None):
+        return CheckResult(check.name, False, value, 0.01, "max |efficiency diff|", msg, check.hint)
+
+    if rep.error():
+        return error_result(check, rep.error(), "max |efficiency diff|")
+    per_size: dict[int, list[float]] = {}
+    for j in jobs:
+        _, steps = read_events(runs / j / "log.jsonl")
+        row = _expected_row(j, records, runs)
+        if steps and row["state"] == "COMPLETED" and row["tokens_per_s"]:
+            per_size.setdefault(next(iter(steps.values()))["world_size"], []).append(row["tokens_per_s"])
+    by_size = {size: statistics.median(v) for size, v in per_size.items()}
+    if len(by_size) < 2:
+        return fail(f"the sweep completed at world sizes {sorted(by_size)}: a curve needs 2 or more")
+    base = min(by_size)
+    table = {int(t["world_size"]): t for t in rep.result.get("table", [])}
+    diffs = []
+    for size, tps in by_size.items():
+        want = tps / (size / base * by_size[base])
+        if size not in table:
+            return fail(f"scaling_table has no world size {size}")
+        diffs.append(abs(float(table[size]["efficiency"]) - want))
+    png, md = Path(rep.result.get("png", "")), Path(rep.result.get("md", ""))
+    if not png.is_file() or png.read_bytes()[:8] != b"\x89PNG\r\n\x1a\n":
+        return fail(f"write_report's plot {png.name or '(none)'} is not a PNG file")
+    if not md.is_file() or "|" not in md.read_text():
+        return fail(f"write_report's table {md.name or '(none)'} is not a markdown table")
+    if max(diffs) > 0.01:
+        return fail(f"efficiency differs from tokens/s(N) / (N x tokens/s(1)) by {max(diffs):.3f}", max(diffs))
+    effs = ", ".join(f"{s} ranks {table[s]['efficiency']:.0%}" for s in sorted(by_size))
+    return CheckResult(check.name, True, max(diffs), 0.01, "max |efficiency diff|", f"efficiency {effs}; plot and table written")
+
+
+def _scaling_info(rep) -> list[tuple[str, str]]:
+    if rep.error():
+        return []
+    return [(f"sweep {t['world_size']} rank(s)", f"{t['tokens_per_s']:,.0f} tokens/s, efficiency {t['efficiency']:.0%}")
+            for t in rep.result.get("table", [])]
+
+
+def check_manifests(check, h) -> CheckResult:
+    from checker.labs import lab5_k8s
+
+    folder = h.root / h.target / seams.SEAMS[LAB].folder / "k8s"
+    problems = [str(p) for p in lab5_k8s.validate_manifests(folder)]
+    if problems:
+        return CheckResult(check.name, False, len(problems), 0, "problems", todo_prefix(sorted(folder.glob("*.yaml")))
+                           + "; ".join(problems[:3])
+                           + (f"; and {len(problems) - 3} more (-v)" if len(problems) > 3 else ""), check.hint,
+                           "\n".join(problems))
+    return CheckResult(check.name, True, 0, 0, "problems", f"{folder.name}/: valid against Kubernetes "
+                       f"{lab5_k8s.K8S_VERSION}, Job/Service/PyTorchJob consistent")

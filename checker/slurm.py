@@ -1,0 +1,132 @@
+"""The checker's side of Slurm: is one reachable, submit, signal, requeue, wait, read the job records.
+
+Plain subprocess calls to the Slurm client commands (sbatch, squeue, scancel, scontrol, sinfo): the
+same commands a learner types, so a check's message can quote them.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+HINT_START = "start Slurm: `make slurm-up` (as root; labs/common/slurm_local.sh), or grade on the workshop's cluster"
+
+
+def _run(cmd: list[str], timeout: float = 15, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def unavailable() -> str | None:
+    """None when a controller answers and a node can take jobs; else why not, in one line."""
+    if not shutil.which("sbatch") or not shutil.which("sinfo"):
+        return "the Slurm client commands (sbatch, sinfo) are not installed"
+    conf = os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf")
+    if not Path(conf).is_file():  # the clients would retry for 60 s before saying so
+        return f"no Slurm configuration at {conf}"
+    try:
+        r = _run(["sinfo", "-h", "-o", "%t"], timeout=20)
+    except subprocess.TimeoutExpired:
+        return "sinfo did not answer within 20 s: is slurmctld running?"
+    if r.returncode != 0:
+        return f"sinfo failed: {(r.stderr or r.stdout).strip().splitlines()[-1:] or ['no output']}"
+    states = r.stdout.split()
+    if not any(s.rstrip("*~#$@").startswith(("idle", "mix", "alloc", "comp")) for s in states):
+        return f"no node can run jobs (node states: {', '.join(states) or 'none'})"
+    return None
+
+
+def sbatch(script: Path, args: list[str], env: dict, cwd: Path) -> tuple[str | None, str]:
+    """(job id, "") or (None, sbatch's complaint)."""
+    r = _run(["sbatch", "--parsable", *args, str(script)], env=env)
+    if r.returncode != 0:
+        return None, (r.stderr or r.stdout).strip()
+    return r.stdout.strip().split(";")[0], ""
+
+
+def test_only(script: Path, env: dict) -> tuple[bool, str]:
+    """`sbatch --test-only`: Slurm parses the script's options and says when it would start, submitting nothing."""
+    r = _run(["sbatch", "--test-only", str(script)], env=env)
+    return r.returncode == 0, (r.stderr or r.stdout).strip()
+
+
+ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "REQUEUE_HOLD",
+          "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT"}
+
+
+def queued(job_ids: list[str]) -> list[str]:
+    """Which of these jobs (an array id covers all its tasks) are still pending or running, as squeue
+    names them: "7", or "6_1" for task 1 of array 6 (a pending task has no job id of its own yet)."""
+    if not job_ids:
+        return []
+    r = _run(["squeue", "-h", "-r", "-o", "%i %T", "-j", ",".join(job_ids)])
+    return [p[0] for p in (line.split() for line in r.stdout.splitlines()) if len(p) == 2 and p[1] in ACTIVE]
+
+
+def array_tasks(array_id: str) -> list[str]:
+    """The own job ids of a finished array's tasks, from the jobcomp records."""
+    return sorted({rec["JobId"] for rec in jobcomp_records() if rec.get("ArrayJobId") == array_id}, key=int)
+
+
+def signal_batch(job_id: str, sig: str = "USR1") -> str:
+    """What `#SBATCH --signal=B:USR1@90` does ahead of a time limit or preemption: signal the batch shell only."""
+    r = _run(["scancel", "--batch", f"--signal={sig}", job_id])
+    return "" if r.returncode == 0 else (r.stderr or r.stdout).strip()
+
+
+def requeue(job_id: str) -> str:
+    """Slurm's own requeue: SIGTERM to every process of the job, SIGKILL after KillWait, then pending again."""
+    r = _run(["scontrol", "requeue", job_id])
+    return "" if r.returncode == 0 else (r.stderr or r.stdout).strip()
+
+
+def cancel(job_ids: list[str]) -> None:
+    if job_ids:
+        _run(["scancel", *job_ids])
+
+
+def jobcomp_path() -> Path | None:
+    try:
+        r = _run(["scontrol", "show", "config"])
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line in r.stdout.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "JobCompLoc" and value.strip():
+            return Path(value.strip())
+    return None
+
+
+def jobcomp_records(path: Path | None = None) -> list[dict]:
+    """Every line of the jobcomp/filetxt file as a dict (the checker's own parse, not the learner's)."""
+    path = path or jobcomp_path()
+    if path is None or not Path(path).exists():
+        return []
+    return parse_records(Path(path).read_text(errors="replace"))
+
+
+def parse_records(text: str) -> list[dict]:
+    """'JobId=4 JobState=COMPLETED ...' lines -> dicts (an empty value is 'Key=')."""
+    return [dict(item.partition("=")[::2] for item in line.split()) for line in text.splitlines() if line.strip()]
+
+
+def finished(job_id: str, records: list[dict]) -> list[dict]:
+    """The job's jobcomp records, oldest first, if its last one is final (not a requeue's PENDING); else []."""
+    mine = [r for r in records if r.get("JobId") == job_id]
+    return mine if mine and mine[-1].get("JobState") != "PENDING" else []
+
+
+def wait_all(job_ids: list[str], deadline: float, poll_s: float = 0.5) -> list[str]:
+    """Wait until none of the jobs is queued or running (or the deadline); return those still there."""
+    left = queued(job_ids)
+    while left and time.monotonic() < deadline:
+        time.sleep(poll_s)
+        left = queued(job_ids)
+    return left
+
+
+def client_env(extra: dict) -> dict:
+    env = dict(os.environ)
+    env.update(extra)
+    return env

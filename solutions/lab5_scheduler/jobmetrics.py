@@ -1,0 +1,119 @@
+"""Join what the scheduler saw with what the training measured: one CSV row per job.
+
+The scheduler knows when a job was submitted, waited, started, ended, how often it ran and how it
+finished; the training knows its tokens/s and losses. Neither alone answers "what did this sweep
+cost and what did it buy". Slurm's job-completion plugin (JobCompType=jobcomp/filetxt) writes one
+line of key=value pairs each time a job leaves the node: a requeued job leaves one line per run
+(JobState=PENDING for a run that ended in a requeue, then the final state), and each requeue
+resets SubmitTime. So a job's queue wait is the sum over its runs of StartTime - SubmitTime, and
+its run time the sum of EndTime - StartTime.
+
+    python -m solutions.lab5_scheduler.jobmetrics --jobcomp /var/log/slurm/jobcomp.txt --runs runs/lab5 --csv runs/lab5/metrics.csv
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import subprocess
+from datetime import datetime
+from pathlib import Path
+
+from labs.common.metrics import read_log
+
+COLUMNS = ["job_id", "array_job_id", "array_task_id", "world_size", "state", "runs", "queue_wait_s",
+           "elapsed_s", "steps", "tokens_per_s", "final_loss"]
+
+
+def jobcomp_path() -> Path:
+    """Where this cluster's jobcomp/filetxt writes (JobCompLoc in `scontrol show config`)."""
+    out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "JobCompLoc":
+            return Path(value.strip())
+    raise RuntimeError("JobCompLoc not in `scontrol show config`: is JobCompType=jobcomp/filetxt set?")
+
+
+def parse_jobcomp(text: str) -> list[dict]:
+    """One dict per line of a jobcomp/filetxt file: 'JobId=4 JobState=COMPLETED ...' -> {'JobId': '4', ...}.
+    Values never contain spaces in the fields we use (an empty value is 'Key=')."""
+    # BEGIN SOLUTION split each non-empty line on whitespace, each item on its first '='
+    records = []
+    for line in text.splitlines():
+        if line.strip():
+            records.append(dict(item.partition("=")[::2] for item in line.split()))
+    return records
+    # END SOLUTION
+
+
+def _seconds(a: str, b: str) -> float:
+    return (datetime.fromisoformat(b) - datetime.fromisoformat(a)).total_seconds()
+
+
+def tokens_per_s(log: list[dict]) -> float | None:
+    """The median over steps of tokens/step_s: robust to the first (warm-up) steps and to the
+    steps a resumed run repeats; computed from the per-step records, not the meter's running mean."""
+    rates = [r["tokens"] / r["step_s"] for r in log if r.get("step_s")]
+    return statistics.median(rates) if rates else None
+
+
+def job_row(job_id: str, records: list[dict], log: list[dict]) -> dict:
+    """Everything we report about one job, from its jobcomp records (oldest first) and its step log."""
+    # BEGIN SOLUTION queue wait = sum of StartTime - SubmitTime over the job's records, elapsed = sum of EndTime - StartTime, state = the last record's JobState, runs = how many records; steps/tokens_per_s/final_loss/world_size from the log's step records (tokens_per_s: use tokens_per_s(log))
+    steps = [r for r in log if "loss" in r]
+    last = records[-1]
+    return {
+        "job_id": job_id,
+        "array_job_id": last.get("ArrayJobId", ""),
+        "array_task_id": last.get("ArrayTaskId", ""),
+        "world_size": steps[-1]["world_size"] if steps else "",
+        "state": last["JobState"],
+        "runs": len(records),
+        "queue_wait_s": round(sum(_seconds(r["SubmitTime"], r["StartTime"]) for r in records), 3),
+        "elapsed_s": round(sum(_seconds(r["StartTime"], r["EndTime"]) for r in records), 3),
+        "steps": steps[-1]["step"] if steps else 0,
+        "tokens_per_s": round(tokens_per_s(steps), 1) if steps else "",
+        "final_loss": steps[-1]["loss"] if steps else "",
+    }
+    # END SOLUTION
+
+
+def collect(jobcomp: str | Path, runs: str | Path) -> list[dict]:
+    """A row for every job that has a folder under `runs` (train.sbatch names them by job id) and a
+    finished record in the jobcomp file. Jobs still queued or running are left out."""
+    by_job: dict[str, list[dict]] = {}
+    for r in parse_jobcomp(Path(jobcomp).read_text()):
+        by_job.setdefault(r["JobId"], []).append(r)
+    rows = []
+    for folder in sorted(p for p in Path(runs).iterdir() if p.is_dir() and p.name.isdigit()):
+        records = by_job.get(folder.name)
+        if not records or records[-1]["JobState"] == "PENDING":  # never ran, or requeued and not back yet
+            continue
+        log = read_log(folder / "log.jsonl") if (folder / "log.jsonl").exists() else []
+        rows.append(job_row(folder.name, records, log))
+    return sorted(rows, key=lambda r: int(r["job_id"]))
+
+
+def write_csv(rows: list[dict], path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobcomp", default=None, help="default: JobCompLoc from `scontrol show config`")
+    ap.add_argument("--runs", default="runs/lab5")
+    ap.add_argument("--csv", default="runs/lab5/metrics.csv")
+    args = ap.parse_args(argv)
+    rows = collect(args.jobcomp or jobcomp_path(), args.runs)
+    print(f"{len(rows)} jobs -> {write_csv(rows, args.csv)}")
+
+
+if __name__ == "__main__":
+    main()

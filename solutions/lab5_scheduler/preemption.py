@@ -1,0 +1,48 @@
+"""A preemption warning, turned into a clean stop that every rank agrees on.
+
+A scheduler that wants the node back warns first: Slurm sends the signal named by
+`#SBATCH --signal=B:USR1@90` to the batch shell 90 s before it acts, and `scontrol requeue`
+sends SIGTERM to every process of the job, then SIGKILL after KillWait. The batch shell
+forwards the warning to the ranks (see train.sbatch); each rank only sets a flag here, in the
+signal handler, because a handler runs between two bytecodes of whatever the rank was doing:
+saving a checkpoint from inside it could interrupt an all-reduce half-way.
+
+The flag is per process and signals do not arrive at the same instant: rank 0 may see it
+before step 41, rank 1 only before step 42. A rank that stops alone leaves its peer blocked in
+the next gradient all-reduce until the collective timeout. So at each step boundary the ranks
+all-reduce the flag (MAX: one rank's warning is everyone's) and all stop at the same step.
+Cost: one 4-byte all-reduce per step, ~0.1 ms on gloo (bench: all-reduce of 1 KiB).
+"""
+from __future__ import annotations
+
+import signal
+
+import torch
+import torch.distributed as dist
+
+
+class PreemptionFlag:
+    """`flag.install()` once, then `if flag.should_stop(device): checkpoint; exit` at every step boundary."""
+
+    SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
+
+    def __init__(self):
+        self.received: int | None = None  # the signal number, once one arrived
+
+    def install(self) -> "PreemptionFlag":
+        for sig in self.SIGNALS:
+            signal.signal(sig, self._handler)
+        return self
+
+    def _handler(self, signum, frame) -> None:
+        self.received = signum
+
+    def should_stop(self, device: torch.device) -> bool:
+        """True on every rank as soon as any rank has received a signal. Every rank must call it,
+        at the same point of the same step: it is a collective."""
+        # BEGIN SOLUTION all-reduce (MAX) a 0/1 tensor of "a signal arrived here" so all ranks agree; return it as a bool
+        mine = torch.tensor([1 if self.received is not None else 0], device=device)
+        if dist.is_initialized():
+            dist.all_reduce(mine, op=dist.ReduceOp.MAX)
+        return bool(mine.item())
+        # END SOLUTION

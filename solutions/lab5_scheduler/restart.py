@@ -1,0 +1,39 @@
+"""Where a (re)started job continues from.
+
+A requeued Slurm job is the same job again: same job id, same script, same output folder, with
+SLURM_RESTART_COUNT one higher. What it must not trust is its own memory of how far it got: the
+previous run may have been warned (and saved at the step it stopped) or killed outright (and
+left only its last periodic checkpoint). The checkpoint on disk is the truth, and lab 2's
+atomic writes (write a temporary file, then rename) mean it is either the old one or the new
+one, never half of each.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch.distributed as dist
+
+from labs.common import checkpoint as ckpt
+
+from ..lab2_ddp.state import load_checkpoint
+
+
+def resume(ckpt_path, restart_count: int, model, optimizer, scheduler, sampler) -> int:
+    """Load the checkpoint if there is one; return the step to continue from (0: from scratch).
+
+    Refuse a checkpoint written at another world size (lab 2's per-rank RNG and sampler state are
+    per rank), and say so when a restarted job finds nothing: that is a lost run, not a fresh one.
+    """
+    # BEGIN SOLUTION no checkpoint: print a warning if restart_count > 0 (requeued but nothing saved), return 0; else check the saved world_size equals dist.get_world_size() (raise a clear error if not) and return load_checkpoint(...)
+    path = Path(ckpt_path)
+    if not path.exists():
+        if restart_count > 0 and dist.get_rank() == 0:
+            print(f"warning: run {restart_count + 1} of this job found no checkpoint at {path}: starting over "
+                  f"from step 0 (was the job killed before its first checkpoint?)", flush=True)
+        return 0
+    saved = ckpt.load(path)["world_size"]
+    if saved != dist.get_world_size():
+        raise RuntimeError(f"{path} was written by {saved} ranks; this run has {dist.get_world_size()}. Requeue "
+                           f"the job with the same --nodes/--ntasks, or convert it (lab 3's DCP reshards).")
+    return load_checkpoint(path, model, optimizer, scheduler, sampler)
+    # END SOLUTION
