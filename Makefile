@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup data demo test test-fast bench lab starters slides clean
+.PHONY: setup data demo test test-fast bench lab starters slides slurm-up slurm-down clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,8 @@ data: setup  ## the generated Markov corpora for the tiny and small models
 	$(BIN)/python -m labs.common.data --vocab 256 4096
 
 demo: setup data  ## grade every reference solution on this machine and print the report cards
+	@if [ "$$(id -u)" = 0 ]; then labs/common/slurm_local.sh up; \
+	 else echo "not root: no local Slurm, so lab 5's checks will say how to get one"; fi
 	$(BIN)/checker grade --all --solutions
 
 test: setup  ## the whole suite: units, checker contract, end-to-end grades, notebooks (nbval)
@@ -34,8 +36,14 @@ lab: setup data  ## JupyterLab on the labs
 starters: setup  ## regenerate labs/*/*.py from solutions/ (never edit starters by hand)
 	$(BIN)/python -m checker.starters
 
-slides:  ## slide decks (placeholders until the slides issue lands; see slides/README.md)
-	@cat slides/README.md
+slides: setup  ## one self-contained HTML deck per lab -> build/slides/ (figures from bench/results.json)
+	$(BIN)/python slides/build.py
+
+slurm-up:  ## a real single-node Slurm on this machine for lab 5 (root: installs munge + Slurm, starts the daemons)
+	labs/common/slurm_local.sh up
+
+slurm-down:  ## stop it
+	labs/common/slurm_local.sh down
 
 clean:
 	rm -rf $(VENV) data runs build .pytest_cache

@@ -26,6 +26,8 @@ from labs.common.model import build_model, count_params, get_config
 from labs.common.optim import make_optimizer, make_scheduler
 from solutions.lab1_baseline import model_state_bytes, train_step
 
+from .lab5_bench import lab5_figures, markdown as lab5_markdown
+from .lab_figures import lab4_figures, lab6_figures, markdown as lab_figures_markdown
 from .profiler_bench import overhead as profiler_overhead
 
 OUT = Path(__file__).resolve().parent
@@ -101,9 +103,18 @@ def main() -> None:
         "sharding": torchrun(2, "solutions.lab3_sharding.compare", "--out"),
         "profiler": profiler_overhead(),
         "grades": [grade_time("lab1"), grade_time("lab2"), grade_time("lab3")],
+        "lab4": lab4_figures(),
+        "lab5": lab5_figures(),
+        "lab6": lab6_figures(),
         "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
     (OUT / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    print(write_markdown(results))
+
+
+def write_markdown(results: dict) -> str:
+    """bench/RESULTS.md from results.json's contents; returns the text."""
+    peak = results["machine"]["cpu_matmul_flops_1thread"]
     lines = [f"# Benchmark results ({results['measured_at']})", "",
              f"Machine: {results['machine']['cores']} cores, torch {results['machine']['torch']}, "
              f"one thread per process; fp32 matmul peak on one thread "
@@ -145,8 +156,10 @@ def main() -> None:
     for g in results["grades"]:
         for name, value in g["info"].items():
             lines.append(f"- lab {g['lab'][-1]}, {name}: {value}")
-    (OUT / "RESULTS.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    lines += lab_figures_markdown(results) + lab5_markdown(results)
+    text = "\n".join(lines) + "\n"
+    (OUT / "RESULTS.md").write_text(text)
+    return text
 
 
 if __name__ == "__main__":
