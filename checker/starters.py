@@ -11,7 +11,7 @@ In solutions, the learner's part is marked
 
 and becomes `raise NotImplementedError("TODO(labN): <what to write, one line>")` at the same
 indentation. Lab 5 also writes shell (.sbatch, .sh) and Kubernetes YAML: there a block of code becomes
-`echo "TODO(labN): ..." >&2; exit 1`, and a block of comments only (#SBATCH directives) or any YAML
+`echo 'TODO(labN): ...' >&2; exit 1`, and a block of comments only (#SBATCH directives) or any YAML
 block becomes a `# TODO(labN): ...` comment, so the starter still parses but lacks what was cut. A block may instead give the starter's own code, commented out after a `# STARTER` line
 (lab 4: the starter is the faulty code the learner debugs); those lines are uncommented in place of
 the raise. Everything outside the markers is copied, with `solutions.`/`solutions/` paths
@@ -41,7 +41,8 @@ def _todo(indent: str, lab: str, hint: str, suffix: str, block: list[str]) -> st
     comments_only = all(not ln.strip() or ln.lstrip().startswith("#") for ln in block)
     if suffix == ".yaml" or comments_only:  # a YAML TODO must keep the file YAML; sbatch stops reading
         return f"{indent}# TODO({lab}): {hint}\n"      # #SBATCH lines at the first command
-    return f'{indent}echo "TODO({lab}): {hint.replace(chr(34), chr(39))}" >&2; exit 1\n'
+    # single quotes: a hint that names $SLURM_JOB_ID or `scancel ...` must be printed, not expanded or run
+    return f"{indent}echo 'TODO({lab}): {hint.replace(chr(39), chr(0x2019))}' >&2; exit 1\n"  # ' -> ’
 
 
 def strip_solutions(text: str, lab: str, where: str) -> str:

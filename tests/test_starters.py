@@ -1,4 +1,5 @@
 import importlib
+import subprocess
 
 import pytest
 
@@ -31,11 +32,16 @@ def test_shell_and_yaml_blocks_become_todos_that_keep_the_file_parseable():
     script = ("#!/bin/bash\n#SBATCH --nodes=1\n"
               "# BEGIN SOLUTION the requeue directives\n#SBATCH --requeue\n# END SOLUTION\n"
               "set -u\n"
-              "  # BEGIN SOLUTION trap the \"warning\"\n  trap on_warning USR1\n  # END SOLUTION\n")
+              "  # BEGIN SOLUTION trap the 'warning', then `scancel $SLURM_JOB_ID`\n  trap on_warning USR1\n"
+              "  # END SOLUTION\n")
     out = starters.strip_solutions(script, "lab5", "train.sbatch")
     # directives: a comment (sbatch stops reading #SBATCH at the first command); code: fails loudly
     assert out == ("#!/bin/bash\n#SBATCH --nodes=1\n# TODO(lab5): the requeue directives\nset -u\n"
-                   "  echo \"TODO(lab5): trap the 'warning'\" >&2; exit 1\n")
+                   "  echo 'TODO(lab5): trap the \u2019warning\u2019, then `scancel $SLURM_JOB_ID`' >&2; exit 1\n")
+    # and bash prints it as it is: nothing in it is expanded or run
+    line = out.splitlines()[-1].replace("; exit 1", "")
+    r = subprocess.run(["bash", "-c", line], capture_output=True, text=True, env={"SLURM_JOB_ID": "42"})
+    assert r.stderr == "TODO(lab5): trap the \u2019warning\u2019, then `scancel $SLURM_JOB_ID`\n"
     manifest = "spec:\n  # BEGIN SOLUTION indexed completion\n  completionMode: Indexed\n  # END SOLUTION\n"
     assert starters.strip_solutions(manifest, "lab5", "job.yaml") == "spec:\n  # TODO(lab5): indexed completion\n"
 

@@ -12,8 +12,9 @@
 # - the node is named after `hostname -s`, which must resolve: the batch script's
 #   MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -1) must be reachable.
 # - no cgroups in a container: proctrack/linuxproc (track the process tree) and task/none.
-# - AuthInfo=cred_expire=5 and sched_interval=10: a requeued job waits for its credential to expire
-#   before it may start again (120 s by default); with these a requeue round trip takes ~20 s.
+# - AuthInfo=cred_expire=5, sched_interval=2, bf_interval=1: a requeued job may start again only once its
+#   credential has expired (120 s by default; below 5 Slurm ignores the setting and waits 120 s), and only
+#   when a scheduler pass sees it; with these a requeue round trip takes ~7 s.
 # - JobCompType=jobcomp/filetxt: without slurmdbd `sacct` has nothing; this file gets one key=value line
 #   per finished job (JobId, State, Submit/Start/End, Elapsed, NodeList, array ids): lab 5 parses it.
 set -euo pipefail
@@ -59,7 +60,7 @@ TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU_Memory
 SchedulerType=sched/backfill
-SchedulerParameters=sched_interval=5,bf_interval=5
+SchedulerParameters=sched_interval=2,bf_interval=1
 ReturnToService=2
 KillWait=10
 MinJobAge=60
