@@ -116,7 +116,7 @@ def test_ranks_stop_together_when_only_one_is_signalled(tmp_path):
         "        os.kill(os.getpid(), signal.SIGUSR1)\n"
         "    if flag.should_stop(torch.device('cpu')):\n"
         "        break\n"
-        "print(f'rank {rank} stopped at {step} received={flag.received}', flush=True)\n"
+        "os.write(1, f'rank {rank} stopped at {step} received={flag.received}\\n'.encode())  # one write: no interleaving\n"
         "dist.destroy_process_group()\n")
     r = subprocess.run([sys.executable, "-m", "checker.spawn", "--nproc=2", "--", sys.executable, "-c", code],
                        cwd=ROOT, capture_output=True, text=True, timeout=80)

@@ -25,12 +25,12 @@ from checker.report import CheckResult
 LAB = "lab5"
 WORLD_SIZE = 2          # ranks per training job (the sweep also runs 1)
 SWEEP = [1, 2]
-STEPS = 60
-TRAIN_ARGS = f"--steps {STEPS} --ckpt-every 20"
+STEPS = 40
+TRAIN_ARGS = f"--steps {STEPS} --ckpt-every 10"
 # The preempted job idles 50 ms a step (sleeping changes no number), so the checker's two interruptions
 # land mid-run: at step WARN_AT of run 1 and WARN_AT steps into run 2.
 PREEMPT_ARGS = f"{TRAIN_ARGS} --step-sleep 0.05"
-WARN_AT = 12
+WARN_AT = 8
 DEADLINE_S = 150
 GRADE_SECONDS = 120  # two requeue round trips (~7 s each on slurm_local.sh's settings) and four jobs in one queue
 WHERE = "labs/lab5_scheduler"
