@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import io
 import json
+import math
 import re
 import sys
 import threading
@@ -24,6 +25,22 @@ _RANK_TAG = re.compile(r"^\[rank=(\d+)\]\s?")                  # labs.common.dis
 MEMORY_FIELDS = {"model_state_bytes": "model state", "device_peak_allocated_bytes": "GPU peak allocated",
                  "device_reserved_bytes": "GPU reserved"}
 PHASES = ("data", "forward", "backward", "comm", "optimizer", "other")
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def read_records(path) -> list[dict]:
+    """The records of a log.jsonl, the last one kept for each (rank, step): what labs.common.metrics.read_log
+    returns (tests/test_dashboard.py checks they agree), without importing torch, which a kernel that only
+    watches a Slurm job may not have loaded."""
+    by_key = {}
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            r = json.loads(line)
+            by_key[(r.get("rank", 0), r.get("step"))] = r
+    return sorted(by_key.values(), key=lambda r: (r.get("step") or 0, r.get("rank", 0)))
 
 
 def in_kernel() -> bool:
@@ -125,7 +142,7 @@ class LiveView:
         main = [r for r in recs if r.get("rank", 0) == ranks[0] and r.get("step") is not None] if ranks else []
 
         def curve(rows, key, scale=1.0):
-            pts = [(r["step"], r[key] / scale) for r in rows if isinstance(r.get(key), (int, float))]
+            pts = [(r["step"], r[key] / scale) for r in rows if _number(r.get(key))]  # step 1's tokens/s is nan
             return [p[0] for p in pts], [p[1] for p in pts]
 
         out = {"loss": {"loss": curve(main, "loss")}}
@@ -159,13 +176,13 @@ class LiveView:
             return ""
         last = max(recs, key=lambda r: (r["step"], -r.get("rank", 0)))
         parts = [f"step {last['step']}"]
-        if isinstance(last.get("loss"), (int, float)):
+        if _number(last.get("loss")):
             parts.append(f"loss {last['loss']:.4f}")
-        if isinstance(last.get("tokens_per_s"), (int, float)):
+        if _number(last.get("tokens_per_s")):
             parts.append(f"{last['tokens_per_s']:,.0f} tokens/s")
-        if isinstance(last.get("model_state_bytes"), (int, float)):
+        if _number(last.get("model_state_bytes")):
             parts.append(f"model state {last['model_state_bytes'] / MiB:.2f} MiB")
-        ph = [f"{p} {1e3 * last[f'{p}_s']:.1f}" for p in PHASES if isinstance(last.get(f"{p}_s"), (int, float))]
+        ph = [f"{p} {1e3 * last[f'{p}_s']:.1f}" for p in PHASES if _number(last.get(f"{p}_s"))]
         if ph:
             parts.append(" ".join(ph) + " ms")
         return " | ".join(parts)

@@ -55,13 +55,14 @@ def plot(table: list[dict], path: str | Path, title: str = "weak scaling, tiny G
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
     a.plot(sizes, [t["tokens_per_s"] for t in table], "o-", label="measured")
     a.plot(sizes, [table[0]["tokens_per_s"] * s / sizes[0] for s in sizes], "--", color="grey", label="ideal (linear)")
-    a.set(xlabel="world size (ranks)", ylabel="tokens/s", title="throughput", xticks=sizes)
+    a.set(xlabel="world size (ranks)", ylabel="tokens/s", title="throughput", xticks=sizes, ylim=(0, None))
     a.legend()
     b.bar([str(s) for s in sizes], [t["efficiency"] for t in table], color="tab:green")
     b.axhline(1.0, ls="--", color="grey")
     for i, t in enumerate(table):
         b.text(i, t["efficiency"], f"{t['efficiency']:.0%}", ha="center", va="bottom")
-    b.set(xlabel="world size (ranks)", ylabel="efficiency", title="scaling efficiency", ylim=(0, 1.15))
+    b.set(xlabel="world size (ranks)", ylabel="efficiency", title="scaling efficiency",
+          ylim=(0, max(1.15, max(t["efficiency"] for t in table) + 0.15)))  # room for a label above a bar > 100%
     fig.suptitle(title)
     fig.tight_layout()
     path = Path(path)
