@@ -38,7 +38,7 @@ def lab5_figures() -> dict:
     runs = Path(tempfile.mkdtemp(prefix="bench-lab5-"))
     env = {**sbatch_env(runs, "--steps 60 --step-sleep 0.05"), "PYTHONPATH": str(ROOT)}
     job, said = slurm.sbatch(ROOT / "solutions/lab5_scheduler/train.sbatch",
-                             ["--job-name=bench-preempt", f"--output={runs}/slurm-%j.log"], env, ROOT)
+                             ["--job-name=bench-preempt", f"--output={runs}/slurm-%j.log"], env)
     if not job:
         return {"skipped": f"sbatch: {said}"}
     old = os.environ.get("PYTHONPATH")

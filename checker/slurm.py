@@ -37,7 +37,7 @@ def unavailable() -> str | None:
     return None
 
 
-def sbatch(script: Path, args: list[str], env: dict, cwd: Path) -> tuple[str | None, str]:
+def sbatch(script: Path, args: list[str], env: dict) -> tuple[str | None, str]:
     """(job id, "") or (None, sbatch's complaint)."""
     r = _run(["sbatch", "--parsable", *args, str(script)], env=env)
     if r.returncode != 0:

@@ -132,35 +132,35 @@ def todo_prefix(files) -> str:
     return ""
 
 
-def read_events(log: Path) -> tuple[list[dict], dict[int, dict]]:
-    """(event records in order, {step: last record}) of a training log, read by the checker."""
-    events, steps = [], {}
+def _records(log: Path):
+    """Every JSON record of a training log, in order (a line cut short by a kill is skipped)."""
     if log.exists():
         for line in log.read_text(errors="replace").splitlines():
             try:
-                r = json.loads(line)
+                yield json.loads(line)
             except ValueError:
                 continue
-            if "event" in r:
-                events.append(r)
-            elif isinstance(r.get("step"), int):
-                steps[r["step"]] = r
+
+
+def read_events(log: Path) -> tuple[list[dict], dict[int, dict]]:
+    """(event records in order, {step: last record}) of a training log, read by the checker."""
+    events, steps = [], {}
+    for r in _records(log):
+        if "event" in r:
+            events.append(r)
+        elif isinstance(r.get("step"), int):
+            steps[r["step"]] = r
     return events, steps
 
 
 def steps_of_run(log: Path, restart: int) -> int:
     """How many steps the run with this SLURM_RESTART_COUNT has logged so far."""
     n, current = 0, None
-    if log.exists():
-        for line in log.read_text(errors="replace").splitlines():
-            try:
-                r = json.loads(line)
-            except ValueError:
-                continue
-            if r.get("event") == "start":
-                current = r.get("restart_count")
-            elif current == restart and "loss" in r:
-                n += 1
+    for r in _records(log):
+        if r.get("event") == "start":
+            current = r.get("restart_count")
+        elif current == restart and "loss" in r:
+            n += 1
     return n
 
 
@@ -222,7 +222,7 @@ def grade(h, checks):
         return [results[c.name] for c in checks], info
     deadline = time.monotonic() + DEADLINE_S * float(os.environ.get("CHECKER_BUDGET_SCALE", "1"))  # a site's slow requeue
     job, said = slurm.sbatch(script, ["--job-name=checker-lab5-preempt", f"--output={runs}/slurm-%j.log"],
-                             {**env, "LAB5_TRAIN_ARGS": PREEMPT_ARGS}, h.root)
+                             {**env, "LAB5_TRAIN_ARGS": PREEMPT_ARGS})
     sweep = h.run("sweep", "sweep", dict(runs=str(runs), train_args=TRAIN_ARGS, world_sizes=SWEEP), budget_s=30)
     array = sweep.result.get("array") if not sweep.error() else None
     submitted = [j for j in (job, array) if j]

@@ -33,7 +33,8 @@ from typing import Callable
 
 from . import proctree
 from .grade_table import GradeTable, grade_table  # re-exported: one import for the notebooks
-from .live_view import MiB, LiveView, in_kernel, read_records, split_rank
+from .live_view import MiB, LiveView, in_kernel, split_rank
+from .steplog import read_log
 
 __all__ = ["command", "launch", "watch", "Run", "Watch", "grade_table", "GradeTable", "in_kernel", "split_rank"]
 
@@ -148,7 +149,7 @@ class Run(LiveView):
             print("\n".join(self.output()[-tail:]))
         if check and self.returncode and not self.stop_requested:
             raise RuntimeError(f"{self.title} failed (exit {self.returncode}).\n{self.last_words()}")
-        return read_records(self.log) if self.log is not None and self.log.exists() else self.records()
+        return read_log(self.log) if self.log is not None and self.log.exists() else self.records()
 
 
 class Watch(LiveView):
@@ -203,7 +204,7 @@ class Watch(LiveView):
         """Block until done() (or a stop); return the step records."""
         self._wait(timeout)
         print(f"{self.title}: {self.status}" + (f"; {self.summary()}" if self.summary() else ""))
-        return read_records(self.log) if self.log is not None and self.log.exists() else self.records()
+        return read_log(self.log) if self.log is not None and self.log.exists() else self.records()
 
 
 def launch(cmd, log=None, **kw) -> Run:

@@ -31,18 +31,6 @@ def _number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def read_records(path) -> list[dict]:
-    """The records of a log.jsonl, the last one kept for each (rank, step): what labs.common.metrics.read_log
-    returns (tests/test_dashboard.py checks they agree), without importing torch, which a kernel that only
-    watches a Slurm job may not have loaded."""
-    by_key = {}
-    for line in Path(path).read_text().splitlines():
-        if line.strip():
-            r = json.loads(line)
-            by_key[(r.get("rank", 0), r.get("step"))] = r
-    return sorted(by_key.values(), key=lambda r: (r.get("step") or 0, r.get("rank", 0)))
-
-
 def in_kernel() -> bool:
     """True inside a Jupyter kernel (where widgets can be shown)."""
     ip = sys.modules.get("IPython")

@@ -1,4 +1,5 @@
-"""What a run reports: FLOPs per token, MFU (against a datasheet or a measured peak), and a JSONL step log.
+"""What a run reports: FLOPs per token, MFU (against a datasheet or a measured peak), and a JSONL step log
+(StepLog and read_log live in steplog.py, which needs no torch, and are re-exported here).
 
 Training FLOPs per token (forward + backward = 3x forward; a matmul of a (1,k) row by a (k,n)
 weight costs 2kn FLOPs forward):
@@ -11,14 +12,13 @@ position embedding is a lookup, not a matmul, so it is left out.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import time
-from pathlib import Path
 
 import torch
 
 from .model import GPTConfig
+from .steplog import StepLog, read_log  # noqa: F401  (re-exported: the labs import them from here)
 
 # Dense peak FLOP/s from datasheets (no sparsity). MFU = achieved model FLOP/s / peak.
 PEAK_FLOPS = {
@@ -89,38 +89,3 @@ def mfu(tokens_per_s: float, cfg: GPTConfig, seq_len: int, peak: float | None) -
     if not peak:
         return None
     return tokens_per_s * flops_per_token(cfg, seq_len) / peak
-
-
-class StepLog:
-    """One JSON object per line, flushed as written, so a killed run keeps every finished step.
-
-    Opened in append mode: a resumed run continues the same file, and a reader keeps the last
-    record for each step.
-    """
-
-    def __init__(self, path: str | os.PathLike | None, rank: int = 0):
-        self.rank = rank
-        self.f = None
-        if path is not None:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self.f = open(path, "a", buffering=1)
-
-    def write(self, **record) -> dict:
-        record = {"rank": self.rank, "time": time.time(), **record}
-        if self.f is not None:
-            self.f.write(json.dumps(record) + "\n")
-        return record
-
-    def close(self) -> None:
-        if self.f is not None:
-            self.f.close()
-
-
-def read_log(path: str | os.PathLike) -> list[dict]:
-    """Records of a step log, the last one kept for each (rank, step)."""
-    by_key = {}
-    for line in Path(path).read_text().splitlines():
-        if line.strip():
-            r = json.loads(line)
-            by_key[(r.get("rank", 0), r.get("step"))] = r
-    return sorted(by_key.values(), key=lambda r: (r.get("step") or 0, r.get("rank", 0)))

@@ -19,7 +19,7 @@ import subprocess
 from datetime import datetime
 from pathlib import Path
 
-from labs.common.metrics import read_log
+from labs.common.steplog import read_log  # torch-free: collecting metrics loads no model code
 
 COLUMNS = ["job_id", "array_job_id", "array_task_id", "world_size", "state", "runs", "queue_wait_s",
            "elapsed_s", "steps", "tokens_per_s", "final_loss"]
