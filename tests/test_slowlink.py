@@ -107,6 +107,31 @@ def test_bandwidth_arithmetic():
     assert slowlink._wire_seconds(25_000_000, 8, 0.025) == pytest.approx(1.75)
 
 
+_EXIT_AFTER_BACKWARD = """
+import datetime as dt, time, torch, torch.distributed as dist
+from solutions.lab4_debugging import slowlink
+store = dist.HashStore()
+dist.init_process_group("gloo", store=store, rank=0, world_size=1, timeout=dt.timedelta(seconds=20))
+class Bucket:  # the one method of DDP's GradBucket the hook reads
+    def buffer(self): return torch.ones(4)
+out = slowlink.delay_comm_hook(rate_gbps=1.0, latency_s=0.01)(None, Bucket())
+out.add_done_callback(lambda _: time.sleep(0.5))  # widens the window: the completing thread is still busy
+out.wait()  # DDP's backward returns here; the rank then leaves at once
+dist.destroy_process_group()
+print("left", flush=True)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_rank_leaving_right_after_backward_exits_cleanly():
+    """CI once saw rank 1 die with SIGABRT ("terminate called without an active exception") after
+    this fallback's last backward: the thread completing the hook's future was still inside torch when
+    the interpreter exited. The window is made wide here, so the failure is certain if it can happen."""
+    r = subprocess.run([sys.executable, "-c", _EXIT_AFTER_BACKWARD], cwd=ROOT, capture_output=True, text=True,
+                       timeout=50)
+    assert (r.returncode, r.stdout.strip()) == (0, "left"), r.stderr[-2000:]
+
+
 # ---- the fallback: no root, two spawned ranks on gloo ------------------------------------------
 
 def _worker(rank: int, port: int, out: str) -> None:

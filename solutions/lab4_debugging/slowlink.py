@@ -255,9 +255,11 @@ def delay_comm_hook(rate_gbps: float, latency_s: float):
             except Exception as e:  # a failed all-reduce must fail backward, not hang it
                 out.set_exception(e)
                 return
-            timer = threading.Timer(max(0.0, done_at - time.monotonic()), out.set_result, (value,))
-            timer.daemon = True
-            timer.start()
+            # Not a daemon: set_result releases the GIL while it wakes DDP, and takes it back on the
+            # way out. A daemon timer still in there when the rank exits is stopped by the exiting
+            # interpreter inside that C++ frame: std::terminate, "terminate called without an active
+            # exception", SIGABRT. Python joins non-daemon threads before it exits; each ends <= done_at.
+            threading.Timer(max(0.0, done_at - time.monotonic()), out.set_result, (value,)).start()
 
         dist.all_reduce(buf, group=group, async_op=True).get_future().add_done_callback(arrived)
         return out
