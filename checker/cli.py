@@ -75,6 +75,7 @@ def grade_lab(lab: str, args, console: Console) -> LabReport:
         raise UsageError(f"{folder} not found: run from the course repository, or pass --root")
     workdir = Path(tempfile.mkdtemp(prefix=f"checker-{lab}-"))
     t0 = time.monotonic()
+    h = None
     try:
         # A live spinner on a terminal; elsewhere (CI logs, notebooks) one line per finished run.
         live = sys.stdout.isatty()
@@ -91,6 +92,8 @@ def grade_lab(lab: str, args, console: Console) -> LabReport:
                                  f"{err['type']}: {err['message'].splitlines()[0] if err['message'] else ''}{where}")
             results, info = mod.grade(h, checks)
     finally:
+        if h is not None:
+            h.close()
         if args.keep:
             console.print(f"[dim]run folder kept: {workdir}[/]")
         else:

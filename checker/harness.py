@@ -1,4 +1,6 @@
 """Launching graded runs: one subprocess per run (its ranks started by checker/spawn.py), each with a time budget.
+On CPU, runs are forks of a server that imported torch once (checker/forkserver.py): the same process tree,
+without 2.5-4 s of imports per process.
 
 Guarantees the checker relies on:
   - every run starts in its own session (process group), so one signal reaches all its ranks;
@@ -26,6 +28,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+
+from checker import forkserver
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 _PR_SET_CHILD_SUBREAPER = 36
@@ -66,9 +70,9 @@ def _signal_all(pids, sig) -> None:
             pass
 
 
-def reap_orphans() -> None:
-    """Kill and reap anything of ours still alive (only descendants of this process)."""
-    strays = _children_of({os.getpid()})
+def reap_orphans(spare: set[int] = frozenset()) -> None:
+    """Kill and reap anything of ours still alive (only descendants of this process, but not `spare`)."""
+    strays = _children_of({os.getpid()}) - set(spare)
     _signal_all(strays, signal.SIGKILL)
     for _ in strays:
         try:
@@ -132,11 +136,25 @@ class Harness:
         self.on_progress = on_progress or (lambda msg: None)
         self.on_finish = on_finish or (lambda run: None)
         become_subreaper()
+        self.forkserver: forkserver.ForkServer | None = None
+        self.forkserver_off = forkserver.usable(device)  # None: runs on this device may be forks
+        if self.forkserver_off is None:  # it imports torch while the first (Popen) run goes
+            env = self._env("")
+            del env["CHECKER_NONCE"]
+            self.forkserver = forkserver.ForkServer(env, self.workdir, self.workdir / "forkserver.log")
+
+    def close(self) -> None:
+        """Stop the fork server (its runs are finished or killed by then)."""
+        if self.forkserver is not None:
+            self.forkserver.close()
+
+    def _worker_args(self, task: str, out: Path, args: dict) -> list[str]:
+        return ["--lab", self.lab, "--task", task, "--target", self.target, "--root", str(self.root),
+                "--out", str(out), "--args", json.dumps(args)]
 
     def _command(self, task: str, out: Path, args: dict, nproc: int, torchrun: bool = False,
                  launch: list[str] | str | None = None) -> list[str]:
-        worker = ["-m", "checker.worker", "--lab", self.lab, "--task", task, "--target", self.target,
-                  "--root", str(self.root), "--out", str(out), "--args", json.dumps(args)]
+        worker = ["-m", "checker.worker", *self._worker_args(task, out, args)]
         if nproc == 1 and not torchrun and launch is None:
             return [sys.executable, *worker]
         if launch is None:
@@ -188,7 +206,7 @@ class Harness:
         finally:
             for st in live.values():  # interrupted (Ctrl-C): leave nothing behind
                 self._kill(st)
-            reap_orphans()
+            reap_orphans(spare={self.forkserver.proc.pid} if self.forkserver else set())
         return done
 
     def run_phases(self, phases: list[list[dict]], need: set[str], parallel: int = 2) -> dict[str, Run]:
@@ -213,11 +231,18 @@ class Harness:
         args = {**spec.get("args", {}), "workdir": str(self.workdir)}
         log = open(log_path, "wb")
         nonce = secrets.token_hex(16)
-        argv = spec.get("argv") or self._command(spec["task"], out, args, nproc, spec.get("torchrun", False),
-                                                 spec.get("launch"))
-        proc = subprocess.Popen(argv, cwd=self.workdir, env={**self._env(nonce), **spec.get("env", {})},
-                                stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = None
+        if self.forkserver and not (spec.get("argv") or spec.get("launch") or spec.get("env")):
+            # a worker run with the runs' own environment: what the server was started for
+            proc = self.forkserver.launch(self._worker_args(spec["task"], out, args),
+                                          None if nproc == 1 and not spec.get("torchrun") else nproc,
+                                          self._env(nonce), self.workdir, log_path)
+        if proc is None:
+            argv = spec.get("argv") or self._command(spec["task"], out, args, nproc, spec.get("torchrun", False),
+                                                     spec.get("launch"))
+            proc = subprocess.Popen(argv, cwd=self.workdir, env={**self._env(nonce), **spec.get("env", {})},
+                                    stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
         kill_on = self.workdir / spec["kill_on"] if spec.get("kill_on") else None
         return {"spec": spec, "proc": proc, "t0": time.monotonic(), "out": out, "log": log_path,

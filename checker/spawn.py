@@ -29,18 +29,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--nproc", type=int, required=True)
-    ap.add_argument("cmd", nargs=argparse.REMAINDER)
-    a = ap.parse_args(argv)
-    cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
-    port = free_port()
-    procs = []
-    for rank in range(a.nproc):
-        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(a.nproc), "LOCAL_RANK": str(rank),
-               "LOCAL_WORLD_SIZE": str(a.nproc), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
-        procs.append(subprocess.Popen(cmd, env=env))
+def rank_env(rank: int, nproc: int, port: int) -> dict[str, str]:
+    """What torchrun's agent puts in each rank's environment for a single-node job."""
+    return {"RANK": str(rank), "WORLD_SIZE": str(nproc), "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": str(nproc),
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+
+
+def supervise(procs: list) -> int:
+    """Wait for every rank (objects with poll() and send_signal(), as Popen has); once one fails, its
+    peers get GRACE_S, then SIGKILL. Returns the exit status of the first rank that failed, else 0."""
     failed_at, first = None, 0
     while True:
         codes = [p.poll() for p in procs]
@@ -57,6 +54,16 @@ def main(argv=None) -> int:
     first = first or next((c for c in codes if c), 0)
     return 128 - first if first < 0 else first
 
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--nproc", type=int, required=True)
+    ap.add_argument("cmd", nargs=argparse.REMAINDER)
+    a = ap.parse_args(argv)
+    cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
+    port = free_port()
+    return supervise([subprocess.Popen(cmd, env={**os.environ, **rank_env(rank, a.nproc, port)})
+                      for rank in range(a.nproc)])
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -21,15 +21,19 @@ def run_checker(*args, env=None, timeout=300) -> subprocess.CompletedProcess:
 
 
 def processes_with(marker: str) -> list[int]:
-    """PIDs whose command line contains `marker` (a leftover-process detector)."""
+    """PIDs whose command line, working directory or environment contains `marker` (a leftover-process
+    detector). Not only the command line: a run forked by the checker's fork server has the server's
+    (`python -m checker.forkserver`), but its run folder as working directory and the graded tree in
+    its PYTHONPATH."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and int(entry) != os.getpid():
             try:
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                seen = [Path(f"/proc/{entry}/{f}").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                        for f in ("cmdline", "environ")] + [os.readlink(f"/proc/{entry}/cwd")]
             except OSError:
                 continue
-            if marker in cmd:
+            if any(marker in s for s in seen):
                 found.append(int(entry))
     return found
 

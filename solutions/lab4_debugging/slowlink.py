@@ -259,7 +259,11 @@ def delay_comm_hook(rate_gbps: float, latency_s: float):
             # way out. A daemon timer still in there when the rank exits is stopped by the exiting
             # interpreter inside that C++ frame: std::terminate, "terminate called without an active
             # exception", SIGABRT. Python joins non-daemon threads before it exits; each ends <= done_at.
-            threading.Timer(max(0.0, done_at - time.monotonic()), out.set_result, (value,)).start()
+            # Said explicitly: this callback runs on gloo's thread, and a thread started from a thread
+            # Python did not start is a daemon by default.
+            timer = threading.Timer(max(0.0, done_at - time.monotonic()), out.set_result, (value,))
+            timer.daemon = False
+            timer.start()
 
         dist.all_reduce(buf, group=group, async_op=True).get_future().add_done_callback(arrived)
         return out
