@@ -181,9 +181,14 @@ class ForkServer:
             return b""
         return self.proc.stdout.readline()
 
-    def launch(self, args: list[str], nproc: int | None, env: dict, cwd: Path, log: Path) -> Forked | None:
+    def launch(self, args: list[str], nproc: int | None, env: dict, cwd: Path, log: Path,
+               wait: bool = True) -> Forked | None:
+        """wait=False: if the server is still importing, return None at once (the caller uses Popen)."""
         if self.ready is None:
-            self.ready = self._line(READY_TIMEOUT_S) == b"ready\n"
+            line = self._line(READY_TIMEOUT_S if wait else 0.0)
+            if not line and not wait and self.proc.poll() is None:
+                return None
+            self.ready = line == b"ready\n"
             if not self.ready:
                 self.why_not = "did not start"
         if not self.ready or self.proc.poll() is not None:

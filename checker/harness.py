@@ -95,6 +95,7 @@ class Run:
     log_path: Path | None = None
     stacks: str = ""
     nproc: int = 1
+    forked: bool = False  # started by the fork server (else by Popen)
 
     @property
     def result(self) -> dict:
@@ -138,7 +139,8 @@ class Harness:
         become_subreaper()
         self.forkserver: forkserver.ForkServer | None = None
         self.forkserver_off = forkserver.usable(device)  # None: runs on this device may be forks
-        if self.forkserver_off is None:  # it imports torch while the first (Popen) run goes
+        self.started = 0  # runs started so far: the first one does not wait for the server's imports
+        if self.forkserver_off is None:
             env = self._env("")
             del env["CHECKER_NONCE"]
             self.forkserver = forkserver.ForkServer(env, self.workdir, self.workdir / "forkserver.log")
@@ -233,10 +235,12 @@ class Harness:
         nonce = secrets.token_hex(16)
         proc = None
         if self.forkserver and not (spec.get("argv") or spec.get("launch") or spec.get("env")):
-            # a worker run with the runs' own environment: what the server was started for
+            # A worker run with the runs' own environment: what the server was started for. The first run
+            # (the probe) goes by Popen if the server is still importing torch: the two then overlap.
             proc = self.forkserver.launch(self._worker_args(spec["task"], out, args),
                                           None if nproc == 1 and not spec.get("torchrun") else nproc,
-                                          self._env(nonce), self.workdir, log_path)
+                                          self._env(nonce), self.workdir, log_path, wait=self.started > 0)
+        self.started += 1
         if proc is None:
             argv = spec.get("argv") or self._command(spec["task"], out, args, nproc, spec.get("torchrun", False),
                                                      spec.get("launch"))
@@ -246,7 +250,7 @@ class Harness:
         log.close()
         kill_on = self.workdir / spec["kill_on"] if spec.get("kill_on") else None
         return {"spec": spec, "proc": proc, "t0": time.monotonic(), "out": out, "log": log_path,
-                "kill_on": kill_on, "nproc": nproc, "nonce": nonce}
+                "kill_on": kill_on, "nproc": nproc, "nonce": nonce, "forked": isinstance(proc, forkserver.Forked)}
 
     def _poll(self, st: dict) -> Run | None:
         proc, spec = st["proc"], st["spec"]
@@ -267,7 +271,7 @@ class Harness:
             self._kill(st)  # the launcher exited; make sure no rank or child lingers
         return Run(name=spec["name"], returncode=proc.returncode, seconds=elapsed, timed_out=timed_out,
                    killed_on_cue=killed, flooded=flooded, results=self._results(st), log_path=st["log"], stacks=stacks,
-                   nproc=st["nproc"])
+                   nproc=st["nproc"], forked=st["forked"])
 
     def _kill(self, st: dict, dump_stacks: bool = False) -> str:
         proc = st["proc"]

@@ -65,5 +65,6 @@ def main(argv=None) -> int:
     return supervise([subprocess.Popen(cmd, env={**os.environ, **rank_env(rank, a.nproc, port)})
                       for rank in range(a.nproc)])
 
+
 if __name__ == "__main__":
     sys.exit(main())
