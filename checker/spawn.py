@@ -4,8 +4,11 @@ What torchrun's agent does for a single-node job, minus the agent: one free port
 rendezvous, and RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT in each rank's environment
 (`init_process_group()`'s env:// reads them). It imports nothing but the standard library, so a run
 costs N torch imports instead of N + 1 (~2 s of CPU each on these cores; lab 4 launches ~20 runs).
-The port is found by binding port 0 and released just before rank 0's store binds it: a window of
-microseconds, the same one torchrun --standalone has.
+The port is chosen below the OS's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 here) and
+checked free by binding it. It must be: it is released before rank 0's store binds it, seconds later
+(rank 0 imports torch first), and a port from bind(0) is in the ephemeral range, where every gloo
+listener and outgoing connection of the runs alongside also gets its port: CI once lost a port in
+that window (EADDRINUSE). Below the range nothing takes a port unless it names it.
 
 If a rank fails, its peers get GRACE_S to report their own view (they usually fail a collective a
 moment later), then every rank is killed: a run never waits out a peer that can no longer finish.
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -23,9 +27,36 @@ import time
 GRACE_S = 3.0
 
 
+LOWEST_PORT = 20000  # above the registered services most machines run
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default (macOS starts at 49152)
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:  # on every address, as the store listens
+        try:
+            s.bind(("", port))
+            return True
+        except OSError:
+            return False
+
+
 def free_port() -> int:
+    """A free TCP port below the ephemeral range (see above), or, where there is no room below it, one
+    from the OS."""
+    rng, low = random.SystemRandom(), _ephemeral_low()
+    if low > LOWEST_PORT + 1000:
+        for _ in range(200):
+            port = rng.randrange(LOWEST_PORT, low)
+            if _bindable(port):
+                return port
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind(("", 0))
         return s.getsockname()[1]
 
 

@@ -129,3 +129,22 @@ def test_scenarios_move_the_fault_with_the_variant():
     assert sc.scenario(6, 0).env["COURSE_IFNAME"] != sc.scenario(6, 1).env["COURSE_IFNAME"]
     n0, n1 = (sc.scenario(4, v).job["num_samples"] for v in (0, 1))
     assert n0 != n1 and n0 % 2 == n1 % 2 == 1  # an odd epoch: the strided shards differ by one
+
+
+def test_the_rendezvous_port_is_free_and_out_of_the_os_s_way(monkeypatch):
+    """Below the ephemeral range: a gloo socket of a run alongside can't take it between the check and
+    rank 0's bind. A port already in use is never returned; with no room below, the OS picks."""
+    import socket
+
+    from checker import spawn
+    low = spawn._ephemeral_low()
+    with socket.socket() as held:
+        held.bind(("", spawn.LOWEST_PORT))
+        monkeypatch.setattr(spawn.random, "SystemRandom", lambda: type("R", (), {  # the held port comes up first
+            "randrange": lambda self, a, b, it=iter([spawn.LOWEST_PORT, spawn.LOWEST_PORT + 1]): next(it)})())
+        assert spawn.free_port() == spawn.LOWEST_PORT + 1
+    monkeypatch.undo()
+    ports = {spawn.free_port() for _ in range(20)}
+    assert all(spawn.LOWEST_PORT <= p < low for p in ports) and len(ports) > 1
+    monkeypatch.setattr(spawn, "_ephemeral_low", lambda: spawn.LOWEST_PORT)
+    assert spawn.free_port() >= 1024
