@@ -36,10 +36,11 @@ import sys
 import time
 from pathlib import Path
 
+from checker import spawn  # standard library only: it adds nothing to what a fork carries
+
 PRELOAD = ("numpy", "torch", "torch.distributed", "torch.nn.parallel", "torch.distributed.fsdp",
            "torch.distributed.checkpoint", "torch.distributed.tensor", "torch.distributed.pipelining")
 READY_TIMEOUT_S = 120.0  # importing torch on a loaded laptop
-_PR_GET_CHILD_SUBREAPER = 37
 
 
 # ---- the server ---------------------------------------------------------------------------------
@@ -49,7 +50,6 @@ def _threads() -> int:
 
 
 def _fork_rank(rank: int, nproc: int, port: int, args: list[str]) -> "Forked":
-    from checker import spawn
     pid = os.fork()
     if pid:
         return Forked(pid)
@@ -74,7 +74,6 @@ def _become_run(req: dict) -> None:
     os.environ.update(req["env"])
     if req["nproc"] is None:
         raise SystemExit(_worker(req["args"]))
-    from checker import spawn
     port = spawn.free_port()
     ranks = [_fork_rank(r, req["nproc"], port, req["args"]) for r in range(req["nproc"])]
     raise SystemExit(spawn.supervise(ranks))
@@ -140,32 +139,20 @@ class Forked:
             pass
 
 
-def _parent_of(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def usable(device: str) -> str | None:
-    """None if runs may be forked here, else why not."""
+def usable(device: str, subreaper: bool) -> str | None:
+    """None if runs may be forked here, else why not. `subreaper`: the checker is a child subreaper
+    (harness.become_subreaper()), without which a forked run would be re-parented to init, not to it."""
     if os.environ.get("CHECKER_FORKSERVER", "1") == "0":
         return "CHECKER_FORKSERVER=0"
     if device not in ("cpu", "auto") or (device == "auto" and any(
             os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg"))):
         return "the runs' device may be a GPU"
-    try:
-        import ctypes
-        flag = ctypes.c_int(0)
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0)
-    except (OSError, AttributeError):
-        return "not Linux"
-    return None if flag.value else "the checker is not a child subreaper"
+    return None if subreaper else "the checker is not a child subreaper"
 
 
 class ForkServer:
-    """The harness's handle: start() returns at once (the imports overlap the probe run); launch()
-    forks a run, or returns None (the harness then uses Popen) if the server can't."""
+    """The harness's handle. Constructing it starts the server and returns at once (the imports overlap
+    the first run); launch() forks a run, or returns None (the harness then uses Popen) if the server can't."""
 
     def __init__(self, env: dict, cwd: Path, log_path: Path):
         with open(log_path, "wb") as log:
@@ -203,7 +190,8 @@ class ForkServer:
         if "pid" not in reply:
             self.ready, self.why_not = False, reply.get("error", "stopped answering")
             return None
-        if _parent_of(reply["pid"]) != os.getpid():  # not ours to wait for (even as a zombie): don't use it
+        from checker.harness import parent_of  # (harness imports this module)
+        if parent_of(reply["pid"]) != os.getpid():  # not ours to wait for (even as a zombie): don't use it
             try:
                 os.killpg(reply["pid"], signal.SIGKILL)
             except (ProcessLookupError, PermissionError):

@@ -36,25 +36,31 @@ _PR_SET_CHILD_SUBREAPER = 36
 LOG_CAP_BYTES = 20 * 2**20
 
 
-def become_subreaper() -> None:
-    """Orphans of our runs get re-parented to us instead of init, so cleanup can find them."""
+def become_subreaper() -> bool:
+    """Orphans of our runs get re-parented to us instead of init, so cleanup can find them. False where
+    that is not possible (not Linux)."""
     if sys.platform.startswith("linux"):
         try:
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+            return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
         except (OSError, AttributeError):
             pass
+    return False
+
+
+def parent_of(pid: int) -> int | None:
+    """The parent's pid, from /proc (ppid is field 4 of /proc/PID/stat); None if the process is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _children_of(pids: set[int]) -> set[int]:
-    """All live descendants of `pids`, from /proc (ppid is field 4 of /proc/PID/stat)."""
+    """All live descendants of `pids`, from /proc."""
     parent = {}
     for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-                parent[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
+        if entry.isdigit() and (pp := parent_of(int(entry))) is not None:
+            parent[int(entry)] = pp
     found, frontier = set(), set(pids)
     while frontier:
         frontier = {p for p, pp in parent.items() if pp in frontier and p not in found}
@@ -136,9 +142,9 @@ class Harness:
         self.variant = variant  # 0: the public numbers; >0: an instructor's hidden variant (labs read it)
         self.on_progress = on_progress or (lambda msg: None)
         self.on_finish = on_finish or (lambda run: None)
-        become_subreaper()
+        subreaper = become_subreaper()
         self.forkserver: forkserver.ForkServer | None = None
-        self.forkserver_off = forkserver.usable(device)  # None: runs on this device may be forks
+        self.forkserver_off = forkserver.usable(device, subreaper)  # None: runs on this device may be forks
         self.started = 0  # runs started so far: the first one does not wait for the server's imports
         if self.forkserver_off is None:
             env = self._env("")
@@ -233,18 +239,19 @@ class Harness:
         args = {**spec.get("args", {}), "workdir": str(self.workdir)}
         log = open(log_path, "wb")
         nonce = secrets.token_hex(16)
+        env = self._env(nonce)
         proc = None
         if self.forkserver and not (spec.get("argv") or spec.get("launch") or spec.get("env")):
             # A worker run with the runs' own environment: what the server was started for. The first run
             # (the probe) goes by Popen if the server is still importing torch: the two then overlap.
             proc = self.forkserver.launch(self._worker_args(spec["task"], out, args),
                                           None if nproc == 1 and not spec.get("torchrun") else nproc,
-                                          self._env(nonce), self.workdir, log_path, wait=self.started > 0)
+                                          env, self.workdir, log_path, wait=self.started > 0)
         self.started += 1
         if proc is None:
             argv = spec.get("argv") or self._command(spec["task"], out, args, nproc, spec.get("torchrun", False),
                                                      spec.get("launch"))
-            proc = subprocess.Popen(argv, cwd=self.workdir, env={**self._env(nonce), **spec.get("env", {})},
+            proc = subprocess.Popen(argv, cwd=self.workdir, env={**env, **spec.get("env", {})},
                                     stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()

@@ -1,6 +1,6 @@
 """`python -m checker.spawn --nproc N -- CMD...`: start N ranks of CMD on this machine, without torchrun.
 
-What torchrun's agent does for a single-node job, minus the agent: one free port from the OS for the
+What torchrun's agent does for a single-node job, minus the agent: one free port for the
 rendezvous, and RANK / WORLD_SIZE / LOCAL_RANK / MASTER_ADDR / MASTER_PORT in each rank's environment
 (`init_process_group()`'s env:// reads them). It imports nothing but the standard library, so a run
 costs N torch imports instead of N + 1 (~2 s of CPU each on these cores; lab 4 launches ~20 runs).
@@ -25,8 +25,6 @@ import sys
 import time
 
 GRACE_S = 3.0
-
-
 LOWEST_PORT = 20000  # above the registered services most machines run
 
 

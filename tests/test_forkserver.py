@@ -89,6 +89,8 @@ def test_when_the_server_is_gone_runs_start_as_plain_processes(tmp_path, monkeyp
 
 def test_the_server_is_off_when_asked_or_where_the_device_may_be_a_gpu(monkeypatch):
     monkeypatch.setenv("CHECKER_FORKSERVER", "0")
-    assert forkserver.usable("cpu") == "CHECKER_FORKSERVER=0"
+    assert forkserver.usable("cpu", True) == "CHECKER_FORKSERVER=0"
     monkeypatch.setenv("CHECKER_FORKSERVER", "1")
-    assert forkserver.usable("cuda") == "the runs' device may be a GPU"
+    assert forkserver.usable("cuda", True) == "the runs' device may be a GPU"
+    assert forkserver.usable("cpu", False) == "the checker is not a child subreaper"
+    assert forkserver.usable("cpu", True) is None
