@@ -23,7 +23,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from checker import seams
+from checker import sandbox, seams
 from checker.harness import REPO_ROOT, Harness
 from checker.report import LabReport, render, write_json
 
@@ -48,12 +48,28 @@ def cmd_list(console: Console) -> int:
 
 
 def _check_json_path(path: str | None) -> None:
+    """Open the file for writing, as the report will (os.access says yes to root for /proc/x)."""
     if path is None:
         return
-    parent = Path(path).resolve().parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK) or (Path(path).is_dir()):
-        raise UsageError(f"cannot write the --json report to {path}: "
-                         f"{'it is a folder' if Path(path).is_dir() else 'its folder is missing or not writable'}")
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"cannot write the --json report to {path}: it is a folder")
+    existed = p.exists()
+    try:
+        with open(p, "a"):
+            pass
+    except OSError as e:
+        raise UsageError(f"cannot write the --json report to {path}: {e.strerror or e}") from None
+    if not existed:
+        p.unlink(missing_ok=True)
+
+
+def _sandbox_line(args) -> str:
+    """How this grade's runs are isolated, one line printed with every report."""
+    if args.no_sandbox:
+        return "not sandboxed (--no-sandbox): learner code could reach the checker, the course files and the network"
+    why = sandbox.why_not()
+    return f"not sandboxed: {why}" if why else "sandboxed: each run in its own bwrap (read-only course, loopback only)"
 
 
 def grade_lab(lab: str, args, console: Console) -> LabReport:
@@ -76,6 +92,8 @@ def grade_lab(lab: str, args, console: Console) -> LabReport:
     workdir = Path(tempfile.mkdtemp(prefix=f"checker-{lab}-"))
     t0 = time.monotonic()
     h = None
+    sandboxed = not args.no_sandbox and sandbox.why_not() is None
+    before = sandbox.course_digest()
     try:
         # A live spinner on a terminal; elsewhere (CI logs, notebooks) one line per finished run.
         live = sys.stdout.isatty()
@@ -83,7 +101,7 @@ def grade_lab(lab: str, args, console: Console) -> LabReport:
             h = Harness(workdir, lab, target, args.device, root=root, variant=args.variant,
                         on_progress=(lambda m: status.update(f"{lab}: running {m}")) if live else None,
                         on_finish=None if live else (lambda run: console.print(
-                            f"[dim]{lab}: {run.name} finished in {run.seconds:.1f} s[/]")))
+                            f"[dim]{lab}: {run.name} finished in {run.seconds:.1f} s[/]")), sandboxed=sandboxed)
             probe = h.run("probe", "probe", {}, budget_s=60)
             err = probe.error()
             if err:
@@ -91,6 +109,12 @@ def grade_lab(lab: str, args, console: Console) -> LabReport:
                 raise UsageError(f"{target}/{seams.SEAMS[lab].folder} does not import: "
                                  f"{err['type']}: {err['message'].splitlines()[0] if err['message'] else ''}{where}")
             results, info = mod.grade(h, checks)
+        changed = sandbox.changed_files(before, sandbox.course_digest())
+        if changed:  # the grader or the reference was rewritten while learner code ran: nothing it measured counts
+            for r in results:
+                r.passed, r.message = False, (f"the course's own files changed during this grade ({', '.join(changed[:3])})"
+                                              ": learner code must not write to checker/, solutions/ or labs/common/; "
+                                              "restore them (git checkout) and grade again")
     finally:
         if h is not None:
             h.close()
@@ -98,8 +122,10 @@ def grade_lab(lab: str, args, console: Console) -> LabReport:
             console.print(f"[dim]run folder kept: {workdir}[/]")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    return LabReport(lab, target, probe.result.get("device", args.device), world, time.monotonic() - t0, results, info,
-                     total_checks=len(mod.CHECKS), variant=args.variant)
+    report = LabReport(lab, target, probe.result.get("device", args.device), world, time.monotonic() - t0, results,
+                       info, total_checks=len(mod.CHECKS), variant=args.variant)
+    report.sandbox = _sandbox_line(args)
+    return report
 
 
 def cmd_grade(args, console: Console) -> int:
@@ -135,12 +161,15 @@ def cmd_batch(args, console: Console) -> int:
     subs = Path(args.submissions)
     if not subs.is_dir():
         raise UsageError(f"--submissions {subs}: not a folder")
+    if not args.no_sandbox and sandbox.why_not():
+        raise UsageError(f"--submissions grades each learner in a sandbox, and {sandbox.why_not()}. Install it "
+                         f"(`{sandbox.INSTALL}`), or pass --no-sandbox to grade without one (every report says so)")
     world = getattr(_lab_module(lab), "WORLD_SIZE", 1)
     parallel = args.parallel or max(1, (os.cpu_count() or 1) // world)
     variant = args.variant if args.variant else int.from_bytes(os.urandom(2), "big") % 1000 + 1
     report_dir = Path(args.report_dir or f"class-report-{lab}")
     try:
-        ok = batch.grade_all(lab, subs, parallel, variant, report_dir, console, args.only)
+        ok = batch.grade_all(lab, subs, parallel, variant, report_dir, console, args.only, no_sandbox=args.no_sandbox)
     except ValueError as e:
         raise UsageError(str(e)) from None
     return 0 if ok else 1
@@ -171,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--parallel", type=int, default=None, help="with --submissions: learners graded at once "
                                                                "(default: cores / ranks per grade)")
     g.add_argument("--report-dir", metavar="DIR", help="with --submissions: where class.csv/.junit.xml go")
+    g.add_argument("--no-sandbox", action="store_true", help="run learner code without bubblewrap (said on every report)")
     return ap
 
 

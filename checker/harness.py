@@ -9,10 +9,12 @@ Guarantees the checker relies on:
   - nothing survives a run: the process group is killed, and because the checker makes itself
     a child subreaper (Linux), even a grandchild that escaped into its own session is re-parented
     to the checker and reaped;
-  - results come from files the checker's own worker writes, never from parsing learner output;
-    each run gets a fresh secret (CHECKER_NONCE, which the worker removes from its environment
-    before any learner code is imported) and a result file without it is refused. This stops a
-    file the learner's code wrote from passing as a result; it is not a sandbox;
+  - results come over a pipe per rank that the checker's own worker opens before learner code is imported
+    (checker/channel.py), never from parsing learner output; each run gets a fresh secret (CHECKER_NONCE,
+    which the worker removes from its environment first) and a line without it is ignored; nothing after
+    a rank's final result counts, and a run whose clock readings disagree with the checker's is refused;
+  - with a sandbox (checker/sandbox.py) each run is one bwrap: read-only course, its own PID and network
+    namespaces; ending it ends everything it forked. Limits: address space (CPU runs), file size, processes;
   - a run that floods stdout/stderr past LOG_CAP_BYTES is killed instead of filling the disk.
 """
 from __future__ import annotations
@@ -29,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from checker import forkserver
+from checker import channel, forkserver, limits, sandbox
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 _PR_SET_CHILD_SUBREAPER = 36
@@ -102,6 +104,8 @@ class Run:
     stacks: str = ""
     nproc: int = 1
     forked: bool = False  # started by the fork server (else by Popen)
+    clock_error: dict | None = None  # the run's clock disagreed with the checker's (checker/channel.py)
+    final: bool = True  # every rank's worker reported that its task ended
 
     @property
     def result(self) -> dict:
@@ -110,9 +114,13 @@ class Run:
     def error(self) -> dict | None:
         """The root cause: the earliest error any rank reported (a rank that raised first makes its peers
         fail later with connection errors), or a synthesized one for a crash/timeout."""
+        if self.clock_error:
+            return self.clock_error
         if any(r.get("error") for r in self.results):  # the run failed: its earliest error of any part is the cause
             errors = [v for r in self.results for k, v in r.items() if (k == "error" or k.endswith("_error")) and v]
-            return min(errors, key=lambda e: e.get("t", float("inf")))
+            return limits.explain(min(errors, key=lambda e: e.get("t", float("inf"))))
+        if self.results and self.final and len(self.results) >= self.nproc:
+            return None  # every rank's result is in: what the process did after it (a leftover thread) is not the run's
         if self.timed_out:
             return {"type": "Timeout", "message": f"no result within {self.seconds:.0f} s", "stacks": self.stacks}
         if self.flooded:
@@ -136,15 +144,18 @@ class Harness:
     """Runs checker.worker tasks for one grade in a private work directory."""
 
     def __init__(self, workdir: Path, lab: str, target: str, device: str = "auto", root: Path = REPO_ROOT, variant: int = 0,
-                 on_progress: Callable[[str], None] | None = None, on_finish: Callable[[Run], None] | None = None):
+                 on_progress: Callable[[str], None] | None = None, on_finish: Callable[[Run], None] | None = None,
+                 sandboxed: bool = False):
         self.workdir = Path(workdir)
         self.lab, self.target, self.device, self.root = lab, target, device, Path(root)
         self.variant = variant  # 0: the public numbers; >0: an instructor's hidden variant (labs read it)
         self.on_progress = on_progress or (lambda msg: None)
         self.on_finish = on_finish or (lambda run: None)
         subreaper = become_subreaper()
+        self.sandboxed = sandboxed  # each run in its own bwrap (checker/sandbox.py)
         self.forkserver: forkserver.ForkServer | None = None
-        self.forkserver_off = forkserver.usable(device, subreaper)  # None: runs on this device may be forks
+        self.forkserver_off = ("each run is started in its own sandbox" if sandboxed
+                               else forkserver.usable(device, subreaper))  # None: runs on this device may be forks
         self.started = 0  # runs started so far: the first one does not wait for the server's imports
         if self.forkserver_off is None:
             env = self._env("")
@@ -184,7 +195,14 @@ class Harness:
             "COURSE_DEVICE": self.device, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
             "COURSE_DATA_DIR": env.get("COURSE_DATA_DIR", str(REPO_ROOT / "data")),
         })
+        env.update(limits.env(cpu=forkserver.usable(self.device, True) in (None, "CHECKER_FORKSERVER=0")))
         return env
+
+    def _sandboxed(self, argv: list[str], env: dict) -> list[str]:
+        data = Path(env["COURSE_DATA_DIR"])
+        data.mkdir(parents=True, exist_ok=True)  # the corpus is written there on first use
+        return sandbox.wrap(argv, self.workdir, readable=[self.root, REPO_ROOT, *sandbox.python_prefixes()],
+                            writable=[data])
 
     def run_many(self, specs: list[dict], parallel: int = 2) -> dict[str, Run]:
         """Run specs (dicts: name, task, args, budget_s, nproc=1, torchrun=False, kill_on=None, env=None,
@@ -214,6 +232,8 @@ class Harness:
         finally:
             for st in live.values():  # interrupted (Ctrl-C): leave nothing behind
                 self._kill(st)
+                if st["pipes"] is not None:
+                    st["pipes"].close()
             reap_orphans(spare={self.forkserver.proc.pid} if self.forkserver else set())
         return done
 
@@ -240,6 +260,7 @@ class Harness:
         log = open(log_path, "wb")
         nonce = secrets.token_hex(16)
         env = self._env(nonce)
+        pipes = None if spec.get("argv") else channel.Channel(out, nproc, nonce)
         proc = None
         if self.forkserver and not (spec.get("argv") or spec.get("launch") or spec.get("env")):
             # A worker run with the runs' own environment: what the server was started for. The first run
@@ -251,12 +272,14 @@ class Harness:
         if proc is None:
             argv = spec.get("argv") or self._command(spec["task"], out, args, nproc, spec.get("torchrun", False),
                                                      spec.get("launch"))
+            if self.sandboxed:
+                argv = self._sandboxed(argv, env)
             proc = subprocess.Popen(argv, cwd=self.workdir, env={**env, **spec.get("env", {})},
                                     stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
         kill_on = self.workdir / spec["kill_on"] if spec.get("kill_on") else None
-        return {"spec": spec, "proc": proc, "t0": time.monotonic(), "out": out, "log": log_path,
+        return {"spec": spec, "proc": proc, "t0": time.monotonic(), "out": out, "log": log_path, "pipes": pipes,
                 "kill_on": kill_on, "nproc": nproc, "nonce": nonce, "forked": isinstance(proc, forkserver.Forked)}
 
     def _poll(self, st: dict) -> Run | None:
@@ -270,15 +293,21 @@ class Harness:
                 timed_out = True
             elif st["log"].stat().st_size > LOG_CAP_BYTES:
                 flooded = True
+            elif st["pipes"] is not None and len(st["pipes"].final) >= st["nproc"]:
+                pass  # every rank's result is in: a process kept alive after it (a leftover thread) is just ended
             else:
                 return None
             stacks = self._kill(st, dump_stacks=timed_out)
         else:
             stacks = ""
             self._kill(st)  # the launcher exited; make sure no rank or child lingers
+        pipes = st["pipes"]
+        if pipes is not None:
+            pipes.close()
         return Run(name=spec["name"], returncode=proc.returncode, seconds=elapsed, timed_out=timed_out,
                    killed_on_cue=killed, flooded=flooded, results=self._results(st), log_path=st["log"], stacks=stacks,
-                   nproc=st["nproc"], forked=st["forked"])
+                   nproc=st["nproc"], forked=st["forked"], clock_error=pipes.clock_error() if pipes else None,
+                   final=pipes is None or len(pipes.final) >= st["nproc"])
 
     def _kill(self, st: dict, dump_stacks: bool = False) -> str:
         proc = st["proc"]
@@ -299,6 +328,9 @@ class Harness:
         return stacks
 
     def _results(self, st: dict) -> list[dict]:
+        pipes = st["pipes"]
+        if pipes is not None and pipes.results:
+            return [pipes.results[r] for r in sorted(pipes.results)]
         files = sorted(p for p in st["out"].parent.glob(st["out"].name + ".rank*") if p.name.split(".rank")[-1].isdigit())
         results = []
         for f in files:

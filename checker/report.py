@@ -43,6 +43,7 @@ class LabReport:
     info: list[tuple[str, str]] = field(default_factory=list)  # measured figures, not graded
     total_checks: int = 0  # how many checks the lab has; fewer ran with --only
     variant: int = 0
+    sandbox: str = ""  # how the runs were isolated (checker/cli.py: _sandbox_line), on every report
 
     @property
     def passed(self) -> bool:
@@ -57,7 +58,7 @@ class LabReport:
                 "passed": self.passed, "complete": self.complete, "variant": self.variant,
                 "seconds": round(self.seconds, 2),
                 "checks": [c.to_json() for c in self.checks],
-                "info": [{"name": k, "value": v} for k, v in self.info]}
+                "info": [{"name": k, "value": v} for k, v in self.info], "sandbox": self.sandbox}
 
 
 def _fmt(x, unit: str = "") -> str:
@@ -92,6 +93,8 @@ def render(report: LabReport, console: Console, verbose: bool = False) -> None:
     partial = "" if report.complete else (f" — partial run: only {len(report.checks)} of {report.total_checks} "
                                           "checks ran (--only); this is not a grade")
     console.print(f"[{colour}]{report.lab}: {n_ok}/{len(report.checks)} checks passed{partial}[/]")
+    if report.sandbox:
+        console.print(f"[dim]{escape(report.sandbox)}[/]")
     if report.variant == 0:
         console.print("[dim]Graded runs use hidden variants (by lab: other seeds, data order, kill steps, world "
                       "sizes): a fix must be general, not tuned to these numbers.[/]")

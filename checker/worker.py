@@ -4,7 +4,11 @@ The checker starts this (directly or under torchrun), never the learner's script
 learner's functions through the lab's seam, runs the task, and writes what it measured to
 OUT.rank<R> as JSON. Learner exceptions become a structured error (type, message, the learner's
 file:line, and the TODO text for an unfinished starter) instead of a traceback to grep.
-On SIGUSR1 every thread's Python stack goes to OUT.stacks.rank<R>: that is how a hang is shown.
+Results go to the checker over the run's pipe (checker/channel.py), opened before learner code is
+imported; after the final one the worker leaves with os._exit, so no atexit handler or leftover thread of
+learner code runs after it. On SIGUSR1 every thread's Python stack goes to OUT.stacks.rank<R>: that is how
+a hang is shown; a fatal signal (a segfault in an extension) writes the stacks of the crash to the log.
+Limits (address space, file size) are set here, soft = hard, before learner code is imported.
 """
 from __future__ import annotations
 
@@ -19,6 +23,8 @@ import time
 import traceback
 from pathlib import Path
 
+from checker import channel, limits
+
 
 class Context:
     """What a task may do besides compute: report results, drop a cue file for the harness."""
@@ -26,6 +32,7 @@ class Context:
     def __init__(self, out: Path, rank: int, workdir: Path, root: Path, nonce: str):
         self.out, self.rank, self.workdir, self.root = out, rank, workdir, root
         self._nonce = nonce
+        self._sender = channel.Sender(out, rank, nonce)
         self.partial: dict = {}  # what a task measured before it raised is still reported
 
     def attempt(self, fn):
@@ -35,7 +42,11 @@ class Context:
         except Exception as exc:  # noqa: BLE001
             return None, describe(exc, self.root)
 
-    def write(self, result: dict) -> None:
+    def write(self, result: dict, final: bool = False) -> None:
+        """To the checker's pipe (a later result replaces an earlier one until the final one); a run started
+        without a pipe (a test calling a task) writes OUT.rank<R>."""
+        if self._sender.send(result=result, final=final):
+            return
         path = Path(f"{self.out}.rank{self.rank}")
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps({**result, "nonce": self._nonce}))
@@ -93,11 +104,14 @@ def main(argv=None) -> int:
     out, root = Path(a.out), Path(a.root)
     stacks = open(f"{out}.stacks.rank{rank}", "w")
     faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+    faulthandler.enable(file=sys.stderr, all_threads=True)  # SIGSEGV/SIGBUS/SIGFPE/SIGABRT: where, in the log
+    limits.apply()
     sys.path.insert(0, str(root))  # the graded tree's labs/ and solutions/ win over any installed copy
 
     # Taken out of the environment before any learner code runs (their children won't see it either).
     nonce = os.environ.pop("CHECKER_NONCE", "")
     ctx = Context(out, rank, Path(json.loads(a.args).get("workdir", out.parent)), root, nonce)
+    channel.SENDER = ctx._sender  # checker/labs/_common.clock() reports its readings through it
     lab = importlib.import_module(f"checker.labs.{a.lab}")
     kwargs = json.loads(a.args)
     kwargs.pop("workdir", None)
@@ -106,10 +120,17 @@ def main(argv=None) -> int:
     except BaseException as exc:  # noqa: BLE001 - anything the learner's code raises is a result
         if isinstance(exc, KeyboardInterrupt):
             raise
-        ctx.write({**ctx.partial, "error": describe(exc, root)})
-        return 3
-    ctx.write(result or {})
-    return 0
+        return _leave(ctx, {**ctx.partial, "error": describe(exc, root)}, 3)
+    return _leave(ctx, result or {}, 0)
+
+
+def _leave(ctx: Context, result: dict, code: int) -> int:
+    """Send the final result, then exit at once where a pipe took it: learner code does not run again."""
+    ctx.write(result, final=True)
+    if ctx._sender.fd is None:
+        return code
+    sys.stdout.flush(), sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -8,10 +8,9 @@ count come from the formula, the speed from the checker's timer.
 from __future__ import annotations
 
 import statistics
-import time
 
 from checker import seams
-from checker.labs._common import Check, digest, probe
+from checker.labs._common import Check, clock, digest, probe
 
 LAB = "lab1"
 WORLD_SIZE = 1
@@ -157,11 +156,11 @@ def task_measure(ctx, target, windows=6, steps=8):
         for w in range(windows):
             for who in (("learner", "reference") if w % 2 == 0 else ("reference", "learner")):
                 fn, (model, opt, sched, _) = fns[who]
-                t0 = time.perf_counter()
+                t0 = clock()
                 for b in batches:
                     fn(model, opt, sched, b)
                 cdist.synchronize(env.device)
-                rates[who].append(BATCH * SEQ * steps / (time.perf_counter() - t0))
+                rates[who].append(BATCH * SEQ * steps / (clock() - t0))
         ratios = [a / b for a, b in zip(rates["learner"], rates["reference"])]
         return {"ratio": statistics.median(ratios), "learner_tps": statistics.median(rates["learner"]),
                 "reference_tps": statistics.median(rates["reference"])}
@@ -185,7 +184,7 @@ def task_measure(ctx, target, windows=6, steps=8):
         prof.end_step()
         if not out["meter_error"]:
             _, out["meter_error"] = ctx.attempt(lambda: meter.step(BATCH * SEQ))
-        stamps.append(time.perf_counter())
+        stamps.append(clock())
     if not out["meter_error"]:
         tps, out["meter_error"] = ctx.attempt(lambda: meter.tokens_per_s)
         out["meter"] = {"meter_tps": tps, "clock_tps": BATCH * SEQ * 10 / (stamps[-1] - stamps[1])}
@@ -213,23 +212,23 @@ def task_pipeline(ctx, target):
     ids = [list(map(int, sampler.next_ids())) for _ in range(8 + PIPE_BASELINE + n)]
     times = []
     for b in ids[:8]:  # calibrate: this machine's reference step, now
-        t0 = time.perf_counter()
+        t0 = clock()
         ref.train_step(model, opt, sched, data.batch(b, SEQ, env.device))
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     step_s = statistics.median(times[3:])
     dataset = WindowDataset(data.directory, SEQ, cost_s=COST_RATIO * step_s / BATCH)
 
     def stall(batches, id_lists, warmup):
         waits, totals = [], []
         for k, b in enumerate(id_lists):
-            t0 = time.perf_counter()
+            t0 = clock()
             try:
                 x, y = next(batches)
             except StopIteration:
                 raise RuntimeError(f"make_loader stopped after {k} of {len(id_lists)} batches") from None
-            t1 = time.perf_counter()
+            t1 = clock()
             ref.train_step(model, opt, sched, (x, y))  # .item() inside: the step is done on any device
-            t2 = time.perf_counter()
+            t2 = clock()
             want = data.batch(b, SEQ)
             if not (torch.equal(x.cpu(), want[0]) and torch.equal(y.cpu(), want[1])):
                 raise ValueError(f"batch {k} from make_loader is not the samples of batch {k} of `batches`, "

@@ -1,0 +1,102 @@
+"""Graded runs in a bubblewrap sandbox (Debian/Ubuntu: `apt-get install bubblewrap`), one per run.
+
+Inside, learner code sees:
+  - the whole file system read-only (the course tree, the virtualenv, the learner's folder with it);
+  - one writable folder, the grade's run folder (checkpoints, logs, the result channel), the course
+    data folder (the corpus is generated there on first use), and a private, empty /tmp;
+  - its own PID namespace: bwrap is the namespace's init, and when it dies the kernel kills every
+    process in it, whatever it forked and whichever session it moved to (`setsid` escapes end too);
+  - its own network namespace with loopback only: gloo rendezvous on 127.0.0.1 works, nothing
+    reaches out and no port clashes with anything outside;
+  - --die-with-parent: if the checker dies, so does the run.
+Limits (address space, file size) are set by checker/worker.py before learner code is imported, soft
+= hard, so learner code cannot raise them (bwrap drops every capability, CAP_SYS_RESOURCE included).
+
+On a GPU node the NVIDIA device files are bound in (they are all /dev exposes besides null, zero,
+random, tty, shm, pts). Where bwrap is missing or cannot create namespaces, `why_not()` says so.
+"""
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+INSTALL = "sudo apt-get install bubblewrap"  # the Debian/Ubuntu package (Fedora: dnf install bubblewrap)
+GPU_DEVICES = ("/dev/nvidia*", "/dev/nvidia-caps/*", "/dev/dri/*")
+
+
+@functools.lru_cache(maxsize=1)
+def why_not() -> str | None:
+    """None if runs can be sandboxed here, else one line saying why not."""
+    if os.environ.get("CHECKER_SANDBOX") == "0":
+        return "CHECKER_SANDBOX=0"
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return f"bubblewrap is not installed ({INSTALL})"
+    try:  # user/PID/network namespaces may be off (a container, a kernel setting): try once
+        r = subprocess.run([bwrap, *_namespaces(), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+                            "true"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"bubblewrap does not run here ({e})"
+    if r.returncode != 0:
+        return f"bubblewrap cannot create namespaces here ({r.stderr.strip().splitlines()[-1:] or r.returncode})"
+    return None
+
+
+def _namespaces() -> list[str]:
+    return ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
+
+
+def gpu_binds(pattern_root: str = "") -> list[str]:
+    """--dev-bind for each NVIDIA (and DRI) device file present (pattern_root: a fake /dev, for tests)."""
+    out = []
+    for pattern in GPU_DEVICES:
+        for dev in sorted(glob.glob(pattern_root + pattern)):
+            out += ["--dev-bind", dev, dev[len(pattern_root):]]
+    return out
+
+
+def wrap(argv: list[str], workdir: Path, readable: list[Path], writable: list[Path],
+         dev_root: str = "") -> list[str]:
+    """argv run by bwrap in a fresh sandbox. `readable` are folders re-bound read-only after the
+    private /tmp hides the host's (a course tree under /tmp stays visible); `writable` are bound read-write."""
+    cmd = [shutil.which("bwrap") or "bwrap", *_namespaces(),
+           "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for p in dict.fromkeys(str(Path(p).resolve()) for p in readable if Path(p).exists()):
+        cmd += ["--ro-bind", p, p]
+    for p in dict.fromkeys(str(Path(p).resolve()) for p in [workdir, *writable] if Path(p).exists()):
+        cmd += ["--bind", p, p]
+    cmd += gpu_binds(dev_root)
+    cmd += ["--chdir", str(Path(workdir).resolve()), "--setenv", "TMPDIR", "/tmp", "--", *argv]
+    return cmd
+
+
+def python_prefixes() -> list[Path]:
+    """The interpreter and virtualenv (they may live under /tmp in a test's throwaway venv)."""
+    return [Path(p) for p in {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}]
+
+
+def course_digest(root: Path | None = None) -> dict[str, str]:
+    """sha256 of every file of what learner code must never change: the grader (checker/), the reference
+    (solutions/) and the shared core (labs/common/). ~300 files, ~2 MB: tens of milliseconds."""
+    import hashlib
+
+    root = Path(root) if root else Path(__file__).resolve().parents[1]
+    out = {}
+    for part in ("checker", "solutions", "labs/common"):
+        for f in sorted((root / part).rglob("*")):
+            if f.is_file() and "__pycache__" not in f.parts and not f.name.endswith(".pyc"):
+                try:
+                    out[str(f.relative_to(root))] = hashlib.sha256(f.read_bytes()).hexdigest()
+                except OSError:
+                    out[str(f.relative_to(root))] = "unreadable"
+    return out
+
+
+def changed_files(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """Files added, removed or rewritten between two course_digest()s."""
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
