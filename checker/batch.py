@@ -6,8 +6,12 @@ Each folder in hand-ins/ is one learner's copy of labs/ (it holds lab2_ddp/, ...
 graded by its own `checker grade` process against a private course tree (the course's shared core
 and reference; the learner's lab folder), with a hidden variant (other seeds, data order, kill
 steps, world sizes) so that hard-coded answers fail. A learner whose code hangs or crashes fails
-their own checks; the batch goes on. Writes class.csv (learner, check, passed, value, ...),
-class.junit.xml (one testsuite per learner, for an LMS or CI) and prints a summary table.
+their own checks; the batch goes on, whatever goes wrong with one learner (an error grading them becomes
+their failed rows, with the reason). Each learner's runs are sandboxed (checker/sandbox.py); the course's
+own files are digested before and after every learner, and a change fails that learner and stops the
+batch trusting the tree (the learners after are not graded). As learners finish it rewrites class.csv
+(learner, check, passed, value, ...), class.junit.xml (one testsuite per learner, for an LMS or CI),
+class.json and class.html (checker/class_html.py); at the end it prints a summary table.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,31 +32,41 @@ from xml.etree import ElementTree as ET
 from rich.console import Console
 from rich.table import Table
 
-from checker import seams
+from checker import class_html, sandbox, seams
 from checker.harness import REPO_ROOT
 
 LEARNER_BUDGET_S = 600  # one learner's whole grade: above the sum of any lab's run budgets (lab 2: 450 s)
 
 
 def _course_tree(lab: str, submission: Path, into: Path) -> Path:
-    """A private root: labs/ = the course's shared core + this learner's lab folder; solutions/ = the course's."""
+    """A private root: labs/ = the course's shared core + this learner's lab folder. No solutions/: the
+    checker's own reference runs import the course's (on the runs' PYTHONPATH). Symlinks in the submission
+    are copied as links, never followed (a link to its parent folder would copy forever)."""
     folder = seams.SEAMS[lab].folder
     (into / "labs").mkdir(parents=True)
     (into / "labs" / "__init__.py").write_text("")
     (into / "labs" / "common").symlink_to(REPO_ROOT / "labs" / "common")  # never the learner's copy of the core
     if (submission / folder).is_dir():
-        shutil.copytree(submission / folder, into / "labs" / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    (into / "solutions").symlink_to(REPO_ROOT / "solutions")
+        shutil.copytree(submission / folder, into / "labs" / folder, symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__"))
     return into
 
 
-def grade_one(lab: str, submission: Path, variant: int, workdir: Path, only: list[str] | None = None) -> dict:
+def failed(lab: str, reason: str, only: list[str] | None = None, seconds: float = 0.0) -> dict:
+    """A learner's report when their grade produced none: every check failed with the reason."""
+    checks = [{"name": c.name, "passed": False, "value": None, "threshold": None, "unit": "",
+               "message": reason, "hint": c.hint} for c in _checks(lab) if not only or c.name in only]
+    return {"lab": lab, "passed": False, "checks": checks, "seconds": seconds, "error": reason}
+
+
+def grade_one(lab: str, submission: Path, variant: int, workdir: Path, only: list[str] | None = None,
+              no_sandbox: bool = False) -> dict:
     """One learner: a separate `checker grade` process with a budget; returns its JSON report (or a synthesized one)."""
     root = _course_tree(lab, submission, workdir / "tree")
     out = workdir / "report.json"
     budget = LEARNER_BUDGET_S * float(os.environ.get("CHECKER_BUDGET_SCALE", "1"))
     cmd = [sys.executable, "-m", "checker", "grade", lab, "--root", str(root), "--json", str(out),
-           "--variant", str(variant)] + [a for o in only or [] for a in ("--only", o)]
+           "--variant", str(variant)] + [a for o in only or [] for a in ("--only", o)] + ["--no-sandbox"] * no_sandbox
     t0 = time.monotonic()
     with open(workdir / "checker.log", "wb") as log:
         proc = subprocess.Popen(cmd, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -71,9 +86,7 @@ def grade_one(lab: str, submission: Path, variant: int, workdir: Path, only: lis
         return json.loads(out.read_text())
     tail = (workdir / "checker.log").read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
     reason = (f"grading took over {budget:.0f} s" if time.monotonic() - t0 >= budget else tail[0])
-    checks = [{"name": c.name, "passed": False, "value": None, "threshold": None, "unit": "",
-               "message": reason, "hint": c.hint} for c in _checks(lab) if not only or c.name in only]
-    return {"lab": lab, "passed": False, "checks": checks, "seconds": time.monotonic() - t0, "error": reason}
+    return failed(lab, reason, only, time.monotonic() - t0)
 
 
 def _checks(lab: str):
@@ -82,26 +95,41 @@ def _checks(lab: str):
 
 
 def grade_all(lab: str, submissions: Path, parallel: int, variant: int, report_dir: Path, console: Console,
-              only: list[str] | None = None) -> bool:
+              only: list[str] | None = None, no_sandbox: bool = False) -> bool:
     learners = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not learners:
         raise ValueError(f"{submissions} holds no submission folders")
     report_dir.mkdir(parents=True, exist_ok=True)
     console.print(f"grading {len(learners)} submissions of {lab}, {parallel} at a time, variant {variant}")
     t0 = time.monotonic()
+    reports: dict[str, dict] = {}
+    lock, trusted = threading.Lock(), {"changed_by": None, "digest": sandbox.course_digest()}
     with tempfile.TemporaryDirectory(prefix=f"checker-batch-{lab}-") as tmp:
         def job(p: Path):
-            d = Path(tmp) / p.name
-            d.mkdir()
-            rep = grade_one(lab, p, variant, d, only)
+            if trusted["changed_by"]:
+                rep = failed(lab, f"not graded: the course's files changed during {trusted['changed_by']}'s grade; "
+                                  "restore them (git status) and grade again", only)
+            else:
+                try:
+                    d = Path(tmp) / p.name
+                    d.mkdir()
+                    rep = grade_one(lab, p, variant, d, only, no_sandbox)
+                except Exception as e:  # noqa: BLE001 - one learner's trouble is their row, never the batch's end
+                    rep = failed(lab, f"could not be graded: {type(e).__name__}: {str(e)[:300]}", only)
+                changed = sandbox.changed_files(trusted["digest"], sandbox.course_digest())
+                if changed:
+                    with lock:
+                        trusted["changed_by"] = trusted["changed_by"] or p.name
+                    rep = failed(lab, f"the course's files changed during this grade ({', '.join(changed[:3])}): "
+                                      "learner code wrote to the grader or the reference", only)
             console.print(f"  {p.name}: {sum(c['passed'] for c in rep['checks'])}/{len(rep['checks'])} "
                           f"in {rep.get('seconds', 0):.0f} s")
-            return p.name, rep
+            with lock:  # the class report so far, on disk as each learner finishes
+                reports[p.name] = rep
+                write_reports(lab, variant, dict(sorted(reports.items())), report_dir)
         with ThreadPoolExecutor(max_workers=parallel) as pool:
-            reports = dict(pool.map(job, learners))
-    write_csv(reports, report_dir / "class.csv")
-    write_junit(lab, reports, report_dir / "class.junit.xml")
-    (report_dir / "class.json").write_text(json.dumps({"lab": lab, "variant": variant, "reports": reports}, indent=1))
+            list(pool.map(job, learners))
+    reports = dict(sorted(reports.items()))
     partial = f"; partial: only {', '.join(only)} (--only), not a grade" if only else ""
     table = Table(title=f"{lab}: {len(learners)} learners, {time.monotonic() - t0:.0f} s (variant {variant}{partial})")
     names = [c.name for c in _checks(lab) if not only or c.name in only]
@@ -111,8 +139,20 @@ def grade_all(lab: str, submissions: Path, parallel: int, variant: int, report_d
         by = {c["name"]: c["passed"] for c in rep["checks"]}
         table.add_row(learner, f"{sum(by.values())}/{len(names)}", *("✓" if by.get(n) else "✗" for n in names))
     console.print(table)
-    console.print(f"class report: {report_dir}/class.csv, class.junit.xml, class.json")
+    console.print(f"class report: {report_dir}/class.csv, class.junit.xml, class.json, class.html")
     return all(r.get("passed") for r in reports.values())
+
+
+def write_reports(lab: str, variant: int, reports: dict, report_dir: Path) -> None:
+    """Every file of the class report, each replaced whole (a reader never sees half a file)."""
+    for name, write in (("class.csv", lambda p: write_csv(reports, p)),
+                        ("class.junit.xml", lambda p: write_junit(lab, reports, p)),
+                        ("class.json", lambda p: p.write_text(json.dumps({"lab": lab, "variant": variant,
+                                                                          "reports": reports}, indent=1))),
+                        ("class.html", lambda p: p.write_text(class_html.page(lab, variant, reports)))):
+        tmp = report_dir / f".{name}.tmp"
+        write(tmp)
+        os.replace(tmp, report_dir / name)
 
 
 def write_csv(reports: dict, path: Path) -> None:

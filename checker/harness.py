@@ -128,11 +128,23 @@ class Run:
                                                 "(rank 0, every N steps) or log to a file", "log": self.log_tail()}
         if not self.results:
             tail = self.log_tail()
-            return {"type": "Crash", "message": f"exit status {self.returncode}, no result written", "log": tail}
+            return {"type": "Crash", "message": f"exit status {self.returncode}, no result written{self._fatal()}",
+                    "log": tail}
         if len(self.results) < self.nproc and not self.killed_on_cue:
             return {"type": "Crash", "message": f"exit status {self.returncode}: only {len(self.results)} of "
                                                 f"{self.nproc} ranks wrote a result", "log": self.log_tail()}
         return None
+
+    def _fatal(self) -> str:
+        """Where a fatal signal struck (faulthandler's report in the log: the innermost frame of learner code)."""
+        text = self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
+        if "Fatal Python error" not in text:
+            return ""
+        tail = text[text.rindex("Fatal Python error"):]
+        what = tail.splitlines()[0].removeprefix("Fatal Python error: ")
+        frames = [ln.strip() for ln in tail.splitlines() if ln.strip().startswith("File ")
+                  and f"{os.sep}labs{os.sep}" in ln and f"{os.sep}checker{os.sep}" not in ln]
+        return f" ({what}{', at ' + frames[0] if frames else ''})"
 
     def log_tail(self, n: int = 15) -> str:
         if self.log_path and self.log_path.exists():

@@ -56,3 +56,24 @@ def lab_tree(tmp_path):
 
 def load_json(path) -> dict:
     return json.loads(Path(path).read_text())
+
+
+def needs_sandbox():
+    """A pytest mark: skip, saying why, where bubblewrap can't run; in CI (CI set) fail instead, so a
+    missing sandbox never passes there as a skip."""
+    from checker import sandbox
+
+    why = sandbox.why_not()
+    if why and os.environ.get("CI"):
+        pytest.fail(f"CI must run the sandbox tests: {why}")
+    return pytest.mark.skipif(why is not None, reason=f"no sandbox here: {why}")
+
+
+def no_leftovers(marker: str, wait_s: float = 5.0) -> list[int]:
+    """processes_with(marker) once it is empty, or after wait_s (a killed namespace dies in milliseconds)."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while (found := processes_with(marker)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return found

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, load_json, processes_with, run_checker
+from conftest import ROOT, load_json, needs_sandbox, no_leftovers, processes_with, run_checker
 
 pytestmark = pytest.mark.timeout(240)
 FAST = {"CHECKER_BUDGET_SCALE": "0.3"}  # hangs are cut at 30% of the normal budgets
@@ -104,3 +104,128 @@ def test_two_grades_at_once_do_not_collide(tmp_path):
         p.communicate(timeout=200)
     assert [p.returncode for p in procs] == [0, 0]
     assert all(load_json(tmp_path / f"{i}.json")["passed"] for i in range(2))
+
+
+# ---- gaming the measurement, rewriting the grader, escaping cleanup (each also in checker/README.md) ----
+
+SLOW_STEP = textwrap.dedent('''
+    _HIDDEN = [0.0]  # seconds slept, for a forged clock to hide
+    _train_step = train_step
+    def train_step(*args, **kwargs):  # twice as slow as the reference, on any machine, at any load
+        import time
+        t0 = time.monotonic()
+        loss = _train_step(*args, **kwargs)
+        t1 = time.monotonic()
+        time.sleep(t1 - t0)
+        _HIDDEN[0] += time.monotonic() - t1
+        return loss
+''')
+
+
+def _slow_lab1(tree, header: str):
+    p = tree / "labs" / "lab1_baseline" / "step.py"
+    p.write_text(p.read_text() + SLOW_STEP)
+    init = tree / "labs" / "lab1_baseline" / "__init__.py"
+    init.write_text(init.read_text() + textwrap.dedent(header))
+
+
+def test_a_forged_perf_counter_does_not_hide_a_slow_step(lab_tree):
+    tree = lab_tree()  # 60 ms of sleep per step, taken off time.perf_counter
+    _slow_lab1(tree, '''
+        import time as _t
+        from .step import _HIDDEN
+        _real = _t.perf_counter
+        _t.perf_counter = lambda: _real() - _HIDDEN[0]
+    ''')
+    r, checks = _grade(tree, "lab1", "throughput")
+    assert r.returncode == 1 and not checks["throughput"]["passed"], checks["throughput"]
+
+
+def test_an_atexit_rewrite_of_the_result_comes_too_late(lab_tree):
+    tree = lab_tree()
+    _slow_lab1(tree, '''
+        import atexit, gc
+        def _rewrite():
+            for o in gc.get_objects():
+                if type(o).__name__ == "Context":
+                    o.write({"speed": {"ratio": 1.01, "learner_tps": 1.0, "reference_tps": 1.0}}, final=True)
+        atexit.register(_rewrite)
+    ''')
+    r, checks = _grade(tree, "lab1", "throughput")
+    assert r.returncode == 1 and not checks["throughput"]["passed"], checks["throughput"]
+
+
+def test_wrapping_the_workers_result_writer_changes_nothing(lab_tree):
+    tree = lab_tree()
+    _slow_lab1(tree, '''
+        import checker.worker as _w
+        _orig = _w.Context.write
+        def _write(self, result, *a, **k):
+            if isinstance(result.get("speed"), dict):
+                result["speed"]["ratio"] = 1.02
+            return _orig(self, result, *a, **k)
+        _w.Context.write = _write
+    ''')
+    r, checks = _grade(tree, "lab1", "throughput")
+    assert r.returncode == 1 and not checks["throughput"]["passed"], checks["throughput"]
+
+
+@needs_sandbox()
+def test_appending_to_the_graders_files_at_import_is_refused(lab_tree):
+    tree = lab_tree(learner_from="labs")  # the unfinished starter, which a rewritten lab1_eval would pass
+    target = ROOT / "checker" / "labs" / "lab1_eval.py"
+    before = target.read_bytes()
+    init = tree / "labs" / "lab1_baseline" / "__init__.py"
+    init.write_text(init.read_text() + textwrap.dedent('''
+        try:
+            import checker.labs.lab1_eval as _e
+            open(_e.__file__, "a").write("\\nCHECKS_PASS = True  # a learner was here\\n")
+        except OSError:
+            pass
+    '''))
+    try:
+        r, checks = _grade(tree, "lab1", "reproducible")
+    finally:
+        changed = target.read_bytes() != before
+        target.write_bytes(before)
+    assert not changed, "learner code rewrote checker/labs/lab1_eval.py"
+    assert r.returncode == 1 and not checks["reproducible"]["passed"]
+
+
+ESCAPEE = {"re-forks every 10 ms, each child in a new session": (
+    "import os, sys, time\nwhile True:\n    if os.fork():\n        os._exit(0)\n    os.setsid()\n    time.sleep(0.01)\n"),
+    "double-forks a setsid child": (
+    "import os, time\nif os.fork():\n    os._exit(0)\nos.setsid()\nif os.fork():\n    os._exit(0)\ntime.sleep(3600)\n")}
+
+
+def _escapee_tree(lab_tree, code: str):
+    tree = lab_tree(learner_from="labs")  # the starter: its checks fail, so the grade is a clear FAIL
+    init = tree / "labs" / "lab1_baseline" / "__init__.py"
+    init.write_text(init.read_text() + f"\nimport subprocess as _s, sys as _y\n"
+                                       f"_s.Popen([_y.executable, '-c', {code!r}, {str(tree)!r}], start_new_session=True)\n")
+    return tree
+
+
+@needs_sandbox()
+def test_a_setsid_process_that_re_forks_every_10_ms_is_ended_with_its_run(lab_tree):
+    tree = _escapee_tree(lab_tree, ESCAPEE["re-forks every 10 ms, each child in a new session"])
+    r = run_checker("grade", "lab1", "--root", tree, "--only", "reproducible")
+    assert r.returncode == 1, r.stdout[-2000:]
+    assert no_leftovers(str(tree)) == [], "a re-forking setsid process outlived the grade"
+
+
+@needs_sandbox()
+def test_a_double_forked_setsid_child_is_ended_with_its_run(lab_tree):
+    tree = _escapee_tree(lab_tree, ESCAPEE["double-forks a setsid child"])
+    r = run_checker("grade", "lab1", "--root", tree, "--only", "reproducible", "--only", "memory_reported")
+    assert r.returncode == 1, r.stdout[-2000:]
+    assert no_leftovers(str(tree), wait_s=1.0) == [], "a double-forked setsid child outlived its run"
+
+
+def test_a_segfault_is_reported_with_where_it_happened(lab_tree):
+    tree = lab_tree()
+    _edit(tree, "lab1_baseline", "step.py", "    inputs, targets = batch\n",
+          "    import ctypes\n    ctypes.string_at(0)\n    inputs, targets = batch\n")
+    r, checks = _grade(tree, "lab1", "loss_decreases")
+    msg = checks["loss_decreases"]["message"]
+    assert r.returncode == 1 and "Segmentation fault" in msg and "step.py" in msg, msg

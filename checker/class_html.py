@@ -1,0 +1,98 @@
+"""The class report as one self-contained HTML page (class.html beside class.csv): no script, no file or
+font from elsewhere, so it opens from a mail attachment or an LMS upload as it does from disk.
+
+  - a grid, one row per learner and one column per check: green passed, red failed; hovering a cell shows
+    the measured value, the threshold and the message (a `title`, which every browser shows);
+  - under each check's name, how the class's measured values spread: one dot per learner on a line
+    from the lowest to the highest value, coloured as the cell, with the threshold as a tick;
+  - a row per learner gives their score; the head gives the lab, the variant, and how many passed.
+"""
+from __future__ import annotations
+
+import html
+import math
+
+STYLE = """
+body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #222; }
+h1 { font-size: 20px; margin: 0 0 4px; }
+p.sub { color: #555; margin: 0 0 16px; }
+table { border-collapse: collapse; }
+th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: center; }
+th.check { vertical-align: bottom; font-weight: 600; min-width: 120px; }
+td.learner { text-align: left; font-weight: 600; }
+td.pass { background: #c8ecc9; } td.fail { background: #f6c4c1; } td.none { background: #eee; color: #888; }
+td.score { font-variant-numeric: tabular-nums; }
+svg { display: block; margin: 4px auto 0; }
+.legend { margin-top: 12px; color: #555; }
+"""
+
+
+def _num(v) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def _fmt(v, unit: str = "") -> str:
+    x = _num(v)
+    if x is None:
+        return "-"
+    s = f"{x:.4g}" if abs(x) < 1e5 else f"{x:,.0f}"
+    return f"{s} {unit}".strip()
+
+
+def _spread(points: list[tuple[float, bool]], threshold: float | None, width: int = 120, height: int = 22) -> str:
+    """One dot per learner between the lowest and highest value (and the threshold), as inline SVG."""
+    if not points:
+        return ""
+    values = [v for v, _ in points] + ([threshold] if threshold is not None else [])
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or 1.0
+    x = lambda v: 6 + (width - 12) * (v - lo) / span  # noqa: E731
+    parts = [f'<line x1="6" y1="{height // 2}" x2="{width - 6}" y2="{height // 2}" stroke="#999"/>']
+    if threshold is not None:
+        parts.append(f'<line x1="{x(threshold):.1f}" y1="3" x2="{x(threshold):.1f}" y2="{height - 3}" '
+                     'stroke="#333" stroke-width="2"><title>threshold</title></line>')
+    for v, ok in points:
+        parts.append(f'<circle cx="{x(v):.1f}" cy="{height // 2}" r="4" fill="{"#2e7d32" if ok else "#c62828"}" '
+                     f'fill-opacity="0.7"><title>{html.escape(_fmt(v))}</title></circle>')
+    return (f'<svg width="{width}" height="{height}" role="img" aria-label="spread of measured values">'
+            + "".join(parts) + "</svg>")
+
+
+def page(lab: str, variant: int, reports: dict[str, dict]) -> str:
+    names: list[str] = []
+    for rep in reports.values():
+        for c in rep.get("checks", []):
+            if c["name"] not in names:
+                names.append(c["name"])
+    by = {learner: {c["name"]: c for c in rep.get("checks", [])} for learner, rep in reports.items()}
+    head = ['<th>learner</th><th>score</th>']
+    for n in names:
+        cells = [by[le].get(n) for le in reports]
+        points = [(_num(c["value"]), bool(c["passed"])) for c in cells if c and _num(c["value"]) is not None]
+        threshold = next((_num(c["threshold"]) for c in cells if c and _num(c["threshold"]) is not None), None)
+        head.append(f'<th class="check">{html.escape(n)}{_spread(points, threshold)}</th>')
+    rows = []
+    for learner, checks in by.items():
+        cells = []
+        for n in names:
+            c = checks.get(n)
+            if c is None:
+                cells.append('<td class="none" title="not run">·</td>')
+                continue
+            tip = (f"{_fmt(c.get('value'), c.get('unit', ''))} (threshold {_fmt(c.get('threshold'), c.get('unit', ''))})"
+                   f"\n{c.get('message', '')}")
+            cells.append(f'<td class="{"pass" if c["passed"] else "fail"}" title="{html.escape(tip)}">'
+                         f'{"✓" if c["passed"] else "✗"} {html.escape(_fmt(c.get("value")))}</td>')
+        score = f"{sum(bool(c['passed']) for c in checks.values())}/{len(names)}"
+        rows.append(f'<tr><td class="learner">{html.escape(learner)}</td><td class="score">{score}</td>'
+                    + "".join(cells) + "</tr>")
+    passed = sum(bool(r.get("passed")) for r in reports.values())
+    sandboxes = sorted({r.get("sandbox", "") for r in reports.values() if r.get("sandbox")})
+    sub = (f"{len(reports)} learners, {passed} passed every check · variant {variant}"
+           + "".join(f" · {html.escape(s)}" for s in sandboxes))
+    return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(lab)}: class report'
+            f'</title><style>{STYLE}</style></head><body><h1>{html.escape(lab)}: class report</h1>'
+            f'<p class="sub">{sub}</p><table><thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(rows)}'
+            '</tbody></table><p class="legend">Hover a cell for the measured value, threshold and message. Under '
+            'each check: one dot per learner from the lowest to the highest measured value; the bar is the '
+            'threshold.</p></body></html>\n')
