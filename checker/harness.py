@@ -1,21 +1,17 @@
 """Launching graded runs: one subprocess per run (its ranks started by checker/spawn.py), each with a time budget.
-On CPU, runs are forks of a server that imported torch once (checker/forkserver.py): the same process tree,
-without 2.5-4 s of imports per process.
+Unsandboxed on CPU, runs are forks of a server that imported torch once (checker/forkserver.py).
 
 Guarantees the checker relies on:
   - every run starts in its own session (process group), so one signal reaches all its ranks;
   - a run that outlives its budget is asked for its Python stacks (SIGUSR1 -> faulthandler in
     the worker), then killed; the stacks become the failed check's evidence;
-  - nothing survives a run: the process group is killed, and because the checker makes itself
-    a child subreaper (Linux), even a grandchild that escaped into its own session is re-parented
-    to the checker and reaped;
-  - results come over a pipe per rank that the checker's own worker opens before learner code is imported
-    (checker/channel.py), never from parsing learner output; each run gets a fresh secret (CHECKER_NONCE,
-    which the worker removes from its environment first) and a line without it is ignored; nothing after
-    a rank's final result counts, and a run whose clock readings disagree with the checker's is refused;
-  - with a sandbox (checker/sandbox.py) each run is one bwrap: read-only course, its own PID and network
-    namespaces; ending it ends everything it forked. Limits: address space (CPU runs), file size, processes;
-  - a run that floods stdout/stderr past LOG_CAP_BYTES is killed instead of filling the disk.
+  - nothing survives a run: the process group is killed, and the checker, a child subreaper, reaps even a
+    grandchild that escaped into its own session; sandboxed (checker/sandbox.py: one bwrap per run, course
+    read-only, own PID and network namespaces), ending the run's namespace ends whatever it forked;
+  - results come over a pipe per rank opened by the checker's worker before learner code is imported
+    (checker/channel.py), with a per-run secret (CHECKER_NONCE, out of the environment before learner code
+    runs); nothing after a rank's final result counts; a run whose clock disagrees with the checker's is refused;
+  - limits (checker/limits.py), and a run that floods stdout/stderr past LOG_CAP_BYTES is killed.
 """
 from __future__ import annotations
 
@@ -140,10 +136,9 @@ class Run:
         text = self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
         if "Fatal Python error" not in text:
             return ""
-        tail = text[text.rindex("Fatal Python error"):]
-        what = tail.splitlines()[0].removeprefix("Fatal Python error: ")
-        frames = [ln.strip() for ln in tail.splitlines() if ln.strip().startswith("File ")
-                  and f"{os.sep}labs{os.sep}" in ln and f"{os.sep}checker{os.sep}" not in ln]
+        what, *lines = text[text.rindex("Fatal Python error: ") + 20:].splitlines()
+        frames = [ln.strip() for ln in lines if ln.strip().startswith("File ") and f"{os.sep}labs{os.sep}" in
+                  ln.replace(f"checker{os.sep}labs", "")]  # the learner's (or the core's) code, not the checker's
         return f" ({what}{', at ' + frames[0] if frames else ''})"
 
     def log_tail(self, n: int = 15) -> str:
@@ -211,8 +206,7 @@ class Harness:
         return env
 
     def _sandboxed(self, argv: list[str], env: dict) -> list[str]:
-        data = Path(env["COURSE_DATA_DIR"])
-        data.mkdir(parents=True, exist_ok=True)  # the corpus is written there on first use
+        (data := Path(env["COURSE_DATA_DIR"])).mkdir(parents=True, exist_ok=True)  # the corpus is written there
         return sandbox.wrap(argv, self.workdir, readable=[self.root, REPO_ROOT, *sandbox.python_prefixes()],
                             writable=[data])
 
@@ -313,8 +307,7 @@ class Harness:
         else:
             stacks = ""
             self._kill(st)  # the launcher exited; make sure no rank or child lingers
-        pipes = st["pipes"]
-        if pipes is not None:
+        if (pipes := st["pipes"]) is not None:
             pipes.close()
         return Run(name=spec["name"], returncode=proc.returncode, seconds=elapsed, timed_out=timed_out,
                    killed_on_cue=killed, flooded=flooded, results=self._results(st), log_path=st["log"], stacks=stacks,

@@ -173,3 +173,29 @@ def test_slide_deck_opens_with_its_title(browser, tmp_path):
     assert h1.inner_text().startswith("Lab 1 — "), h1.inner_text()
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / "slides-lab1.png"))
+
+
+def test_class_report_page_shows_the_grid_and_the_spread(browser, tmp_path):
+    """checker/class_html.py's page for a class of five, as an instructor opens it from disk."""
+    from checker import class_html
+
+    def check(name, passed, value, threshold, unit):
+        return {"name": name, "passed": passed, "value": value, "threshold": threshold, "unit": unit,
+                "message": f"{name}: measured {value}", "hint": ""}
+    reports = {}
+    for i, (learner, speed, ok) in enumerate([("ada", 0.97, True), ("bo", 0.62, False), ("cy", None, False),
+                                              ("di", 0.91, True), ("ed", 0.84, True)]):
+        reports[learner] = {"passed": ok and speed is not None, "sandbox": "sandboxed: each run in its own bwrap",
+                            "checks": [check("throughput", bool(speed and speed >= 0.8), speed, 0.8, "x ref"),
+                                       check("reproducible", ok, 0.0 if ok else 3e-3, 0.0, "max abs diff")]}
+    path = tmp_path / "class.html"
+    path.write_text(class_html.page("lab1", 7, reports))
+    page = browser.new_page(viewport={"width": 900, "height": 420})
+    page.goto(path.as_uri())
+    expect(page.locator("h1")).to_have_text("lab1: class report")
+    assert page.locator("td.pass").count() == 6 and page.locator("td.fail").count() == 4
+    assert page.locator("th.check svg").count() == 2 and page.locator("th.check circle").count() == 9
+    cell = page.locator("tr", has_text="bo").locator("td.fail").first
+    assert cell.get_attribute("title").startswith("0.62 x ref (threshold 0.8 x ref)")  # shown on hover
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / "class-report.png"), full_page=True)
