@@ -38,7 +38,7 @@ def test_json_report_follows_the_schema(tmp_path):
     rep = load_json(out)
     assert {k: type(v) for k, v in rep.items() if k != "info"} == {
         "lab": str, "target": str, "device": str, "world_size": int, "passed": bool, "seconds": float,
-        "checks": list, "complete": bool, "variant": int}  # the contract's fields, plus two additions
+        "checks": list, "complete": bool, "variant": int, "sandbox": str}  # the contract's fields, plus three additions
     assert (rep["lab"], rep["target"], rep["device"], rep["passed"]) == ("lab1", "solutions", "cpu", True)
     (check,) = rep["checks"]
     assert set(check) == {"name", "passed", "value", "threshold", "unit", "message", "hint"}
