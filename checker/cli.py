@@ -168,6 +168,7 @@ def cmd_batch(args, console: Console) -> int:
     parallel = args.parallel or max(1, (os.cpu_count() or 1) // world)
     variant = args.variant if args.variant else int.from_bytes(os.urandom(2), "big") % 1000 + 1
     report_dir = Path(args.report_dir or f"class-report-{lab}")
+    console.print(_sandbox_line(args))
     try:
         ok = batch.grade_all(lab, subs, parallel, variant, report_dir, console, args.only, no_sandbox=args.no_sandbox)
     except ValueError as e:
