@@ -299,9 +299,8 @@ class Harness:
                 timed_out = True
             elif st["log"].stat().st_size > LOG_CAP_BYTES:
                 flooded = True
-            elif st["pipes"] is not None and len(st["pipes"].final) >= st["nproc"]:
-                pass  # every rank's result is in: a process kept alive after it (a leftover thread) is just ended
-            else:
+            elif not (st["pipes"] and len(st["pipes"].final) >= st["nproc"] and  # every result is in, and 2 s on
+                      time.monotonic() - st.setdefault("done", time.monotonic()) > 2.0):  # something still runs
                 return None
             stacks = self._kill(st, dump_stacks=timed_out)
         else:
