@@ -231,3 +231,74 @@ def test_make_gpu_check_refuses_without_a_gpu():
     p = subprocess.run([sys.executable, "-m", "bench.gpu_check"], capture_output=True, text=True, timeout=60,
                        env={"CUDA_VISIBLE_DEVICES": "", "PATH": "/usr/bin:/bin"})
     assert p.returncode != 0 and "no GPU is visible" in p.stderr and time.monotonic() - t0 < 30
+
+
+# ---------------------------------------------------------------- device-side clocks
+class _Event:
+    def __init__(self, t):
+        self.t = t
+
+
+def _fake_device_clock(monkeypatch, times):
+    """CUDA events faked: each stamp takes the next device time from `times`; a collective's completion
+    stamp is the time its fake work says it ended on the device."""
+    ticks = iter(times)
+    monkeypatch.setattr(cdist, "is_async", lambda d: True)
+    monkeypatch.setattr(cdist, "stamp", lambda d: _Event(next(ticks)))
+    monkeypatch.setattr(cdist, "seconds_between", lambda a, b: b.t - a.t)
+    monkeypatch.setattr(cdist, "completion_stamp", lambda d, work: _Event(work.ends_at))
+    monkeypatch.setattr(cdist, "synchronize", lambda d: None)
+
+
+class _Work:
+    ends_at = 14.0
+
+    def wait(self):
+        return True
+
+
+@pytest.mark.parametrize("wait_in_hook,hidden", [(False, 0.995), (True, 0.005)])
+def test_overlap_on_a_gpu_is_read_on_the_device_clock(monkeypatch, wait_in_hook, hidden):
+    """On NCCL the host returns from a collective (and from work.wait()) at once; only device events say when
+    it ran and when the compute stream stalled for it. Backward runs 11-15 on the device, the all-reduce
+    12-14; waiting for it inside the hook stalls the compute stream 12.02-14: 0.01 s of 2 s was hidden."""
+    import torch.distributed as dist
+
+    from labs.common.collectives import CollectiveTimeline, overlap_fraction
+
+    if wait_in_hook:  # origin, fwd end, launch, after call, wait start, wait end (stream resumes at 14), bwd end
+        _fake_device_clock(monkeypatch, [10, 11, 12, 12.01, 12.02, 14.0, 15])
+    else:  # origin, fwd end, launch, after call, bwd end, wait start, wait end
+        _fake_device_clock(monkeypatch, [10, 11, 12, 12.01, 15, 15.5, 15.6])
+    tl = CollectiveTimeline()
+    tl._orig = lambda tensor, *a, **k: _Work()
+    try:
+        tl.start(torch.device("cuda", 0))
+        fwd_end = tl.now()
+        work = dist.all_reduce(torch.zeros(4), async_op=True)
+        if wait_in_hook:
+            work.wait()
+        bwd_end = tl.now()
+        if not wait_in_hook:
+            work.wait()
+        spans = tl.stop()
+    finally:
+        tl.uninstall()
+    assert spans[0].launch == 2 and spans[0].done == 4 and tl.seconds(fwd_end) == 1 and tl.seconds(bwd_end) == 5
+    assert overlap_fraction(spans, [(tl.seconds(fwd_end), tl.seconds(bwd_end))]) == pytest.approx(hidden, abs=1e-6)
+
+
+def test_sleep_stage_synchronises_the_device_around_each_timestamp(monkeypatch):
+    """A received activation is on the GPU only once the stream has waited for it: the stage syncs the device
+    before its start stamp and after its compute (forward and backward), so the host clock reads device time."""
+    from labs.common import stage_probe
+
+    order = []
+    monkeypatch.setattr(stage_probe.cdist, "synchronize", lambda d: order.append("sync"))
+    real = stage_probe.time.perf_counter
+    monkeypatch.setattr(stage_probe.time, "perf_counter", lambda: order.append("clock") or real())
+    stage = stage_probe.SleepStage(4, 0.0, 0.0)
+    stage(torch.randn(2, 4, requires_grad=True)).sum().backward()
+    assert order[:4] == ["sync", "clock", "sync", "clock"]  # forward: sync, start, (compute), sync, end
+    assert order[4:] == ["sync", "clock", "sync", "clock"]  # backward marks: sync before each reading
+    assert [e["kind"] for e in stage.events] == ["F", "B"]

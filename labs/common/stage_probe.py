@@ -76,8 +76,7 @@ class SleepStage(nn.Module):
             self._bwd_start[mb] = now
             time.sleep(self.backward_s)
         else:
-            self.events.append({"kind": "B", "mb": mb, "start": self._bwd_start.pop(mb, now),
-                                "end": time.perf_counter()})
+            self.events.append({"kind": "B", "mb": mb, "start": self._bwd_start.pop(mb, now), "end": now})
 
 
 class _Saved:
