@@ -23,7 +23,7 @@ WHERE = "labs/lab1_baseline"
 # pipeline in the training process waits 0.5 / (1 + 0.5) = 33% of each step, on a laptop or an H200 alike.
 COST_RATIO = 0.5
 PIPE_WARMUP, PIPE_STEPS, PIPE_BASELINE = 4, 20, 10
-METER_LOAD_MATMULS = 8  # per metered step, on a GPU only (_device_load)
+METER_LOAD_MATMULS = 2  # per metered step, on a GPU only (_device_load)
 
 CHECKS = [
     Check("reproducible", "two fresh processes with one seed give bit-identical losses and weights; "
@@ -108,10 +108,9 @@ def _step_in(env, fn):
     return step
 
 
-def _queued_step(model, opt, sched, batch, load=None) -> None:
+def _queued_step(model, opt, sched, batch) -> None:
     """One reference step that leaves the device's work queued (no .item()): what a meter that forgets to
-    synchronise mis-times on a GPU. `load`: extra device work (a GPU only), so the queue takes long enough
-    to drain that launch time and device time differ by far more than the meter's tolerance."""
+    synchronise mis-times on a GPU."""
     import torch
 
     opt.zero_grad(set_to_none=True)
@@ -120,19 +119,18 @@ def _queued_step(model, opt, sched, batch, load=None) -> None:
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
     sched.step()
-    if load is not None:
-        for _ in range(METER_LOAD_MATMULS):
-            load @ load
 
 
 def _device_load(device):
-    """A square matrix whose matmuls keep a GPU busy ~METER_LOAD_MATMULS x 2 x 4096^3 = 1.1 TFLOP per step
-    (~16 ms at an H100's 67 fp32 TFLOP/s, vs ~3 ms of kernel launches for the tiny model's step). None on CPU:
-    there every op finishes before the call returns, so any meter's clock is the device's."""
+    """On a GPU, a square fp32 matrix whose METER_LOAD_MATMULS matmuls (outside autocast, TF32 off: plain FP32)
+    add 2 x 2 x 8192^3 = 2.2 TFLOP per metered step, ~33 ms at an H100's 67 TFLOP/s, in 2 kernels: the host
+    then launches steps far faster than the device runs them, so a meter without a synchronize reads launch
+    time (~half the device's window: the launch queue holds several steps) instead of device time. None on
+    CPU: there every op finishes before the call returns, so any meter's clock is the device's."""
     import torch
     from labs.common import dist as cdist
 
-    return torch.randn(4096, 4096, device=device) if cdist.is_async(device) else None
+    return torch.randn(8192, 8192, device=device) if cdist.is_async(device) else None
 
 
 def _run_steps(seam, env, data, model, opt, sched, sampler, start: int, stop: int) -> list[str]:
@@ -230,7 +228,9 @@ def task_measure(ctx, target, windows=6, steps=8):
     for _ in range(12):
         batch = data.batch(sampler.next_ids(), SEQ, env.device)
         with precision.autocast(env.device, precision.current()):
-            _queued_step(model, opt, sched, batch, load)
+            _queued_step(model, opt, sched, batch)
+        for _ in range(METER_LOAD_MATMULS if load is not None else 0):
+            load @ load
         if not out["meter_error"]:
             _, out["meter_error"] = ctx.attempt(lambda: meter.step(BATCH * SEQ))
         stamps.append(cdist.stamp(env.device))
