@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
@@ -32,7 +33,7 @@ from xml.etree import ElementTree as ET
 from rich.console import Console
 from rich.table import Table
 
-from checker import class_html, sandbox, seams
+from checker import class_html, placement, sandbox, seams
 from checker.harness import REPO_ROOT
 
 LEARNER_BUDGET_S = 600  # one learner's whole grade: above the sum of any lab's run budgets (lab 2: 450 s)
@@ -59,18 +60,37 @@ def failed(lab: str, reason: str, only: list[str] | None = None, seconds: float 
     return {"lab": lab, "passed": False, "checks": checks, "seconds": seconds, "error": reason}
 
 
+def gpu_blocks(gpus: list[str], parallel: int, world: int) -> list[list[str]]:
+    """Disjoint GPUs per learner graded at once: `parallel` blocks, as large as the node allows (a larger block
+    lets a learner's grade run its 2-3 runs side by side instead of one after the other). A block smaller than
+    one run's ranks is refused (placement.Oversubscribed) before any learner is graded."""
+    need = placement.gpus_needed(world, placement.ranks_per_gpu())  # one run of this lab
+    each = len(gpus) // max(1, parallel)
+    if each < need:
+        raise placement.Oversubscribed(
+            f"--parallel {parallel}: {parallel} learners at once need {need} GPU(s) each ({world}-rank runs), "
+            f"{parallel * need} in all, but {len(gpus)} are visible ({','.join(gpus)}). "
+            f"Lower --parallel to {max(1, len(gpus) // need)}.")
+    return placement.GpuPool(gpus).split(parallel, each)
+
+
 def grade_one(lab: str, submission: Path, variant: int, workdir: Path, only: list[str] | None = None,
-              no_sandbox: bool = False) -> dict:
-    """One learner: a separate `checker grade` process with a budget; returns its JSON report (or a synthesized one)."""
+              no_sandbox: bool = False, gpus: list[str] | None = None, device: str = "auto") -> dict:
+    """One learner: a separate `checker grade` process with a budget; returns its JSON report (or a synthesized one).
+    `gpus`: this learner's own GPUs (CUDA_VISIBLE_DEVICES of its checker, which shares them out to its runs)."""
     root = _course_tree(lab, submission, workdir / "tree")
     out = workdir / "report.json"
     budget = LEARNER_BUDGET_S * float(os.environ.get("CHECKER_BUDGET_SCALE", "1"))
     cmd = [sys.executable, "-m", "checker", "grade", lab, "--root", str(root), "--json", str(out),
-           "--variant", str(variant)] + [a for o in only or [] for a in ("--only", o)] + ["--no-sandbox"] * no_sandbox
+           "--variant", str(variant), "--device", device] + [a for o in only or [] for a in ("--only", o)] \
+        + ["--no-sandbox"] * no_sandbox
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    if gpus is not None:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
     t0 = time.monotonic()
     with open(workdir / "checker.log", "wb") as log:
         proc = subprocess.Popen(cmd, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
+                                start_new_session=True, env=env)
         try:
             proc.wait(timeout=budget)
         except subprocess.TimeoutExpired:
@@ -95,27 +115,35 @@ def _checks(lab: str):
 
 
 def grade_all(lab: str, submissions: Path, parallel: int, variant: int, report_dir: Path, console: Console,
-              only: list[str] | None = None, no_sandbox: bool = False) -> bool:
+              only: list[str] | None = None, no_sandbox: bool = False, gpu_blocks: list[list[str]] | None = None,
+              device: str = "auto") -> bool:
     learners = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not learners:
         raise ValueError(f"{submissions} holds no submission folders")
     report_dir.mkdir(parents=True, exist_ok=True)
-    console.print(f"grading {len(learners)} submissions of {lab}, {parallel} at a time, variant {variant}")
+    console.print(f"grading {len(learners)} submissions of {lab}, {parallel} at a time, variant {variant}"
+                  + (f"; GPUs per learner: {' | '.join(','.join(b) for b in gpu_blocks)}" if gpu_blocks else ""))
     t0 = time.monotonic()
     reports: dict[str, dict] = {}
     lock, trusted = threading.Lock(), {"changed_by": None, "digest": sandbox.course_digest()}
+    blocks: queue.Queue = queue.Queue()  # each learner graded takes a block of GPUs and gives it back
+    for block in gpu_blocks or [None] * parallel:
+        blocks.put(block)
     with tempfile.TemporaryDirectory(prefix=f"checker-batch-{lab}-") as tmp:
         def job(p: Path):
             if trusted["changed_by"]:
                 rep = failed(lab, f"not graded: the course's files changed during {trusted['changed_by']}'s grade; "
                                   "restore them (git status) and grade again", only)
             else:
+                gpus = blocks.get()
                 try:
                     d = Path(tmp) / p.name
                     d.mkdir()
-                    rep = grade_one(lab, p, variant, d, only, no_sandbox)
+                    rep = grade_one(lab, p, variant, d, only, no_sandbox, gpus, device)
                 except Exception as e:  # noqa: BLE001 - one learner's trouble is their row, never the batch's end
                     rep = failed(lab, f"could not be graded: {type(e).__name__}: {str(e)[:300]}", only)
+                finally:
+                    blocks.put(gpus)
                 changed = sandbox.changed_files(trusted["digest"], sandbox.course_digest())
                 if changed:
                     with lock:

@@ -23,11 +23,16 @@ from pathlib import Path
 
 from rich.console import Console
 
-from checker import sandbox, seams
+from checker import placement, sandbox, seams
 from checker.harness import REPO_ROOT, Harness
 from checker.report import LabReport, render, write_json
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")  # mirrors labs.common.dist.DEVICE_CHOICES without importing torch
+PRECISIONS = ("fp32", "bf16")  # mirrors labs.common.precision.PRECISIONS
+# bf16 grading: lab 1 only. Its checks compare a run with itself (bit-identical under bf16 autocast too) or
+# with the reference in the same precision; the other labs compare with fp32 tolerances (1e-5) that bf16's
+# 8-bit mantissa (relative error ~4e-3) could never meet.
+BF16_LABS = ("lab1",)
 
 
 class UsageError(Exception):
@@ -109,6 +114,7 @@ def grade_lab(lab: str, args, console: Console) -> LabReport:
                 raise UsageError(f"{target}/{seams.SEAMS[lab].folder} does not import: "
                                  f"{err['type']}: {err['message'].splitlines()[0] if err['message'] else ''}{where}")
             results, info = mod.grade(h, checks)
+            info = list(info) + _device_info(h, args)
         changed = sandbox.changed_files(before, sandbox.course_digest())
         if changed:  # the grader or the reference was rewritten while learner code ran: nothing it measured counts
             for r in results:
@@ -128,9 +134,34 @@ def grade_lab(lab: str, args, console: Console) -> LabReport:
     return report
 
 
+def _device_info(h: Harness, args) -> list[tuple[str, str]]:
+    """What the report says about how its CUDA runs were made comparable (nothing on CPU)."""
+    if h.gpus is None:
+        return []
+    return [("GPUs", f"{len(h.gpus.gpus)} visible ({','.join(h.gpus.gpus)}); each run on its own "
+                     f"(CUDA_VISIBLE_DEVICES), {h.gpus.per_gpu} rank(s) per GPU"),
+            ("determinism", "graded CUDA runs: torch.use_deterministic_algorithms(True, warn_only=True), "
+                            "CUBLAS_WORKSPACE_CONFIG=:4096:8, attention by the math SDPA kernel"),
+            ("precision", f"{args.precision} (MFU against the {args.precision} peak)")]
+
+
+def _check_device(args) -> None:
+    """Refuse at once what no run could do here (exit 2), instead of a failed probe with a torch traceback."""
+    if args.device == "cuda" and not placement.visible_gpus():
+        raise UsageError("--device cuda: no GPU is visible (no NVIDIA driver, or CUDA_VISIBLE_DEVICES is empty); "
+                         "grade on CPU with --device cpu, or run this on a GPU node")
+    if args.precision != "fp32":
+        labs = [seams.normalise(args.lab)] if args.lab else seams.lab_names()
+        if args.all or any(lab not in BF16_LABS for lab in labs):
+            raise UsageError(f"--precision {args.precision} grades {', '.join(BF16_LABS)} only: the other labs compare "
+                             "with fp32 tolerances; measure them in bf16 with their train.py --precision bf16")
+    os.environ["COURSE_PRECISION"] = args.precision  # every run of this grade (labs.common.precision reads it)
+
+
 def cmd_grade(args, console: Console) -> int:
     if args.all == bool(args.lab):
         raise UsageError("give one lab (e.g. `checker grade lab1`) or --all")
+    _check_device(args)
     if args.submissions:
         return cmd_batch(args, console)
     if args.all:
@@ -144,7 +175,10 @@ def cmd_grade(args, console: Console) -> int:
     _check_json_path(args.json)
     reports = []
     for lab in labs:
-        report = grade_lab(lab, args, console)
+        try:
+            report = grade_lab(lab, args, console)
+        except placement.Oversubscribed as e:
+            raise UsageError(str(e)) from None
         render(report, console, verbose=args.verbose)
         reports.append(report)
     if args.json:
@@ -165,13 +199,18 @@ def cmd_batch(args, console: Console) -> int:
         raise UsageError(f"--submissions grades each learner in a sandbox, and {sandbox.why_not()}. Install it "
                          f"(`{sandbox.INSTALL}`), or pass --no-sandbox to grade without one (every report says so)")
     world = getattr(_lab_module(lab), "WORLD_SIZE", 1)
-    parallel = args.parallel or max(1, (os.cpu_count() or 1) // world)
+    gpus = placement.visible_gpus() if placement.uses_gpu(args.device) else []
+    if gpus:  # one block of GPUs per learner graded at once (checker/batch.py); cores don't limit a GPU grade
+        parallel = args.parallel or max(1, len(gpus) // placement.gpus_needed(world, placement.ranks_per_gpu()))
+    else:
+        parallel = args.parallel or max(1, (os.cpu_count() or 1) // world)
     variant = args.variant if args.variant else int.from_bytes(os.urandom(2), "big") % 1000 + 1
     report_dir = Path(args.report_dir or f"class-report-{lab}")
     console.print(_sandbox_line(args))
     try:
-        ok = batch.grade_all(lab, subs, parallel, variant, report_dir, console, args.only, no_sandbox=args.no_sandbox)
-    except ValueError as e:
+        ok = batch.grade_all(lab, subs, parallel, variant, report_dir, console, args.only, no_sandbox=args.no_sandbox,
+                             gpu_blocks=batch.gpu_blocks(gpus, parallel, world) if gpus else None, device=args.device)
+    except (ValueError, placement.Oversubscribed) as e:
         raise UsageError(str(e)) from None
     return 0 if ok else 1
 
@@ -191,6 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     g.add_argument("--nproc", type=int, default=None, help="ranks; must be the lab's world size (lab1: 1, the others: 2)")
     g.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    g.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                   help="bf16: train under bf16 autocast with fp32 master weights (lab1; MFU against the bf16 peak)")
     g.add_argument("--only", action="append", metavar="CHECK", help="run only this check (repeatable)")
     g.add_argument("--root", default=str(REPO_ROOT), help="folder holding labs/ and solutions/")
     g.add_argument("--keep", action="store_true", help="keep the run folder (logs, checkpoints)")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from checker import channel, forkserver, limits, sandbox
+from checker import channel, forkserver, limits, placement, sandbox
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 _PR_SET_CHILD_SUBREAPER = 36
@@ -164,6 +164,9 @@ class Harness:
         self.forkserver_off = ("each run is started in its own sandbox" if sandboxed
                                else forkserver.usable(device, subreaper))  # None: runs on this device may be forks
         self.started = 0  # runs started so far: the first one does not wait for the server's imports
+        # On GPUs: each live run holds disjoint GPUs (checker/placement.py); None on CPU.
+        self.gpus = (placement.GpuPool(placement.visible_gpus(), placement.ranks_per_gpu())
+                     if placement.uses_gpu(device) else None)
         if self.forkserver_off is None:
             env = self._env("")
             del env["CHECKER_NONCE"]
@@ -224,11 +227,16 @@ class Harness:
         try:
             while pending or live:
                 while pending and len(live) < parallel:
+                    gpus = self._place(pending[0], wait=bool(live))
+                    if gpus is False:
+                        break  # its GPUs are busy: start it when a live run frees them
                     spec = pending.pop(0)
-                    live[spec["name"]] = self._start(spec)
+                    live[spec["name"]] = self._start(spec, gpus)
                 for name in list(live):
                     run = self._poll(live[name])
                     if run is not None:
+                        if self.gpus is not None:
+                            self.gpus.release(live[name]["gpus"])
                         done[name] = run
                         self.on_finish(run)
                         del live[name]
@@ -256,7 +264,17 @@ class Harness:
     def run(self, name: str, task: str, args: dict, budget_s: float, **kw) -> Run:
         return self.run_many([dict(name=name, task=task, args=args, budget_s=budget_s, **kw)], parallel=1)[name]
 
-    def _start(self, spec: dict) -> dict:
+    def _place(self, spec: dict, wait: bool):
+        """The GPUs for this run (None on CPU), or False while they are busy. A run no pool could ever hold
+        raises placement.Oversubscribed (the checker exits 2 with its message)."""
+        if self.gpus is None:
+            return None
+        got = self.gpus.acquire(spec.get("nproc", 1))
+        if got is None and not wait:
+            raise placement.Oversubscribed(f"no free GPU for {spec['name']} and no run to wait for")
+        return False if got is None else got
+
+    def _start(self, spec: dict, gpus: list[str] | None = None) -> dict:
         name, nproc = spec["name"], spec.get("nproc", 1)
         # CHECKER_BUDGET_SCALE stretches every budget (a slow laptop) or shrinks it (tests of hangs).
         spec = {**spec, "budget_s": spec["budget_s"] * float(os.environ.get("CHECKER_BUDGET_SCALE", "1"))}
@@ -267,6 +285,8 @@ class Harness:
         nonce = secrets.token_hex(16)
         env = self._env(nonce)
         pipes = None if spec.get("argv") else channel.Channel(out, nproc, nonce)
+        if gpus is not None:
+            env.update(placement.cuda_env(gpus))
         proc = None
         if self.forkserver and not (spec.get("argv") or spec.get("launch") or spec.get("env")):
             # A worker run with the runs' own environment: what the server was started for. The first run
@@ -286,6 +306,7 @@ class Harness:
         log.close()
         kill_on = self.workdir / spec["kill_on"] if spec.get("kill_on") else None
         return {"spec": spec, "proc": proc, "t0": time.monotonic(), "out": out, "log": log_path, "pipes": pipes,
+                "gpus": gpus,
                 "kill_on": kill_on, "nproc": nproc, "nonce": nonce, "forked": isinstance(proc, forkserver.Forked)}
 
     def _poll(self, st: dict) -> Run | None:

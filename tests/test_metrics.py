@@ -19,7 +19,7 @@ def test_step_log_appends_and_reader_keeps_the_last_record_per_step(tmp_path):
 
 
 def test_peak_table_and_mfu():
-    assert peak_flops("NVIDIA H200", "bf16") == 989e12
+    assert peak_flops("NVIDIA H200", "bf16") == 989.4e12
     cfg = get_config("tiny")
     assert mfu(1000.0, cfg, 64, None) is None
     assert abs(mfu(1e6, cfg, 64, 1e12) - 1e6 * (6 * 115840 + 12 * 2 * 64 * 64) / 1e12) < 1e-12

@@ -99,6 +99,8 @@ def profile_info(label: str, prof: dict | None) -> list[tuple[str, str]]:
         achieved = prof["tokens_per_step"] / prof["step_s"] * prof["flops_per_token"]
         rows.append((f"{label}: MFU", f"{achieved / prof['peak_flops']:.1%} ({achieved / 1e9:.1f} of "
                                       f"{prof['peak_flops'] / 1e9:.1f} GFLOP/s peak)"))
+    elif prof.get("peak_note"):
+        rows.append((f"{label}: MFU", f"not computed: {prof['peak_note']}"))
     if prof.get("cpu_util") is not None:
         rows.append((f"{label}: CPU utilisation", f"{prof['cpu_util']:.0%} of a core"))
     return rows
@@ -164,8 +166,16 @@ class CollectiveRecorder:
         spans = self._timeline.spans
         return None if spans is None else [(s.launch, s.numel) for s in spans]
 
-    def start(self) -> None:
-        self._timeline.start()
+    def start(self, device=None) -> None:
+        """Record from now; with the run's device, a GPU's collectives are timed on the device's clock."""
+        self._timeline.start(device)
+
+    def now(self):
+        """A mark on the recorder's clock (compute windows for overlap(): convert with seconds() after stop())."""
+        return self._timeline.now()
+
+    def seconds(self, mark) -> float:
+        return self._timeline.seconds(mark)
 
     def stop(self) -> list[tuple[float, int]]:
         """(launch time, numel) of each all-reduce since start(); the full spans stay in self.spans."""

@@ -22,6 +22,7 @@ WHERE = "labs/lab1_baseline"
 # pipeline in the training process waits 0.5 / (1 + 0.5) = 33% of each step, on a laptop or an H200 alike.
 COST_RATIO = 0.5
 PIPE_WARMUP, PIPE_STEPS, PIPE_BASELINE = 4, 20, 10
+METER_LOAD_MATMULS = 2  # per metered step, on a GPU only (_device_load)
 
 CHECKS = [
     Check("reproducible", "two fresh processes with one seed give bit-identical losses and weights; "
@@ -96,10 +97,46 @@ def _val_loss(model, data_dir, device) -> float:
     return sum(losses) / len(losses)
 
 
+def _step_in(env, fn):
+    """fn wrapped in the graded precision (`checker grade --precision`): bf16 autocast, or nothing for fp32."""
+    from labs.common import precision
+
+    def step(*args):
+        with precision.autocast(env.device, precision.current()):
+            return fn(*args)
+    return step
+
+
+def _queued_step(model, opt, sched, batch) -> None:
+    """One reference step that leaves the device's work queued (no .item()): what a meter that forgets to
+    synchronise mis-times on a GPU."""
+    import torch
+
+    opt.zero_grad(set_to_none=True)
+    _, loss = model(*batch)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    sched.step()
+
+
+def _device_load(device):
+    """On a GPU, a square fp32 matrix whose METER_LOAD_MATMULS matmuls (outside autocast, TF32 off: plain FP32)
+    add 2 x 2 x 8192^3 = 2.2 TFLOP per metered step, ~33 ms at an H100's 67 TFLOP/s, in 2 kernels: the host
+    then launches steps far faster than the device runs them, so a meter without a synchronize reads launch
+    time (~half the device's window: the launch queue holds several steps) instead of device time. None on
+    CPU: there every op finishes before the call returns, so any meter's clock is the device's."""
+    import torch
+    from labs.common import dist as cdist
+
+    return torch.randn(8192, 8192, device=device) if cdist.is_async(device) else None
+
+
 def _run_steps(seam, env, data, model, opt, sched, sampler, start: int, stop: int) -> list[str]:
     losses = []
+    train_step = _step_in(env, seam.train_step)
     for _ in range(start, stop):
-        loss = seam.train_step(model, opt, sched, data.batch(sampler.next_ids(), SEQ, env.device))
+        loss = train_step(model, opt, sched, data.batch(sampler.next_ids(), SEQ, env.device))
         if not isinstance(loss, float):
             raise TypeError(f"train_step returned {type(loss).__name__}, expected a Python float (loss.item())")
         losses.append(loss.hex())  # hex: exact, so "bit-identical" means what it says
@@ -148,7 +185,7 @@ def task_measure(ctx, target, windows=6, steps=8):
         env, data, *learner = _setup(torch.manual_seed, SEED)
         _, _, *reference = _setup(torch.manual_seed, SEED)
         batches = [data.batch(learner[3].next_ids(), SEQ, env.device) for _ in range(steps)]
-        fns = {"learner": (seam.train_step, learner), "reference": (ref.train_step, reference)}
+        fns = {"learner": (_step_in(env, seam.train_step), learner), "reference": (_step_in(env, ref.train_step), reference)}
         for fn, (model, opt, sched, _) in fns.values():
             for b in batches[:2]:
                 fn(model, opt, sched, b)  # warm-up
@@ -167,28 +204,42 @@ def task_measure(ctx, target, windows=6, steps=8):
 
     out["speed"], out["speed_error"] = ctx.attempt(speed)
 
-    # The reference trains; the learner's meter watches it and the learner's byte count sizes it. The
-    # checker's step profiler splits the same steps into phases (information, not graded).
+    # The checker's step profiler splits reference steps into phases (information, not graded).
     import torch
-    from labs.common.metrics import device_peak_flops, flops_per_token
+    from labs.common import precision
+    from labs.common.metrics import device_peak_or_none, flops_per_token
     from labs.common.profiler import StepProfiler
     env, data, model, opt, sched, sampler = _setup(torch.manual_seed, SEED)
     prof = StepProfiler(env.device).attach(model, opt)
-    meter, out["meter_error"] = ctx.attempt(lambda: seam.ThroughputMeter(env.device, warmup_steps=2))
-    stamps = []
+    ref_step = _step_in(env, ref.train_step)
     for _ in range(12):
         prof.begin_step()
         with prof.phase("data"):
             batch = data.batch(sampler.next_ids(), SEQ, env.device)
-        ref.train_step(model, opt, sched, batch)
+        ref_step(model, opt, sched, batch)
         prof.end_step()
+    prof.detach()
+    # The learner's meter watches reference steps that leave their work queued (no .item(), nothing else
+    # synchronises), so only the meter's own synchronise makes its clock the device's. The checker's clock is
+    # the device's own: an event after each step (CPU: the host clock, the same thing there).
+    meter, out["meter_error"] = ctx.attempt(lambda: seam.ThroughputMeter(env.device, warmup_steps=2))
+    load, stamps = _device_load(env.device), []
+    for _ in range(12):
+        batch = data.batch(sampler.next_ids(), SEQ, env.device)
+        with precision.autocast(env.device, precision.current()):
+            _queued_step(model, opt, sched, batch)
+        for _ in range(METER_LOAD_MATMULS if load is not None else 0):
+            load @ load
         if not out["meter_error"]:
             _, out["meter_error"] = ctx.attempt(lambda: meter.step(BATCH * SEQ))
-        stamps.append(clock())
+        stamps.append(cdist.stamp(env.device) if env.device.type == "cuda" else clock())
     if not out["meter_error"]:
         tps, out["meter_error"] = ctx.attempt(lambda: meter.tokens_per_s)
-        out["meter"] = {"meter_tps": tps, "clock_tps": BATCH * SEQ * 10 / (stamps[-1] - stamps[1])}
-    out["profile"] = {**prof.summary(), "peak_flops": device_peak_flops(env.device, cdist.device_name(env.device)),
+        out["meter"] = {"meter_tps": tps, "clock_tps": BATCH * SEQ * 10 / cdist.seconds_between(stamps[1], stamps[-1])}
+    cdist.synchronize(env.device)
+    peak, why = device_peak_or_none(env.device, cdist.device_name(env.device),
+                                    precision.peak_key(precision.current(), env.device))
+    out["profile"] = {**prof.summary(), "peak_flops": peak, "peak_note": why, "precision": precision.current(),
                       "flops_per_token": flops_per_token(model.cfg, SEQ), "tokens_per_step": BATCH * SEQ}
     params = list(model.parameters())
     out["truth"] = {"psi": sum(p.numel() for p in params), "tensors": len(params)}

@@ -17,14 +17,21 @@ was computing instead of waiting. A wrapper that launches early but waits in the
 as it should. Example: 7 buckets of 0.4 ms, 6 finish inside backward, the last starts as backward ends
 -> 2.4 / 2.8 = 0.86. Naive DDP all-reduces after backward, blocking: 0.
 
-Host timestamps are exact for a CPU backend, whose collectives run on host threads. On a GPU the
-collective runs on its own stream and its future completes on enqueue; there the overlap comes from the
-kernels in a profiler trace (labs.common.trace.overlap_from_trace).
+Host timestamps are exact for a CPU backend, whose collectives run on host threads. On a GPU
+(`start(device)` with a CUDA device) the host clock says nothing: a collective runs on the backend's own
+stream, its future completes when it is queued, and work.wait() makes the compute stream wait, not the host.
+There every mark is a CUDA event on the device's timeline (labs.common.dist.stamp), resolved to seconds at
+stop(): launch = an event on the compute stream at the call; done = an event on a side stream made to wait
+for the collective (dist.completion_stamp); a wait = events before and after work.wait() on the compute
+stream, which is stalled in between. Callers mark their own compute windows with `now()` and convert them
+with `seconds()` after stop(), so all intervals are on one clock.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+
+from labs.common import dist as cdist
 
 Interval = tuple[float, float]
 
@@ -45,17 +52,18 @@ class Span:
 class _TimedWork:
     """The async handle the caller gets back, its waits timed; everything else goes to the real one."""
 
-    def __init__(self, work, span: Span):
-        self._work, self._span = work, span
+    def __init__(self, work, span: Span, timeline: "CollectiveTimeline"):
+        self._work, self._span, self._timeline = work, span, timeline
 
     def wait(self, *args, **kwargs):
-        t0 = time.perf_counter()
+        t0 = self._timeline.now()
         try:
             return self._work.wait(*args, **kwargs)
         finally:
-            t1 = time.perf_counter()
+            t1 = self._timeline.now()
             self._span.waits.append((t0, t1))
-            self._span.finish(t1)  # it was complete by the time wait() returned
+            if not self._timeline.on_device:
+                self._span.finish(t1)  # it was complete by the time wait() returned
 
     def __getattr__(self, name):
         return getattr(self._work, name)
@@ -70,6 +78,7 @@ class CollectiveTimeline:
 
         self.spans: list[Span] | None = None
         self._dist, self._orig = dist, dist.all_reduce
+        self.device, self.on_device, self._origin = None, False, None
         dist.all_reduce = self._all_reduce
 
     def uninstall(self) -> None:
@@ -79,25 +88,49 @@ class CollectiveTimeline:
     def _all_reduce(self, tensor, *args, **kwargs):
         if self.spans is None:
             return self._orig(tensor, *args, **kwargs)
-        span = Span(time.perf_counter(), tensor.numel() * tensor.element_size(), tensor.numel())
+        span = Span(self.now(), tensor.numel() * tensor.element_size(), tensor.numel())
         self.spans.append(span)
         work = self._orig(tensor, *args, **kwargs)
-        now = time.perf_counter()
-        span.waits.append((span.launch, now))  # inside the call the host is busy with the collective, not computing
+        now = self.now()
+        # CPU: inside the call the host is busy with the collective, not computing. GPU: a blocking call makes
+        # the compute stream wait for the collective, so `now` is reached only when it is done.
+        span.waits.append((span.launch, now))
         if work is None:  # blocking: that was the whole collective
             span.finish(now)
             return None
+        if self.on_device:
+            span.done = cdist.completion_stamp(self.device, work)
+            return _TimedWork(work, span, self)
         try:
             work.get_future().then(lambda _: span.finish(time.perf_counter()))
         except (RuntimeError, AttributeError):
             pass  # a backend without futures: done = the end of the first wait
-        return _TimedWork(work, span)
+        return _TimedWork(work, span, self)
 
-    def start(self) -> None:
+    def now(self):
+        """A mark on the timeline's clock (the host's, or the device's while recording on a GPU)."""
+        return cdist.stamp(self.device) if self.on_device else time.perf_counter()
+
+    def seconds(self, mark) -> float:
+        """A mark as seconds (after stop() on a GPU: since start())."""
+        if mark is None or isinstance(mark, float):
+            return mark
+        return cdist.seconds_between(self._origin, mark)
+
+    def start(self, device=None) -> None:
+        """Record from now; `device`: the device the collectives run on (a GPU: device-side clock)."""
+        self.device = device
+        self.on_device = device is not None and cdist.is_async(device)
+        self._origin = self.now() if self.on_device else None
         self.spans = []
 
     def stop(self) -> list[Span]:
         spans, self.spans = self.spans or [], None
+        if self.on_device:  # events -> seconds since start() (waits for the last of them)
+            cdist.synchronize(self.device)
+            for s in spans:
+                s.launch, s.done = self.seconds(s.launch), self.seconds(s.done)
+                s.waits = [(self.seconds(a), self.seconds(b)) for a, b in s.waits]
         return spans
 
 

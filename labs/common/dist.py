@@ -21,6 +21,12 @@ import torch.distributed as dist
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 _BACKEND = {"cpu": "gloo", "cuda": "nccl"}  # the one place a backend is named
+# COURSE_BACKEND=gloo keeps CUDA tensors but talks over gloo: the only way to run 2 ranks on ONE GPU (NCCL
+# refuses two ranks of a group on the same device: "Duplicate GPU detected"). `make gpu-check` uses it.
+BACKEND_OVERRIDES = ("gloo",)
+# cuBLAS picks a reduction split per call from a workspace pool shared by streams; with a fixed pool of
+# 8 buffers of 4096 KiB every call splits the same way, so a matmul gives the same bits run after run.
+CUBLAS_WORKSPACE = ":4096:8"
 
 
 def pick_device(prefer: str = "auto", local_rank: int = 0) -> tuple[torch.device, str]:
@@ -33,11 +39,40 @@ def pick_device(prefer: str = "auto", local_rank: int = 0) -> tuple[torch.device
                            "is False). Check `nvidia-smi` and that torch is a CUDA build.")
     kind = "cuda" if (prefer == "cuda" or (prefer == "auto" and has_gpu)) else "cpu"
     if kind == "cuda":
+        # The checker (and torchrun with CUDA_VISIBLE_DEVICES) shows each run only its own GPUs, so
+        # local_rank indexes them; % only matters when ranks share GPUs on purpose (COURSE_BACKEND=gloo).
         device = torch.device(kind, local_rank % torch.cuda.device_count())
         torch.cuda.set_device(device)
+        if os.environ.get("COURSE_DETERMINISTIC") == "1":
+            deterministic(device)
     else:
         device = torch.device(kind)
-    return device, _BACKEND[kind]
+    backend = os.environ.get("COURSE_BACKEND") or _BACKEND[kind]
+    if backend != _BACKEND[kind] and backend not in BACKEND_OVERRIDES:
+        raise ValueError(f"COURSE_BACKEND must be one of {BACKEND_OVERRIDES} (or unset), got {backend!r}")
+    return device, backend
+
+
+def deterministic(device: torch.device) -> dict:
+    """Bit-identical results on a GPU, run after run (the checker's graded CUDA runs set COURSE_DETERMINISTIC=1):
+      - torch.use_deterministic_algorithms: the deterministic kernel where one exists (scatter/index_add
+        backward, e.g. the embedding's gradient, otherwise sums with atomics in whatever order threads finish).
+        warn_only: an op with no deterministic CUDA kernel warns in the run's log instead of killing the run;
+        the bit-identical checks themselves then say whether it mattered;
+      - CUBLAS_WORKSPACE_CONFIG (see CUBLAS_WORKSPACE): read when cuBLAS starts, so it is set here before the
+        first matmul and by the checker in every run's environment;
+      - attention by the math kernel only: the flash/memory-efficient kernels' backward accumulate in a
+        nondeterministic order, and the model's attention dropout must draw the same mask every run.
+    Returns what was set (the checker reports it)."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    for kernel in ("enable_flash_sdp", "enable_mem_efficient_sdp", "enable_cudnn_sdp"):
+        if hasattr(torch.backends.cuda, kernel):
+            getattr(torch.backends.cuda, kernel)(False)
+    torch.backends.cuda.enable_math_sdp(True)
+    return {"deterministic_algorithms": True, "cublas_workspace": os.environ["CUBLAS_WORKSPACE_CONFIG"],
+            "sdpa": "math", "device": str(device)}
 
 
 @dataclass(frozen=True)
@@ -104,6 +139,8 @@ def synchronize(device: torch.device) -> None:
 
 
 def reset_peak(device: torch.device) -> None:
+    """Start the allocator's peak afresh: call it after setup (model, optimizer built) and warm-up, or the
+    peak also counts whatever the process did before (a reference model, a previous run in a notebook)."""
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
@@ -133,13 +170,24 @@ def device_name(device: torch.device) -> str:
 
 
 def device_rng_state():
-    """The GPU's RNG streams (dropout on the device draws from these), or None on CPU."""
-    return torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    """This rank's GPU RNG stream (its dropout draws from it), or None on CPU.
+
+    Only the current device's: each rank uses one GPU, and a checkpoint holding every visible GPU's state
+    could not be loaded on a node that shows the rank fewer GPUs (set_rng_state_all indexes them all)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.cuda.get_rng_state(torch.cuda.current_device())
+    return None
 
 
 def set_device_rng_state(state) -> None:
-    if state is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state)
+    """Restore into the current device, whichever index it has on this node. A list (one state per GPU,
+    what torch.cuda.get_rng_state_all returns) restores its entry for this device."""
+    if state is None or not torch.cuda.is_available():
+        return
+    index = torch.cuda.current_device()
+    if isinstance(state, (list, tuple)):
+        state = state[index] if index < len(state) else state[0]
+    torch.cuda.set_rng_state(state, index)
 
 
 def ddp_device_ids(device: torch.device) -> list[int] | None:
@@ -163,6 +211,22 @@ def stamp(device: torch.device):
         event.record()
         return event
     return time.perf_counter()
+
+
+_SIDE_STREAMS: dict = {}
+
+
+def completion_stamp(device: torch.device, work):
+    """A stamp the device reaches when `work` (an async collective's handle) has completed; None on CPU.
+    On a GPU the collective runs on the backend's own stream and work.wait() makes the *current stream* wait,
+    not the host; so a side stream (one per device, the collectives complete in order anyway) is made to
+    wait for it, and an event recorded there is timestamped when the collective really ended."""
+    if device.type != "cuda":
+        return None
+    side = _SIDE_STREAMS.setdefault(device, torch.cuda.Stream(device))
+    with torch.cuda.stream(side):
+        work.wait()
+        return stamp(device)
 
 
 def seconds_between(a, b) -> float:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import time
 
 import torch
@@ -20,13 +21,35 @@ import torch
 from .model import GPTConfig
 from .steplog import StepLog, read_log  # noqa: F401  (re-exported: the labs import them from here)
 
-# Dense peak FLOP/s from datasheets (no sparsity). MFU = achieved model FLOP/s / peak.
+# Dense peak FLOP/s per GPU model (no 2:4 sparsity: the datasheets' starred figures are halved), keyed by the
+# exact name torch.cuda.get_device_name() reports, so an H100 PCIe never gets the SXM figures.
+#   bf16  tensor cores, bf16 inputs with fp32 accumulate (what --precision bf16 runs)
+#   tf32  tensor cores on fp32 tensors (torch.set_float32_matmul_precision("high"))
+#   fp32  plain FP32 units (torch's default for fp32 matmuls)
+# Sources (vendors' datasheets): nvidia.com/en-us/data-center/h200 (H200 SXM / NVL), .../h100 (H100 datasheet:
+# SXM, PCIe, NVL), .../a100 (A100 datasheet: SXM4 and PCIe, 40 and 80 GB alike), .../l40s, .../l4, .../products/a10-gpu,
+# and the NVIDIA Ada Lovelace architecture whitepaper, appendix table (GeForce RTX 4090: bf16 with fp32
+# accumulate). The A10G (AWS g5) has no NVIDIA datasheet: AWS's figures as baseten.co/blog/nvidia-a10-vs-a10g
+# quotes them (half the A10's tensor rate).
+_T = 1e12
+_H100_SXM = {"bf16": 989.4 * _T, "tf32": 494.7 * _T, "fp32": 67 * _T}
+_H100_NVL = {"bf16": 835.5 * _T, "tf32": 417.5 * _T, "fp32": 60 * _T}
+_A100 = {"bf16": 312 * _T, "tf32": 156 * _T, "fp32": 19.5 * _T}
 PEAK_FLOPS = {
-    "H200": {"bf16": 989e12, "fp32": 67e12},
-    "H100": {"bf16": 989e12, "fp32": 67e12},
-    "A100": {"bf16": 312e12, "fp32": 19.5e12},
-    "L40S": {"bf16": 362e12, "fp32": 91.6e12},
-    "A10": {"bf16": 125e12, "fp32": 31.2e12},
+    "NVIDIA H200": _H100_SXM,  # H200 SXM: the H100 SXM's compute with more, faster HBM
+    "NVIDIA H200 NVL": _H100_NVL,
+    "NVIDIA H100 80GB HBM3": _H100_SXM,  # what an H100 SXM5 calls itself
+    "NVIDIA H100 PCIe": {"bf16": 756 * _T, "tf32": 378 * _T, "fp32": 51 * _T},
+    "NVIDIA H100 NVL": _H100_NVL,
+    "NVIDIA A100-SXM4-40GB": _A100,
+    "NVIDIA A100-SXM4-80GB": _A100,
+    "NVIDIA A100-PCIE-40GB": _A100,
+    "NVIDIA A100 80GB PCIe": _A100,
+    "NVIDIA L40S": {"bf16": 362.05 * _T, "tf32": 183 * _T, "fp32": 91.6 * _T},
+    "NVIDIA L4": {"bf16": 121 * _T, "tf32": 60 * _T, "fp32": 30.3 * _T},
+    "NVIDIA A10": {"bf16": 125 * _T, "tf32": 62.5 * _T, "fp32": 31.2 * _T},
+    "NVIDIA A10G": {"bf16": 70 * _T, "tf32": 35 * _T, "fp32": 35 * _T},
+    "NVIDIA GeForce RTX 4090": {"bf16": 165.2 * _T, "tf32": 82.6 * _T, "fp32": 82.6 * _T},
 }
 
 
@@ -41,12 +64,13 @@ def flops_per_token(cfg: GPTConfig, seq_len: int) -> int:
 
 
 def peak_flops(device_name: str, dtype: str = "fp32") -> float | None:
-    """Datasheet peak for a known GPU; on CPU, COURSE_PEAK_FLOPS if set (make bench measures it)."""
-    for key, peaks in PEAK_FLOPS.items():
-        if key in device_name:
-            return peaks[dtype]
+    """Datasheet peak for a GPU of exactly this name (None if not in the table); COURSE_PEAK_FLOPS (what
+    --peak-tflops sets, in FLOP/s) wins over the table: the user knows their clocks and power caps."""
     env = os.environ.get("COURSE_PEAK_FLOPS")
-    return float(env) if env else None
+    if env:
+        return float(env)
+    peaks = PEAK_FLOPS.get(device_name.strip())
+    return peaks[dtype] if peaks else None
 
 
 def measured_cpu_peak() -> float:
@@ -76,13 +100,33 @@ def _matmul_flops(threads: int, n: int = 1024, reps: int = 3) -> float:
     return 2 * n**3 / best
 
 
-def device_peak_flops(device, device_name: str, dtype: str = "fp32") -> float | None:
-    """The MFU denominator: a GPU's datasheet peak (None for a card not in the table); on CPU
-    COURSE_PEAK_FLOPS if set, else the matmul peak measured in this process."""
+def device_peak_or_none(device, device_name: str, dtype: str = "fp32", peak_tflops: float | None = None):
+    """(the MFU denominator, None) for a run in `dtype` ("bf16", "tf32", "fp32": labs.common.precision.peak_key),
+    or (None, what to do) for a GPU not in the table: MFU against a guessed peak would be a made-up number.
+    `peak_tflops` (a script's --peak-tflops) wins; then COURSE_PEAK_FLOPS; then a GPU's datasheet peak or,
+    on CPU, the matmul peak measured in this process."""
+    if peak_tflops:
+        return peak_tflops * 1e12, None
     if getattr(device, "type", device) == "cpu":
         env = os.environ.get("COURSE_PEAK_FLOPS")
-        return float(env) if env else measured_cpu_peak()
-    return peak_flops(device_name, dtype)
+        return (float(env) if env else measured_cpu_peak()), None
+    peak = peak_flops(device_name, dtype)
+    if peak is None:
+        return None, (f"unknown GPU {device_name!r}: its {dtype} peak is not in labs/common/metrics.py's table; "
+                      f"pass --peak-tflops N (its dense {dtype} TFLOP/s from the datasheet) or set COURSE_PEAK_FLOPS")
+    return peak, None
+
+
+_SAID: set = set()
+
+
+def device_peak_flops(device, device_name: str, dtype: str = "fp32", peak_tflops: float | None = None) -> float | None:
+    """device_peak_or_none's peak; for an unknown GPU None (so MFU is None), said once on stderr."""
+    peak, why = device_peak_or_none(device, device_name, dtype, peak_tflops)
+    if why and why not in _SAID:
+        _SAID.add(why)
+        print(f"MFU not computed: {why}", file=sys.stderr, flush=True)
+    return peak
 
 
 def mfu(tokens_per_s: float, cfg: GPTConfig, seq_len: int, peak: float | None) -> float | None:

@@ -8,6 +8,9 @@ labs.common.schedule_timeline (kind, mb, start, end).
 How the backward is timed without trusting the schedule: two autograd marks inside the stage. The
 mark on the output runs first in backward (records the start, then sleeps backward_s); the mark on
 the input side runs last (records the end).
+On a GPU the clock is the device's: a received activation arrives when the stream gets there, not when
+dist.recv returns to the host (NCCL only queues the wait), so the stage synchronises the device before
+each timestamp: the host clock then reads when the data really arrived and the compute really ended.
 
 SavedTensorBytes: bytes autograd holds for backward right now, and their peak, from
 torch.autograd.graph.saved_tensors_hooks. That is the activation memory: every tensor an op saved
@@ -20,6 +23,8 @@ import time
 
 import torch
 import torch.nn as nn
+
+from labs.common import dist as cdist
 
 
 class _Mark(torch.autograd.Function):
@@ -55,21 +60,23 @@ class SleepStage(nn.Module):
         if x.device.type == "meta":  # shape inference (torch.distributed.pipelining): no time, no event
             return self.lin(x + self.inp)
         mb, self._n = self._n, self._n + 1
+        cdist.synchronize(x.device)  # the input is here (a GPU: the receive on the stream has completed)
         t0 = time.perf_counter()
         h = _Mark.apply(x + self.inp, self, mb, "end")
         time.sleep(self.forward_s)
         y = _Mark.apply(self.lin(h), self, mb, "start")
+        cdist.synchronize(x.device)
         self.events.append({"kind": "F", "mb": mb, "start": t0, "end": time.perf_counter()})
         return y
 
     def _backward_mark(self, mb: int, where: str) -> None:
+        cdist.synchronize(self.inp.device)  # the gradient is here / the backward's kernels are done
         now = time.perf_counter()
         if where == "start":
             self._bwd_start[mb] = now
             time.sleep(self.backward_s)
         else:
-            self.events.append({"kind": "B", "mb": mb, "start": self._bwd_start.pop(mb, now),
-                                "end": time.perf_counter()})
+            self.events.append({"kind": "B", "mb": mb, "start": self._bwd_start.pop(mb, now), "end": now})
 
 
 class _Saved:

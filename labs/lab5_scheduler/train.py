@@ -21,6 +21,7 @@ import torch
 import torch.distributed as dist
 
 from labs.common import dist as cdist
+from labs.common import precision
 from labs.common.data import TokenFile, ensure_corpus
 from labs.common.metrics import StepLog
 from labs.common.model import build_model, get_config
@@ -45,6 +46,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--ckpt-every", type=int, default=25, help="periodic checkpoints: what a hard kill falls back to")
     ap.add_argument("--step-sleep", type=float, default=0.0, help="seconds to idle per step (a slower job, for demos)")
     ap.add_argument("--device", default="auto", choices=cdist.DEVICE_CHOICES)
+    precision.add_argument(ap)
     return ap.parse_args(argv)
 
 
@@ -84,7 +86,8 @@ def main(argv=None) -> int:
             break
         t0 = time.perf_counter()
         batch = data.batch(sampler.next_ids(), seq, env.device)
-        loss = train_step(ddp, optimizer, scheduler, [batch])
+        with precision.autocast(env.device, args.precision):  # bf16: fp32 master weights, bf16 matmuls
+            loss = train_step(ddp, optimizer, scheduler, [batch])
         step += 1
         meter.step(tokens_per_step)
         mean_loss = torch.tensor([loss], device=env.device)

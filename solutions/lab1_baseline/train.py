@@ -4,6 +4,7 @@
     python -m solutions.lab1_baseline.train --config tiny --steps 200 --out runs/lab1   # resumes at 120
     python -m solutions.lab1_baseline.train --config small --steps 300 --out runs/lab1-small
     python -m solutions.lab1_baseline.train --steps 40 --profile --out runs/lab1-trace   # + OUT/trace.json
+    python -m solutions.lab1_baseline.train --config gpt2-124m --precision bf16 --out runs/lab1-bf16   # a GPU
 
 One line per step goes to OUT/log.jsonl (step, loss, lr, tokens/s, MFU, model-state bytes, memory,
 where the step's time went: data_s forward_s backward_s optimizer_s other_s, and input_stall = the
@@ -21,8 +22,9 @@ from pathlib import Path
 import torch
 
 from labs.common import dist as cdist
+from labs.common import precision
 from labs.common.data import BatchSampler, TokenFile, ensure_corpus
-from labs.common.metrics import StepLog, device_peak_flops, flops_per_token, mfu
+from labs.common.metrics import StepLog, device_peak_or_none, flops_per_token, mfu
 from labs.common.model import build_model, count_params, get_config
 from labs.common.optim import make_optimizer, make_scheduler
 from labs.common.pipeline import WindowDataset
@@ -49,6 +51,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--out", default="runs/lab1")
     ap.add_argument("--ckpt-every", type=int, default=50)
     ap.add_argument("--device", default="auto", choices=cdist.DEVICE_CHOICES)
+    precision.add_argument(ap)
+    ap.add_argument("--peak-tflops", type=float, default=None, help="the MFU denominator for a GPU not in the table")
     ap.add_argument("--sample-cost-ms", type=float, default=1.0, help="CPU time to prepare one sample")
     ap.add_argument("--profile", action="store_true", help="write a torch.profiler trace to OUT/trace.json")
     ap.add_argument("--memory-snapshot", action="store_true",
@@ -76,7 +80,11 @@ def main(argv=None) -> None:
         start = load_checkpoint(ckpt_path, model, optimizer, scheduler, sampler)
         cdist.log(env, f"resumed from {ckpt_path} at step {start}")
     tokens_per_step = args.batch_size * seq_len
-    peak = device_peak_flops(env.device, cdist.device_name(env.device))  # on CPU: a matmul measured here
+    # on CPU: a matmul measured here; on a GPU: the datasheet peak of the precision this run computes in
+    peak, why = device_peak_or_none(env.device, cdist.device_name(env.device),
+                                    precision.peak_key(args.precision, env.device), args.peak_tflops)
+    if why:
+        cdist.log(env, f"MFU not computed: {why}")
     cdist.log(env, f"{args.config}: {count_params(model) / 1e6:.2f} M params on {cdist.device_name(env.device)}; "
                    f"{tokens_per_step} tokens/step; {flops_per_token(cfg, seq_len) / 1e6:.1f} MFLOP/token; "
                    f"loss floor {data.meta['entropy_rate']:.3f} nats")
@@ -93,6 +101,7 @@ def main(argv=None) -> None:
 
     log = StepLog(out / "log.jsonl")
     meter = ThroughputMeter(env.device)
+    cdist.reset_peak(env.device)  # the allocator's peak from here on: training's, not set-up's
     with TraceWindow(out / "trace.json", env.device, enabled=args.profile) as trace:
         for step in range(start, stop):
             prof.begin_step()
@@ -101,7 +110,8 @@ def main(argv=None) -> None:
             with prof.phase("data"), torch.random.fork_rng(devices=[]):
                 batch = next(loader)
             sampler.next_ids()  # the checkpointed position moves with the batch just consumed
-            loss = train_step(model, optimizer, scheduler, batch)
+            with precision.autocast(env.device, args.precision):  # bf16: fp32 master weights, bf16 matmuls
+                loss = train_step(model, optimizer, scheduler, batch)
             phases = prof.end_step()
             meter.step(tokens_per_step)
             tps = meter.tokens_per_s

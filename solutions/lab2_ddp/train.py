@@ -23,9 +23,10 @@ import torch
 import torch.distributed as dist
 
 from labs.common import dist as cdist
+from labs.common import precision
 from labs.common.data import TokenFile, ensure_corpus
 from labs.common.collectives import CollectiveTimeline, overlap
-from labs.common.metrics import StepLog, device_peak_flops, mfu
+from labs.common.metrics import StepLog, device_peak_or_none, mfu
 from labs.common.model import build_model, get_config
 from labs.common.optim import make_optimizer, make_scheduler
 from labs.common.profiler import StepProfiler, format_phases
@@ -56,6 +57,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--out", default="runs/lab2")
     ap.add_argument("--ckpt-every", type=int, default=50)
     ap.add_argument("--device", default="auto", choices=cdist.DEVICE_CHOICES)
+    precision.add_argument(ap)
+    ap.add_argument("--peak-tflops", type=float, default=None, help="the MFU denominator for a GPU not in the table")
     ap.add_argument("--profile", action="store_true", help="write a torch.profiler trace per rank to OUT/")
     return ap.parse_args(argv)
 
@@ -102,13 +105,17 @@ def main(argv=None) -> None:
     # (gloo); on a GPU they run on a stream, so read the overlap off the --profile trace instead.
     timeline = None if cdist.is_async(env.device) else CollectiveTimeline()
     hidden = {"hidden": 0.0, "total": 0.0}
-    peak = device_peak_flops(env.device, cdist.device_name(env.device))
+    peak, why = device_peak_or_none(env.device, cdist.device_name(env.device),
+                                    precision.peak_key(args.precision, env.device), args.peak_tflops)
+    if why:
+        cdist.log(env, f"MFU not computed: {why}")
 
     tokens_per_step = args.batch_size * env.world_size * args.accum * seq
     cdist.log(env, f"{args.ddp} DDP, {env.world_size} ranks on {env.backend}; global batch "
                    f"{args.batch_size}x{env.world_size}x{args.accum} = {tokens_per_step} tokens/step")
     log = StepLog(out / "log.jsonl") if env.is_main else StepLog(None)
     meter = ThroughputMeter(env.device)
+    cdist.reset_peak(env.device)  # the allocator's peak from here on: training's, not set-up's
     with TraceWindow(out / f"trace-rank{env.rank}.json", env.device, enabled=args.profile) as trace:
         for step in range(start, min(args.steps, args.stop_at or args.steps)):
             prof.begin_step()
@@ -116,7 +123,8 @@ def main(argv=None) -> None:
                 timeline.start()
             with prof.phase("data"):
                 micro = [data.batch(sampler.next_ids(), seq, env.device) for _ in range(args.accum)]
-            loss = train_step(ddp, optimizer, scheduler, micro)
+            with precision.autocast(env.device, args.precision):  # bf16: fp32 master weights, bf16 matmuls
+                loss = train_step(ddp, optimizer, scheduler, micro)
             phases = prof.end_step()
             spans = timeline.stop() if timeline else []
             h, c = overlap(spans, prof.host_spans("backward")) if timeline else (0.0, 0.0)

@@ -13,9 +13,14 @@ dL/d(input) to stage r-1. The two schedules differ only in order:
 The loss of the step is the mean over micro-batches, so each micro-batch's loss is divided by m before
 its backward, and the gradients accumulate in .grad: the step's gradient equals the whole batch's.
 
-Sends are asynchronous (isend), receives block. A blocking send may wait for its receiver: in 1F1B's
-steady state stage 0 sends micro-batch i+1 forward while stage 1 is sending micro-batch i's gradient
-back, and two blocking sends facing each other deadlock. The sends are waited for at the end of the step.
+Sends and receives facing each other go out together. In 1F1B's steady state stage 0 sends micro-batch
+i+1 forward and then waits for micro-batch i's gradient, while stage 1 sends that gradient back and then
+waits for micro-batch i+1: each send waits for a receive the peer posts only after its own send. gloo
+buffers a send and gets away with it; NCCL runs a pair's transfers in order on one stream and needs the
+send and the receive issued as one group (torch.distributed.batch_isend_irecv) to guarantee progress.
+So a send is held until this stage's next receive and both go in one batch (what Megatron-LM's
+send_forward_recv_backward does); a send with no receive coming next (the first stage's forwards, the
+last stage's backwards) goes out at once. Sends are waited for at the end of the step.
 """
 from __future__ import annotations
 
@@ -38,19 +43,31 @@ class Pipe:
         self.outputs: dict[int, torch.Tensor] = {}  # micro-batch -> output (or the scaled loss on the last stage)
         self.losses: list[float] = []               # last stage: each micro-batch's loss, unscaled
         self.sends: list = []                       # (work, tensor): the tensor must live until the send is done
+        self.held: list[dist.P2POp] = []            # sends waiting to go out with the next receive
 
     def _send(self, t: torch.Tensor, dst: int) -> None:
-        t = t.contiguous()
-        self.sends.append((dist.isend(t, dst), t))
+        self.held.append(dist.P2POp(dist.isend, t.contiguous(), dst))
+
+    def _flush(self) -> None:
+        """Send what is held now: no receive follows to pair it with."""
+        if self.held:
+            ops, self.held = self.held, []
+            self.sends.extend(zip(dist.batch_isend_irecv(ops), [op.tensor for op in ops]))
 
     def _recv(self, src: int) -> torch.Tensor:
+        """Receive from src, in one batch with the sends held (see the module's docstring)."""
         buf = torch.empty(self.act_shape, device=self.device)
-        dist.recv(buf, src)
+        ops, self.held = self.held + [dist.P2POp(dist.irecv, buf, src)], []
+        works = dist.batch_isend_irecv(ops)
+        self.sends.extend(zip(works[:-1], [op.tensor for op in ops[:-1]]))
+        works[-1].wait()
         return buf
 
     def forward(self, i: int) -> None:
         """Micro-batch i's forward on this stage."""
         x, y = self.micro_batches[i]
+        if self.first:
+            self._flush()  # this forward receives nothing: what is held goes now
         # BEGIN SOLUTION not first: x = self._recv(self.rank - 1).requires_grad_(); out = self.stage(x); last: loss = loss_fn(out, y), record loss.item(), keep loss / m; else self._send(out.detach(), self.rank + 1); keep inputs[i], outputs[i]
         if not self.first:
             x = self._recv(self.rank - 1).requires_grad_()
@@ -66,6 +83,8 @@ class Pipe:
 
     def backward(self, i: int) -> None:
         """Micro-batch i's backward on this stage; frees what its forward kept."""
+        if self.last:
+            self._flush()  # this backward receives nothing: what is held goes now
         # BEGIN SOLUTION pop inputs[i], outputs[i]; last: out.backward(); else receive the output's gradient from rank + 1 and out.backward(grad); not first: self._send(x.grad, self.rank - 1)
         x, out = self.inputs.pop(i), self.outputs.pop(i)
         if self.last:
@@ -77,6 +96,7 @@ class Pipe:
         # END SOLUTION
 
     def finish(self) -> None:
+        self._flush()
         for work, _ in self.sends:
             work.wait()
         self.sends.clear()
