@@ -87,20 +87,17 @@ def fsdp_structure(c: Check, runs) -> CheckResult:
 
 
 def zero2_throughput(c: Check, runs) -> CheckResult:
-    r, err = part(runs, "correctness", "fsdp")
+    _, err = part(runs, "correctness", "zero2")  # what blocked it: your Zero2Optimizer first, then FSDP2's windows
+    r, fsdp_err = part(runs, "correctness", "fsdp")
+    err = err or fsdp_err
     if not err and r.get("zero2_ratio") is None:
-        err = first_zero2_error(runs)
+        err = {"type": "Error", "message": "Zero2Optimizer could not be built for the throughput windows"}
     if err:
         return error_result(c, err, unit="x DDP")
     t = r["tokens_per_s"]
     return CheckResult(c.name, r["zero2_ratio"] >= ZERO2_MIN, value=round(r["zero2_ratio"], 3), threshold=ZERO2_MIN,
                        unit="x DDP", hint=c.hint, message=f"Zero2Optimizer {t['zero2']:,.0f} vs DDP {t['ddp']:,.0f} "
                                                          "tokens/s (2 ranks, median of interleaved windows)")
-
-
-def first_zero2_error(runs):
-    _, err = part(runs, "correctness", "zero2")
-    return err or {"type": "Error", "message": "Zero2Optimizer could not be built for the throughput windows"}
 
 
 def zero1_memory(c: Check, runs) -> CheckResult:
