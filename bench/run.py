@@ -139,11 +139,13 @@ def write_markdown(results: dict) -> str:
         lines.append(f"| {r['bytes']:,} | {r['ms']} | {r['algbw_GBps']} | {r['busbw_GBps']} |")
     lines += ["", "Sharding side by side, `tiny`, 2 ranks, fp32 AdamW (DeepSpeed: persistent weights + fp32 master "
               "partition + moments; the others: weights + grads + moments, local shards):", "",
-              "| strategy | bytes/param/rank measured | formula | tokens/s | checkpoint files | checkpoint MB |",
-              "|---|---|---|---|---|---|"]
+              "| strategy | bytes/param/rank measured | formula | tokens/s | checkpoint files | checkpoint MB "
+              "| sent/rank/step, x DDP's 2·4Ψ(N-1)/N |",
+              "|---|---|---|---|---|---|---|"]
     for r in results["sharding"]:
         lines.append(f"| {r['strategy']} | {r['bytes_per_param']:.3f} | {r['bytes_formula'] / r['psi']:.3f} | "
-                     f"{r['tokens_per_s']:,.0f} | {len(r['checkpoint'])} | {sum(r['checkpoint'].values()) / 1e6:.2f} |")
+                     f"{r['tokens_per_s']:,.0f} | {len(r['checkpoint'])} | {sum(r['checkpoint'].values()) / 1e6:.2f} "
+                     f"| {r.get('sent_over_ddp') or 0:.3f} |")
     lines += ["", "| grade | exit | wall s | checker s |", "|---|---|---|---|"]
     for g in results["grades"]:
         lines.append(f"| `checker grade {g['lab']} --solutions` | {g['exit']} | {g['wall_s']} | {g['checker_s']} |")

@@ -48,6 +48,9 @@ SEAMS: dict[str, Seam] = {
     "lab3": Seam("lab3", "lab3_sharding", "Sharding: ZeRO, FSDP2, DeepSpeed", {
         "ShardedOptimizer": "ShardedOptimizer(params or groups, optimizer_cls, **defaults); .optim holds this "
                             "rank's state only; .step() steps owned params and broadcasts every param from its owner",
+        "Zero2Optimizer": "Zero2Optimizer(params or groups, optimizer_cls, bucket_cap_mb=25.0, **defaults); a "
+                          "torch.optim.Optimizer; the model stays plain: reduce-scatter of flat padded buckets in "
+                          "backward, .optim steps this rank's slices, .step() all-gathers the buckets",
         "apply_fsdp": "apply_fsdp(model, mixed_precision=False) -> model with fully_shard per block and on the root",
         "model_state_bytes": "model_state_bytes(model, optimizer) -> {params, grads, optimizer, total}, local shards",
         "save_sharded": "save_sharded(root, model, optimizer, scheduler, sampler, step) with DCP; every rank",

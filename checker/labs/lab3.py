@@ -26,12 +26,28 @@ CHECKS = [
     Check("zero1_memory", "per-rank optimizer-state bytes within 3% of 8Ψ/N",
           f"Build the wrapped optimizer over this rank's parameters only ({WHERE}/zero1.py): moments must exist "
           "for 1/N of the model on each rank, not all of it."),
+    Check("zero2_equivalence", "Zero2Optimizer(SGD) takes the steps of torch DDP + SGD (4 steps from random "
+          "weights, an LR schedule, 4-5 buckets; and a 31-element tensor that needs padding), ranks in sync",
+          f"Zero2Optimizer ({WHERE}/zero2.py): pad each bucket to a multiple of N, reduce-scatter the averaged "
+          "gradients into this rank's slice, step the slice, then all-gather every bucket's flat buffer."),
+    Check("zero2_memory", "per rank after a step: AdamW moments 8Ψ/N and gradients 4Ψ/N, each within 0.2% "
+          "(the padding: at most N-1 elements per bucket)",
+          f"Keep only this rank's slice of the reduced gradients and free the full ones (p.grad = None in the hook; "
+          f"no view may keep the whole bucket alive); moments only for the owned slice ({WHERE}/zero2.py)."),
+    Check("zero_comm_bytes", "bytes ZeRO-2 sends per rank per step, counted from its collectives, within 1% of "
+          "DDP's all-reduce 2·4Ψ(N-1)/N (a reduce-scatter + an all-gather)",
+          f"Reduce-scatter the gradients (not all-reduce and slice: that sends 1.5x) and all-gather the parameters "
+          f"once per step, flat buckets, not one broadcast per tensor ({WHERE}/zero2.py)."),
     Check("fsdp_equivalence", "FSDP2 losses equal torch DDP's on the same data (4 steps, atol 1e-5)",
           f"apply_fsdp ({WHERE}/fsdp.py): fully_shard every block, then the root; don't change the model."),
     Check("fsdp_memory", "local shards of params + grads + AdamW state within 3% of 16Ψ/N, and your "
           "model_state_bytes agrees with the checker's count",
           f"Shard every parameter: fully_shard each block *and* the root (embeddings live there); count "
           f"t.to_local() of DTensors in model_state_bytes ({WHERE}/fsdp.py)."),
+    Check("fsdp_structure", "FSDP2 forward all-gathers one unit per block and the root (>= blocks + 1 calls) and "
+          "never holds more unsharded than the root's parameters + one block",
+          f"apply_fsdp ({WHERE}/fsdp.py): fully_shard each block, then the root. The root alone gathers the whole "
+          "model at once: DDP's memory during forward, even though the bytes at rest look sharded."),
     Check("deepspeed_stages", "DeepSpeed ZeRO 1-3 train with losses equal stage 0; persistent bytes per rank "
           "follow each stage's formula (incl. DeepSpeed's fp32 master partition)",
           f"ds_config ({WHERE}/deepspeed_zero.py): zero_optimization.stage, an AdamW optimizer with "
@@ -42,6 +58,10 @@ CHECKS = [
           "set_state_dict), written to a temporary folder and renamed when every rank is done."),
     Check("throughput", "FSDP2 tokens/s >= 0.3x torch DDP in the same run (the price of ZeRO-3 on gloo)",
           f"FSDP2 is far slower than expected: wrap per block, not per Linear ({WHERE}/fsdp.py)."),
+    Check("zero2_throughput", "Zero2Optimizer tokens/s >= 0.9x torch DDP (median of interleaved windows): the same "
+          "bytes as DDP's all-reduce, so no slower",
+          f"Launch each bucket's reduce-scatter from the gradient hook (async) so it overlaps backward, and "
+          f"all-gather whole buckets, not tensors ({WHERE}/zero2.py)."),
 ]
 
 
@@ -67,42 +87,48 @@ def task_probe(ctx, target):
     return probe(LAB, target)
 
 
-def _zero1(seam, env, steps=4):
-    import torch
-    import torch.distributed as dist
-    from labs.common.optim import ADAMW, make_optimizer, param_groups
+def _unsharded_peak(model):
+    """Forward hooks on each block (after FSDP's own): the most parameter bytes not held as a shard."""
+    peak = [0]
 
-    model = tiny_model(0).to(env.device)
-    ref = copy.deepcopy(model)
-    sharded = seam.ShardedOptimizer(param_groups(model), torch.optim.AdamW, lr=3e-3, **ADAMW)
-    ref_opt = make_optimizer(ref)
-    diffs = []
-    for x, y in _batches(env, steps, same_on_all_ranks=True):  # same grads everywhere: isolates the optimizer
-        for m, o in ((model, sharded), (ref, ref_opt)):
-            o.zero_grad(set_to_none=True)
-            m(x, y)[1].backward()
-            o.step()
-        diffs.append(max((p - q).abs().max().item() for p, q in zip(model.parameters(), ref.parameters())))
-    digests = [None] * env.world_size
-    dist.all_gather_object(digests, digest(model.named_parameters()))
-    state = sum(v.numel() * v.element_size() for s in sharded.optim.state.values() for v in s.values()
-                if torch.is_tensor(v))
-    return {"max_diff": max(diffs), "in_sync": len(set(digests)) == 1, "state_bytes": state, "psi": _psi(model),
-            "world_size": env.world_size}
+    def look(*_):
+        peak[0] = max(peak[0], sum(_local_bytes(p) for p in model.parameters() if not hasattr(p, "to_local")))
+    for block in model.blocks:
+        block.register_forward_pre_hook(look)
+        block.register_forward_hook(look)
+    return peak
 
 
-def _fsdp(ctx, seam, env, steps=4, windows=6):
+def _fsdp(ctx, seam, env, comm, steps=4, windows=6):
     import torch
     from labs.common import dist as cdist
-    from labs.common.optim import make_optimizer
+    from labs.common.comm_bytes import sent
+    from labs.common.optim import ADAMW, make_optimizer, param_groups
 
     ddp_model = tiny_model(0).to(env.device)
-    fsdp_model = copy.deepcopy(ddp_model)
+    fsdp_model, zero2_model = copy.deepcopy(ddp_model), copy.deepcopy(ddp_model)
+    block_bytes = [sum(_local_bytes(p) for p in b.parameters()) for b in ddp_model.blocks]
     ddp = torch.nn.parallel.DistributedDataParallel(ddp_model, device_ids=cdist.ddp_device_ids(env.device))
     fsdp = seam.apply_fsdp(fsdp_model)
+    peak = _unsharded_peak(fsdp)
     opts = {"ddp": (ddp, make_optimizer(ddp_model)), "fsdp": (fsdp, make_optimizer(fsdp_model))}
+    zero2_opt, _ = ctx.attempt(lambda: seam.Zero2Optimizer(param_groups(zero2_model), torch.optim.AdamW, lr=3e-3, **ADAMW))
+    if zero2_opt is not None:  # the same loop, timed beside DDP (zero2_throughput)
+        opts["zero2"] = (zero2_model, zero2_opt)
     batches = _batches(env, steps)
     losses = {"ddp": [], "fsdp": []}
+    x, y = batches[0]
+    comm.start()  # one FSDP2 step, recorded: all-gathers in forward, bytes in all
+    loss = fsdp(x, y)[1]
+    forward = comm.stop()
+    comm.start()
+    loss.backward()
+    fsdp_bytes = sent(forward) + sent(comm.stop())
+    for p in fsdp.parameters():
+        p.grad = None
+    structure = {"forward_all_gathers": sum(1 for op, *_ in forward if "all_gather" in op), "blocks": len(block_bytes),
+                 "peak_unsharded": peak[0], "block_bytes": max(block_bytes),
+                 "root_bytes": 4 * _psi(ddp_model) - sum(block_bytes), "sent": fsdp_bytes}
 
     def run(name, record=False):
         model, opt = opts[name]
@@ -126,17 +152,21 @@ def _fsdp(ctx, seam, env, steps=4, windows=6):
                              if torch.is_tensor(v))}
     mine["total"] = sum(mine.values())
     out = {"loss_diff": max(abs(a - b) for a, b in zip(losses["ddp"], losses["fsdp"])), "checker_bytes": mine,
-           "world_size": env.world_size,
+           "world_size": env.world_size, "structure": structure,
            "psi": _psi(ddp_model), "tensors": len(list(ddp_model.parameters()))}
     out["learner_bytes"], out["learner_bytes_error"] = ctx.attempt(lambda: seam.model_state_bytes(fsdp, fsdp_opt))
     from labs.common.metrics import device_peak_flops, flops_per_token
     from labs.common.profiler import CpuUtilisation
     cpu = CpuUtilisation()  # this rank's CPU seconds per wall second over the timed windows (information)
-    rates = {"ddp": [], "fsdp": []}
+    rates = {name: [] for name in opts}
+    if "zero2" in opts:
+        run("zero2")  # warm-up: its buckets' first gradient buffers
     for w in range(windows):
-        for name in (("ddp", "fsdp") if w % 2 == 0 else ("fsdp", "ddp")):
+        for name in (list(opts) if w % 2 == 0 else list(reversed(opts))):
             rates[name].append(run(name))
     out["ratio"] = statistics.median(a / b for a, b in zip(rates["fsdp"], rates["ddp"]))
+    if "zero2" in opts:
+        out["zero2_ratio"] = statistics.median(a / b for a, b in zip(rates["zero2"], rates["ddp"]))
     out["tokens_per_s"] = {k: statistics.median(v) for k, v in rates.items()}
     out["cpu_util"] = cpu.read()
     out["peak_flops"] = device_peak_flops(env.device, cdist.device_name(env.device))
@@ -147,11 +177,17 @@ def _fsdp(ctx, seam, env, steps=4, windows=6):
 def task_correctness(ctx, target):
     from labs.common import dist as cdist
 
+    from checker.labs import lab3_zero
+    from labs.common.comm_bytes import CommBytes
+
+    comm = CommBytes()  # before the learner's code is imported: every spelling of a collective reaches it
     env = cdist.init(timeout_s=30)
     seam = seams.load(LAB, target)
     out = ctx.partial
-    out["zero1"], out["zero1_error"] = ctx.attempt(lambda: _zero1(seam, env))
-    out["fsdp"], out["fsdp_error"] = ctx.attempt(lambda: _fsdp(ctx, seam, env))
+    batches = _batches(env, 4)
+    out["zero1"], out["zero1_error"] = ctx.attempt(lambda: lab3_zero.zero1(seam, env, batches))
+    out["zero2"], out["zero2_error"] = ctx.attempt(lambda: lab3_zero.zero2(seam, env, batches, comm))
+    out["fsdp"], out["fsdp_error"] = ctx.attempt(lambda: _fsdp(ctx, seam, env, comm))
     cdist.teardown()
     return out
 
@@ -236,6 +272,8 @@ TASKS = {"probe": task_probe, "correctness": task_correctness, "deepspeed": task
 
 # ---------------------------------------------------------------- checker side
 RUNS = {"zero1_equivalence": {"correctness"}, "zero1_memory": {"correctness"}, "fsdp_equivalence": {"correctness"},
+        "zero2_equivalence": {"correctness"}, "zero2_memory": {"correctness"}, "zero_comm_bytes": {"correctness"},
+        "fsdp_structure": {"correctness"}, "zero2_throughput": {"correctness"},
         "fsdp_memory": {"correctness"}, "throughput": {"correctness"}, "deepspeed_stages": {"deepspeed"},
         "sharded_resume": {"full", "resume_1", "resume_2", "resume_ws1"}}
 

@@ -1,11 +1,11 @@
 # GENERATED from solutions/lab3_sharding/zero1.py by `make starters` (checker/starters.py).
 # This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
-"""ZeRO-1 by hand: shard the optimizer state, keep the rest replicated.
+"""ZeRO-1 by hand, the first idea: deal whole tensors to ranks, shard the optimizer state that way.
 
 Per rank, fp32 AdamW, Ψ parameters, N ranks (the ZeRO paper's table in this course's precision):
     DDP      4Ψ weights + 4Ψ grads + 8Ψ moments      = 16Ψ
     ZeRO-1   4Ψ weights + 4Ψ grads + 8Ψ/N moments    = (8 + 8/N)Ψ      <- this file
-    ZeRO-2   4Ψ weights + (4 + 8)Ψ/N                 = (4 + 12/N)Ψ
+    ZeRO-2   4Ψ weights + (4 + 8)Ψ/N                 = (4 + 12/N)Ψ     <- zero2.py
     ZeRO-3   (4 + 4 + 8)Ψ/N                          = 16Ψ/N           <- FSDP
 (Mixed precision, the paper's setting: 2Ψ bf16 weights + 2Ψ bf16 grads + 12Ψ fp32 master
 weights and moments: DDP 16Ψ, ZeRO-1 4Ψ + 12Ψ/N, ZeRO-2 2Ψ + 14Ψ/N, ZeRO-3 16Ψ/N.)
@@ -13,8 +13,19 @@ weights and moments: DDP 16Ψ, ZeRO-1 4Ψ + 12Ψ/N, ZeRO-2 2Ψ + 14Ψ/N, ZeRO-3 
 How: parameters are dealt to ranks whole, largest first, each to the rank with the fewest
 elements so far (torch's ZeroRedundancyOptimizer does the same). Each rank builds the wrapped
 optimizer over its own parameters only, so moments exist only for those. After the step, every
-parameter is broadcast from its owner: one broadcast per tensor, 4Ψ bytes in all, which replaces
-nothing (the gradients were still all-reduced) — ZeRO-1 buys memory, not speed.
+parameter is broadcast from its owner.
+
+What whole tensors cost, and why zero2.py slices flat buffers instead:
+- bytes: the shares are only as even as the tensor sizes allow (tiny, N = 2: 1.019 and 0.981 of
+  8Ψ/N; one tensor and two ranks: one rank holds everything, the other nothing);
+- communication: the gradients arrive all-reduced by DDP (2·4Ψ(N−1)/N bytes per rank) and the
+  broadcasts add 4Ψ(N−1)/N more, 1.5× DDP. That is the price of this layout, not of ZeRO: a
+  reduce-scatter of the gradients plus an all-gather of the parameters moves exactly DDP's
+  2·4Ψ(N−1)/N, because an all-reduce *is* a reduce-scatter followed by an all-gather (zero2.py).
+
+A torch.optim.Optimizer: param_groups are the full groups (an LR scheduler edits them; each step
+copies their hyperparameters to the local optimizer's groups), step(closure) is accepted, and a
+rank that owns no parameter steps an empty optimizer and still takes part in every broadcast.
 """
 from __future__ import annotations
 
@@ -27,7 +38,21 @@ def partition(sizes: list[int], world_size: int) -> list[int]:
     raise NotImplementedError("TODO(lab3): sort tensor indices by size descending; give each to the rank with the smallest total so far; return owners in the original order")
 
 
-class ShardedOptimizer:
+def as_groups(params) -> list[dict]:
+    """model.parameters() or a list of param-group dicts -> a list of group dicts."""
+    groups = list(params)
+    if groups and not isinstance(groups[0], dict):
+        groups = [{"params": groups}]
+    return [{**g, "params": list(g["params"])} for g in groups]
+
+
+def sync_hyperparameters(outer: list[dict], local: list[dict]) -> None:
+    """Copy lr, weight_decay, ... (what a scheduler or the learner changed) onto the local groups."""
+    for g, lg in zip(outer, local):
+        lg.update({k: v for k, v in g.items() if k != "params"})
+
+
+class ShardedOptimizer(torch.optim.Optimizer):
     """Wraps any torch.optim class: `ShardedOptimizer(model.parameters() or param groups, torch.optim.AdamW, lr=...)`.
 
     `self.optim` is the local optimizer over this rank's parameters; its state is the only
@@ -35,29 +60,23 @@ class ShardedOptimizer:
     """
 
     def __init__(self, params, optimizer_cls, **defaults):
+        groups = as_groups(params)
+        super().__init__(groups, defaults)
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
-        groups = list(params)
-        if groups and not isinstance(groups[0], dict):
-            groups = [{"params": groups}]
-        self.all_params = [p for g in groups for p in g["params"]]
+        self.all_params = [p for g in self.param_groups for p in g["params"]]
         owners = partition([p.numel() for p in self.all_params], self.world_size)
         self.owner = {id(p): r for p, r in zip(self.all_params, owners)}
-        raise NotImplementedError("TODO(lab3): build self.optim = optimizer_cls over the same groups (same options) keeping only parameters this rank owns; drop groups left empty")
-
-    @property
-    def param_groups(self):
-        return self.optim.param_groups
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        for p in self.all_params:  # every gradient, not only ours: backward fills them all
-            if set_to_none:
-                p.grad = None
-            elif p.grad is not None:
-                p.grad.zero_()
+        raise NotImplementedError("TODO(lab3): build self.optim = optimizer_cls over the same groups (same options, one local group per group, empty where this rank owns none of it) keeping only parameters this rank owns")
 
     @torch.no_grad()
-    def step(self) -> None:
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        sync_hyperparameters(self.param_groups, self.optim.param_groups)
         raise NotImplementedError("TODO(lab3): step the local optimizer, then dist.broadcast every parameter from its owner rank")
+        return loss
 
     def state_dict(self) -> dict:
         """This rank's shard of the optimizer state (save one file per rank)."""

@@ -1,15 +1,16 @@
-"""Five strategies side by side: bytes per rank (measured and formula), tokens/s, checkpoint layout.
+"""Six strategies side by side: bytes per rank (measured and formula), bytes sent per step, tokens/s, checkpoints.
 
     torchrun --nproc_per_node 2 -m solutions.lab3_sharding.compare --out runs/lab3/compare-2.json
     torchrun --nproc_per_node 2 -m solutions.lab3_sharding.compare --strategies ddp,fsdp --profile --out runs/lab3/p.json
 
-For each of DDP, ZeRO-1 (yours), FSDP2 (yours), DeepSpeed ZeRO 1/2/3: train a few steps, count the
-bytes this rank holds from its tensors, time a window, save a checkpoint in the strategy's own
+For each of DDP, ZeRO-1 and ZeRO-2 (yours), FSDP2 (yours), DeepSpeed ZeRO 1/2/3: train a few steps,
+count the bytes this rank holds from its tensors and the bytes it sends in one step (labs.common.comm_bytes;
+torch DDP's all-reduce, issued by its C++ reducer, is added from its formula 2·4Ψ(N−1)/N), time a window, save a checkpoint in the strategy's own
 format and list its files. FSDP2 also exports a full state dict for inference (loaded back into a
 plain GPT), and DeepSpeed's ZeRO-3 checkpoint is consolidated into one fp32 state dict (its
 parameter count is reported). Each strategy's timed steps are split into forward, backward and
-optimizer (where FSDP's all-gathers and reduce-scatters, ZeRO-1's broadcasts and DDP's all-reduces
-land), with this rank's CPU utilisation and MFU; --profile writes a trace per strategy and rank.
+optimizer (where FSDP's all-gathers and reduce-scatters, ZeRO-2's reduce-scatters and all-gathers,
+ZeRO-1's broadcasts and DDP's all-reduces land), with this rank's CPU utilisation and MFU; --profile writes a trace per strategy and rank.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
 from labs.common import dist as cdist
+from labs.common.comm_bytes import CommBytes, sent
 from labs.common.data import TokenFile, ensure_corpus
 from labs.common.metrics import device_peak_flops, mfu
 from labs.common.model import build_model, count_params
@@ -35,6 +37,7 @@ from . import dcp_state
 from .deepspeed_zero import make_engine
 from .fsdp import apply_fsdp, local_bytes
 from .zero1 import ShardedOptimizer
+from .zero2 import Zero2Optimizer
 
 BATCH, SEQ, STEPS = 8, 64, 6
 
@@ -47,7 +50,7 @@ def files(folder: Path) -> dict:
     return {str(p.relative_to(folder)): p.stat().st_size for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def run(name, env, data, out: Path, profile: bool = False) -> dict:
+def run(name, env, data, out: Path, comm: CommBytes, profile: bool = False) -> dict:
     torch.manual_seed(0)
     model = build_model("tiny").to(env.device)
     psi, n = count_params(model), env.world_size
@@ -71,9 +74,10 @@ def run(name, env, data, out: Path, profile: bool = False) -> dict:
         def save():
             engine.save_checkpoint(str(ckpt), tag="step")
     else:
-        wrapped = (apply_fsdp(model) if name == "fsdp" else
+        wrapped = (apply_fsdp(model) if name == "fsdp" else model if name == "zero2" else
                    torch.nn.parallel.DistributedDataParallel(model, device_ids=cdist.ddp_device_ids(env.device)))
         opt = (ShardedOptimizer(param_groups(model), torch.optim.AdamW, lr=3e-3, **ADAMW) if name == "zero1"
+               else Zero2Optimizer(param_groups(model), torch.optim.AdamW, lr=3e-3, **ADAMW) if name == "zero2"
                else make_optimizer(wrapped))
         sched = make_scheduler(getattr(opt, "optim", opt), warmup=2, total=100)
 
@@ -87,10 +91,11 @@ def run(name, env, data, out: Path, profile: bool = False) -> dict:
         phases = (forward, lambda loss: loss.backward(), update)
 
         local_opt = getattr(opt, "optim", opt)
-        formula = {"ddp": 16, "zero1": 8 + 8 / n, "fsdp": 16 / n}[name]
+        formula = {"ddp": 16, "zero1": 8 + 8 / n, "zero2": 4 + 12 / n, "fsdp": 16 / n}[name]
 
-        def held():
-            return (tensor_bytes(wrapped.parameters()) + tensor_bytes(p.grad for p in wrapped.parameters())
+        def held():  # zero2: the model's .grad are freed in backward; the owned slices' gradients count
+            grads = list(wrapped.parameters()) + [p for g in local_opt.param_groups for p in g["params"]]
+            return (tensor_bytes(wrapped.parameters()) + tensor_bytes(p.grad for p in {id(p): p for p in grads}.values())
                     + tensor_bytes(v for s in local_opt.state.values() for v in s.values()))
 
         def save():
@@ -106,7 +111,7 @@ def run(name, env, data, out: Path, profile: bool = False) -> dict:
                 ckpt.mkdir(parents=True, exist_ok=True)
                 if env.is_main:
                     torch.save({"model": model.state_dict()}, ckpt / "model.pt")
-                if name == "zero1":  # each rank's optimizer shard
+                if name in ("zero1", "zero2"):  # each rank's optimizer shard
                     torch.save(opt.state_dict(), ckpt / f"optim-rank{env.rank}.pt")
                 elif env.is_main:
                     torch.save(opt.state_dict(), ckpt / "optim.pt")
@@ -120,7 +125,7 @@ def run(name, env, data, out: Path, profile: bool = False) -> dict:
             loss = forward(x, y)
         with prof.phase("backward"):  # FSDP/ZeRO-3: all-gathers and reduce-scatters run in here
             backward(loss)
-        with prof.phase("optimizer"):  # ZeRO-1: the owners' broadcasts run in here
+        with prof.phase("optimizer"):  # ZeRO-1: the owners' broadcasts; ZeRO-2: the all-gathers
             update()
         return loss
 
@@ -128,6 +133,9 @@ def run(name, env, data, out: Path, profile: bool = False) -> dict:
                for s in range(STEPS)]
     step(*batches[0])
     measured = held()
+    comm.start()
+    step(*batches[0])
+    comm_sent = sent(comm.stop()) + (8 * psi * (n - 1) / n if name in ("ddp", "zero1") else 0)
     t0 = time.perf_counter()
     with TraceWindow(out / f"trace-{name}-rank{env.rank}.json", env.device, wait=1, warmup=1, active=3,
                      enabled=profile) as trace:
@@ -142,6 +150,7 @@ def run(name, env, data, out: Path, profile: bool = False) -> dict:
     peak = device_peak_flops(env.device, cdist.device_name(env.device))
     result = {"strategy": name, "world_size": n, "psi": psi, "bytes_measured": measured,
               "bytes_formula": formula * psi, "bytes_per_param": measured / psi, "tokens_per_s": tps,
+              "sent_per_step": comm_sent, "sent_over_ddp": comm_sent / (8 * psi * (n - 1) / n) if n > 1 else None,
               "loss": loss.item(), "checkpoint": files(ckpt) if env.is_main else None,
               "phases": prof.summary(skip=1), "mfu": mfu(tps / n, model.cfg, SEQ, peak)}
     if name == "deepspeed3" and env.is_main:  # consolidate ZeRO-3 shards into one fp32 state dict
@@ -154,19 +163,21 @@ def run(name, env, data, out: Path, profile: bool = False) -> dict:
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="runs/lab3/compare.json")
-    ap.add_argument("--strategies", default="ddp,zero1,fsdp,deepspeed1,deepspeed2,deepspeed3")
+    ap.add_argument("--strategies", default="ddp,zero1,zero2,fsdp,deepspeed1,deepspeed2,deepspeed3")
     ap.add_argument("--profile", action="store_true", help="a torch.profiler trace per strategy and rank, next to --out")
     args = ap.parse_args(argv)
+    comm = CommBytes()
     env = cdist.init(timeout_s=120)
     data = TokenFile.open(ensure_corpus(256))
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    results = [run(s, env, data, out.parent, args.profile) for s in args.strategies.split(",")]
+    results = [run(s, env, data, out.parent, comm, args.profile) for s in args.strategies.split(",")]
     if env.is_main:
         out.write_text(json.dumps(results, indent=1))
         for r in results:
             print(f"{r['strategy']:11s} {r['bytes_per_param']:6.2f} B/param (formula {r['bytes_formula'] / r['psi']:5.2f})"
-                  f" {r['tokens_per_s']:9,.0f} tok/s  checkpoint: {len(r['checkpoint'])} files, "
+                  f" {r['tokens_per_s']:9,.0f} tok/s  sent {r['sent_per_step'] / 1e3:6.1f} kB/step"
+                  f" ({r['sent_over_ddp'] or 0:.2f}x DDP)  checkpoint: {len(r['checkpoint'])} files, "
                   f"{sum(r['checkpoint'].values()) / 1e6:.2f} MB | " + ", ".join(
                       f"{k[:-2]} {1e3 * r['phases'][k]:.1f}" for k in ("forward_s", "backward_s", "optimizer_s"))
                   + f" ms | MFU {r['mfu']:.1%}, CPU {r['phases']['cpu_util']:.0%}")

@@ -2,7 +2,7 @@
 
     stage 0   DDP: everything replicated, gradients all-reduced
     stage 1   optimizer state partitioned               (zero1.py)
-    stage 2   + gradients partitioned (reduce-scatter instead of all-reduce)
+    stage 2   + gradients partitioned (reduce-scatter instead of all-reduce)   (zero2.py)
     stage 3   + parameters partitioned, gathered per layer as needed (fsdp.py)
 
 What DeepSpeed really holds, fp32 on CPU (measured by the checker, explained in lab3.ipynb):

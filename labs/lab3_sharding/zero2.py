@@ -1,0 +1,168 @@
+# GENERATED from solutions/lab3_sharding/zero2.py by `make starters` (checker/starters.py).
+# This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
+"""ZeRO-2 by hand, as the paper and DeepSpeed build it: flat buffers, reduce-scatter, all-gather.
+
+    opt = Zero2Optimizer(param_groups(model), torch.optim.AdamW, lr=3e-3, **ADAMW)   # the model stays plain
+    loss = model(x, y)[1]; loss.backward(); opt.step(); opt.zero_grad()
+
+An all-reduce *is* a reduce-scatter followed by an all-gather: in a ring each half moves S(N−1)/N
+bytes per rank, so DDP's all-reduce of 4Ψ gradient bytes costs 2·4Ψ(N−1)/N. ZeRO-2 splits it in
+its two halves and puts the optimizer step between them:
+    reduce-scatter the gradients    4Ψ(N−1)/N   rank r receives the summed gradient of its slice only
+    step the owned slice            moments 8Ψ/N, gradients 4Ψ/N held
+    all-gather the parameters       4Ψ(N−1)/N   every rank receives every updated slice
+= DDP's 2·4Ψ(N−1)/N exactly (the ZeRO paper: partitioning optimizer state and gradients costs no
+extra communication), for (4 + 12/N)Ψ bytes of model state instead of 16Ψ.
+
+Layout. Parameters, in reverse registration order (the order backward finishes their gradients),
+are packed into buckets of at least bucket_cap_mb (one dtype per bucket). Each bucket's parameters
+become views of one flat buffer padded with zeros to a multiple of N elements (≤ N − 1 per
+bucket), and rank r owns the contiguous slice [r·S/N, (r+1)·S/N) of every bucket of S elements.
+The local optimizer steps this rank's slices only: one tensor per run of consecutive parameters
+of one param group inside the slice (a view of the flat buffer, so the step writes the model's
+weights in place), padding excluded, so the moments are 8 B x the elements owned, Ψ/N ± the padding.
+
+Overlap (lab 2's BucketedDDP): a post-accumulate-grad hook copies each gradient into its bucket's
+flat gradient buffer and frees it; when a bucket is complete its reduce-scatter starts
+asynchronously while backward goes on. After the wait only the owned slice is kept (4·S/N bytes);
+the rest of the bucket buffer is freed. Gradients of several backwards accumulate in the slice
+until zero_grad. Every rank must run backward over the same parameters.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from .zero1 import as_groups, sync_hyperparameters
+
+
+class FlatBucket:
+    """Parameters that travel together, as views of one padded flat buffer; this rank owns [lo, hi)."""
+
+    def __init__(self, params: list[torch.Tensor], rank: int, world_size: int):
+        self.params, self.offsets, n = params, [], 0
+        for p in params:
+            self.offsets.append(n)
+            n += p.numel()
+        raise NotImplementedError("TODO(lab3): pad n up to a multiple of world_size; self.lo, self.hi = this rank's contiguous slice; self.flat = zeros(padded) holding each parameter's values, and each p.data becomes its view of self.flat")
+        self.grad_shard = None   # the reduced gradient of [lo, hi), kept until zero_grad
+        self.reset()
+
+    def reset(self) -> None:
+        self.flat_grad = None    # the whole bucket's gradients, only while they are being reduced
+        self.ready = 0
+        self.work = None
+
+
+class Zero2Optimizer(torch.optim.Optimizer):
+    """Wraps any torch.optim class over this rank's slices. `self.optim` is the local optimizer,
+    `self.buckets` the flat buckets; param_groups are the full groups (LR schedulers work)."""
+
+    def __init__(self, params, optimizer_cls, bucket_cap_mb: float = 25.0, **defaults):
+        groups = as_groups(params)
+        super().__init__(groups, defaults)
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        trainable = [p for g in self.param_groups for p in g["params"] if p.requires_grad]
+        self.buckets = self._make_buckets(trainable, bucket_cap_mb * 2**20)
+        self.bucket_of = {id(p): (b, i) for b in self.buckets for i, p in enumerate(b.params)}
+        for b in self.buckets:  # every rank starts from rank 0's weights, as DDP does
+            dist.broadcast(b.flat, src=0)
+        group_of = {id(p): gi for gi, g in enumerate(self.param_groups) for p in g["params"]}
+        self.pieces = []  # (the optimizer's tensor, its bucket, start and end inside the owned slice)
+        local = [{**g, "params": []} for g in self.param_groups]
+        for b in self.buckets:
+            runs = []  # [group, start, end] in flat coordinates, clipped to [lo, hi)
+            for p, off in zip(b.params, b.offsets):
+                start, end, gi = max(off, b.lo), min(off + p.numel(), b.hi), group_of[id(p)]
+                if start >= end:
+                    continue
+                if runs and runs[-1][0] == gi and runs[-1][2] == start:
+                    runs[-1][2] = end
+                else:
+                    runs.append([gi, start, end])
+            for gi, start, end in runs:
+                piece = torch.nn.Parameter(b.flat[start:end])  # shares b.flat's storage
+                local[gi]["params"].append(piece)
+                self.pieces.append((piece, b, start - b.lo, end - b.lo))
+        self.optim = optimizer_cls(local, **defaults)
+        for p in trainable:
+            p.register_post_accumulate_grad_hook(self._grad_ready)
+
+    @staticmethod
+    def _make_buckets(params, cap_bytes: float) -> list[FlatBucket]:
+        """Consecutive parameters, in reverse order, until a bucket holds cap_bytes or the dtype changes."""
+        rank, n = dist.get_rank(), dist.get_world_size()
+        buckets, current, size = [], [], 0
+        for p in reversed(params):
+            if current and p.dtype != current[0].dtype:
+                buckets.append(FlatBucket(current, rank, n))
+                current, size = [], 0
+            current.append(p)
+            size += p.numel() * p.element_size()
+            if size >= cap_bytes:
+                buckets.append(FlatBucket(current, rank, n))
+                current, size = [], 0
+        if current:
+            buckets.append(FlatBucket(current, rank, n))
+        return buckets
+
+    def _grad_ready(self, p: torch.Tensor) -> None:
+        """Post-accumulate-grad hook, inside backward: p.grad is final."""
+        b, i = self.bucket_of[id(p)]
+        if b.work is not None:  # a second backward before step(): fold the first one's slice in first
+            self._collect(b)
+        if b.flat_grad is None:
+            b.flat_grad = torch.zeros_like(b.flat)
+        b.flat_grad[b.offsets[i]: b.offsets[i] + p.numel()].copy_(p.grad.reshape(-1))
+        p.grad = None  # the full gradient is not kept: that is ZeRO-2's 4Ψ - 4Ψ/N saved
+        b.ready += 1
+        if b.ready == len(b.params):
+            self._reduce_scatter(b)
+
+    def _reduce_scatter(self, b: FlatBucket) -> None:
+        raise NotImplementedError("TODO(lab3): average (divide flat_grad by the world size), then launch dist.reduce_scatter_single(this rank's slice of flat_grad, flat_grad, async_op=True) in place")
+
+    def finish_gradient_synchronization(self) -> None:
+        """Wait for every bucket's reduce-scatter; keep only the owned slice; point the pieces' .grad at it."""
+        for b in self.buckets:
+            if b.ready and b.work is None:  # a parameter unused in this forward: its gradient is zero
+                self._reduce_scatter(b)
+            if b.work is not None:
+                self._collect(b)
+        for piece, b, start, end in self.pieces:
+            piece.grad = None if b.grad_shard is None else b.grad_shard[start:end]
+
+    @staticmethod
+    def _collect(b: FlatBucket) -> None:
+        b.work.wait()
+        mine = b.flat_grad[b.lo:b.hi]
+        b.grad_shard = mine.clone() if b.grad_shard is None else b.grad_shard.add_(mine)
+        b.reset()  # frees the rest of the bucket's gradient buffer
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        self.finish_gradient_synchronization()
+        sync_hyperparameters(self.param_groups, self.optim.param_groups)
+        raise NotImplementedError("TODO(lab3): step the local optimizer (it updates the owned slices of each bucket's flat buffer in place), then dist.all_gather_single(b.flat, this rank's slice of b.flat) for every bucket (async, then wait all)")
+        return loss
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for b in self.buckets:
+            if set_to_none:
+                b.grad_shard = None
+            elif b.grad_shard is not None:
+                b.grad_shard.zero_()
+        for piece, *_ in self.pieces:
+            piece.grad = None
+        super().zero_grad(set_to_none)  # the model's own .grad (None after each backward's hooks)
+
+    def state_dict(self) -> dict:
+        """This rank's shard of the optimizer state (one file per rank, at the same world size)."""
+        return self.optim.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optim.load_state_dict(state)

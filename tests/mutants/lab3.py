@@ -1,0 +1,47 @@
+"""Lab 3's mutants: one realistic slip each, and the check that must catch it."""
+from . import Mutant
+
+MUTANTS = [
+    # ZeRO-1 (zero1.py)
+    Mutant("partition_smallest_first", "zero1.py", "key=lambda i: -sizes[i]", "key=lambda i: sizes[i]",
+           "zero1_memory", "tensors dealt smallest first: the last, largest ones land unevenly"),
+    Mutant("zero1_state_not_sharded", "zero1.py",
+           'local = [{**g, "params": [p for p in g["params"] if self.owner[id(p)] == self.rank]} for g in self.param_groups]',
+           'local = [{**g, "params": list(g["params"])} for g in self.param_groups]',
+           "zero1_memory", "every rank builds moments for every parameter"),
+    Mutant("zero1_empty_group_dropped", "zero1.py", "self.optim = optimizer_cls(local, **defaults)",
+           'self.optim = optimizer_cls([g for g in local if g["params"]], **defaults)',
+           "zero1_equivalence", "a rank that owns no parameter builds an optimizer over nothing and raises"),
+    Mutant("zero1_no_broadcast", "zero1.py", "            dist.broadcast(p.data, src=self.owner[id(p)])\n",
+           "            pass\n", "zero1_equivalence", "each rank updates only its own parameters; ranks drift apart"),
+    # ZeRO-2 (zero2.py)
+    Mutant("zero2_allreduce_then_slice", "zero2.py",
+           "b.work = dist.reduce_scatter_single(b.flat_grad[b.lo:b.hi], b.flat_grad, async_op=True)",
+           "b.work = dist.all_reduce(b.flat_grad, async_op=True)",
+           "zero_comm_bytes", "all-reduce the bucket and keep a slice: right numbers, 1.5x DDP's bytes"),
+    Mutant("zero2_no_all_gather", "zero2.py",
+           "        works = [dist.all_gather_single(b.flat, b.flat[b.lo:b.hi], async_op=True) for b in self.buckets]\n",
+           "        works = []\n", "zero2_equivalence", "parameters not all-gathered after the step"),
+    Mutant("zero2_slice_unpadded", "zero2.py", "padded = -(-n // world_size) * world_size", "padded = n",
+           "zero2_equivalence", "no padding: an odd-sized bucket's last element belongs to no rank"),
+    Mutant("zero2_sum_not_mean", "zero2.py", "        b.flat_grad.div_(self.world_size)\n", "",
+           "zero2_equivalence", "gradients summed over ranks, not averaged: every step twice too large"),
+    Mutant("zero2_keeps_full_grads", "zero2.py", "b.grad_shard = mine.clone() if b.grad_shard is None",
+           "b.grad_shard = mine if b.grad_shard is None",
+           "zero2_memory", "the owned slice is a view: it keeps the whole bucket's gradient buffer alive"),
+    # FSDP2 (fsdp.py)
+    Mutant("fsdp_root_only", "fsdp.py", "    for block in model.blocks:\n        fully_shard(block, **kwargs)\n", "",
+           "fsdp_structure", "one FSDP unit for the whole model: every parameter gathered at once"),
+    Mutant("fsdp_no_root", "fsdp.py", "    fully_shard(model, **kwargs)\n    return model", "    return model",
+           "fsdp_memory", "the root is not wrapped: embeddings and the final norm stay replicated"),
+    Mutant("model_state_bytes_global", "fsdp.py",
+           "    params = sum(local_bytes(p) for p in model.parameters())",
+           "    params = sum(p.numel() * p.element_size() for p in model.parameters())",
+           "fsdp_memory", "a DTensor's numel() is the global size, not the local shard"),
+    # DCP (dcp_state.py)
+    Mutant("dcp_scheduler_not_restored", "dcp_state.py", '        self.scheduler.load_state_dict(state["scheduler"])\n',
+           "", "sharded_resume", "the LR schedule restarts from step 0 after a resume"),
+    # DeepSpeed (deepspeed_zero.py)
+    Mutant("deepspeed_stage_fixed", "deepspeed_zero.py", '"zero_optimization": {"stage": stage}',
+           '"zero_optimization": {"stage": 2}', "deepspeed_stages", "every engine runs ZeRO-2, whatever stage is asked"),
+]
