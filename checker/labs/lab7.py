@@ -48,8 +48,8 @@ CHECKS = [
           f"({WHERE}/recompute.py), and recompute every random op rather than saving some."),
     Check("recompute_cost", "full recomputation's step time / no recomputation's, interleaved, is within the "
           "band the FLOP count gives (one more forward of the blocks)",
-          f"Recompute each block once, in backward ({WHERE}/recompute.py): one checkpoint per block, not nested "
-          "or applied twice, and no extra forward outside it."),
+          f"Recompute each block once, in backward ({WHERE}/recompute.py): one non-reentrant checkpoint per block, "
+          "no debug tracing (debug=True traces every op), no extra forward outside it."),
     Check("amp_equivalence", "train_step in bf16: losses within 1% of the checker's fp32 run; parameters, "
           "gradients and optimizer state stay fp32 (master weights)",
           f"Keep the model fp32 and run only forward and the loss under torch.autocast ({WHERE}/amp.py); "
