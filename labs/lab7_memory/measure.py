@@ -31,3 +31,33 @@ def saved_bytes(module: torch.nn.Module, *inputs, **kwargs) -> tuple[object, dic
     with saved_tensors_hooks(pack, lambda t: t):
         out = module(*inputs, **kwargs)
     return out, {"bytes": sum(v[2] for v in seen.values()), "tensors": list(seen.values())}
+
+
+def kept_bytes(model: torch.nn.Module, x: torch.Tensor, run) -> int:
+    """Bytes of every storage created while run(x) ran that is still alive afterwards, output and parameters aside:
+    what the autograd graph holds for backward, whoever holds it (checkpoint's closure too). x is copied first, so
+    the input counts only if something keeps it."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    class Track(TorchDispatchMode):  # sees every op's outputs below autograd, inside checkpoint's rerun too
+        def __init__(self):
+            super().__init__()
+            self.refs = {}
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor):
+                    s = t.untyped_storage()
+                    self.refs.setdefault(s._cdata, (StorageWeakRef(s), s.nbytes()))
+            return out
+
+    skip = {p.untyped_storage()._cdata for p in model.parameters()}
+    with Track() as track:
+        h = x * 1.0
+        out = run(h)
+        del h
+    skip.add(out.untyped_storage()._cdata)
+    return sum(n for k, (ref, n) in track.refs.items() if k not in skip and not ref.expired())
