@@ -28,6 +28,7 @@ from solutions.lab1_baseline import model_state_bytes, train_step
 
 from .lab5_bench import lab5_figures, markdown as lab5_markdown
 from .lab_figures import lab4_figures, lab6_figures, markdown as lab_figures_markdown
+from .lab7_figures import lab7_figures, markdown as lab7_markdown
 from .profiler_bench import overhead as profiler_overhead
 
 OUT = Path(__file__).resolve().parent
@@ -106,6 +107,7 @@ def main() -> None:
         "lab4": lab4_figures(),
         "lab5": lab5_figures(),
         "lab6": lab6_figures(),
+        "lab7": lab7_figures(),
         "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
     (OUT / "results.json").write_text(json.dumps(results, indent=1) + "\n")
@@ -159,6 +161,7 @@ def write_markdown(results: dict) -> str:
         for name, value in g["info"].items():
             lines.append(f"- lab {g['lab'][-1]}, {name}: {value}")
     lines += lab_figures_markdown(results) + lab5_markdown(results)
+    lines += lab7_markdown(results)
     text = "\n".join(lines) + "\n"
     (OUT / "RESULTS.md").write_text(text)
     return text

@@ -100,6 +100,19 @@ SEAMS: dict[str, Seam] = {
         "torch_schedule": "torch_schedule(stage, n_micro, loss_fn, device, schedule='gpipe'|'1f1b') -> a "
                           "torch.distributed.pipelining schedule; the checker calls .step(x) / .step(target=y, losses=[])",
     }),
+    "lab7": Seam("lab7", "lab7_memory", "Fitting in memory: activations, recomputation, mixed precision", {
+        "activation_bytes": "activation_bytes(cfg, batch, seq, precision='fp32'|'bf16', recompute='none'|'selective'|"
+                            "'full') -> int; bytes one Block keeps for backward on the CPU, training mode",
+        "apply_recompute": "apply_recompute(model, mode='full'|'selective') -> model; in place, every block of "
+                           "model.blocks recomputed in backward (non-reentrant checkpoint); names unchanged",
+        "autocast": "autocast(device_type, precision='bf16'|'fp16'|'fp32') -> a context manager for forward + loss",
+        "train_step": "train_step(model, optimizer, (x, y), precision='fp32', scaler=None) -> float loss; "
+                      "parameters stay fp32; with a scaler: scaled backward, scaler.step(optimizer), scaler.update()",
+        "LossScaler": "LossScaler(init_scale=2**16, growth_factor=2, backoff_factor=0.5, growth_interval=2000); "
+                      ".scale(loss), .step(optimizer) -> bool (skipped on inf/NaN), .update(), .get_scale()",
+        "plan_memory": "plan_memory(cfg, n_params, batch, seq, world_size, budget_bytes, precision='fp32') -> "
+                       "{micro_batch, grad_accum, recompute, zero_stage, bytes, total, fits}: the first that fits",
+    }),
 }
 
 

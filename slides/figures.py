@@ -352,3 +352,51 @@ def lab6_tp(r):
     return (header, rows), \
         (f"Tensor parallel, {tp['config']}, N = {tp['world_size']}, batch {tp['batch'][0]} x {tp['batch'][1]}, "
          f"one step (solutions/lab6_model_parallel/tp_report.py)")
+
+
+# ---------------------------------------------------------------- lab 7
+
+@figure("lab7_bytes", "lab7")
+def lab7_bytes(r):
+    m = need(r, "lab7", "memory", "bytes")
+    rows, c = m["rows"], m["cfg"]
+    fig, ax = plt.subplots(figsize=(9, 3.4))
+    xs = range(len(rows))
+    ax.bar([x - 0.2 for x in xs], [x["predicted"] / 1e3 for x in rows], 0.38, color=BLUE, label="predicted")
+    ax.bar([x + 0.2 for x in xs], [x["measured"] / 1e3 for x in rows], 0.38, color=ORANGE, label="measured")
+    for x, row in zip(xs, rows):
+        ax.text(x, row["measured"] / 1e3, f"{row['measured'] / 1e3:.0f}", ha="center", va="bottom", fontsize=9)
+    ax.set_xticks(list(xs), [f"{x['precision']}\n{x['recompute']}" for x in rows])
+    ax.set_ylabel("KB kept per block")
+    ax.legend()
+    return fig, (f"tiny GPT block (h = {c['n_embd']}, a = {c['n_head']}), b = {c['batch']}, s = {c['seq']}, dropout 0.1, "
+                 "CPU: activation_bytes vs the storages alive after forward (measure.kept_bytes)")
+
+
+@figure("lab7_precision", "lab7")
+def lab7_precision(r):
+    p = need(r, "lab7", "memory", "precision")
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.2))
+    for name, colour in (("fp32", GREY), ("bf16", BLUE), ("fp16", ORANGE)):
+        ax[0].plot(p[name]["losses"], color=colour, label=name)
+    ax[0].set_xlabel("step")
+    ax[0].set_ylabel("loss")
+    ax[0].legend()
+    scales = p["fp16"]["scales"]
+    ax[1].step(range(len(scales)), scales, where="post", color=ORANGE)
+    ax[1].axvline(p["overflow_at"], color=GREY, ls=":")
+    ax[1].set_yscale("log", base=2)
+    ax[1].set_xlabel("step")
+    ax[1].set_ylabel("fp16 loss scale")
+    fig.tight_layout()
+    return fig, (f"tiny GPT, same batches and dropout masks; fp32 masters in every run; an inf gradient injected at "
+                 f"step {p['overflow_at']}: that fp16 step is skipped and the scale halves")
+
+
+@table("lab7_cost", "lab7")
+def lab7_cost(r):
+    t = need(r, "lab7", "memory", "times")
+    s, c = t["seconds"], t["cfg"]
+    rows = [[m, f"{1e3 * v:.0f}", f"{v / s['none']:.2f}"] for m, v in s.items()]
+    return (["recompute", "ms per fwd + bwd", "x none"], rows), \
+        (f"h = {c['n_embd']}, b = {c['batch']}, s = {c['seq']}, one CPU thread, interleaved medians")

@@ -1,0 +1,327 @@
+"""Lab 7 checks: activation memory predicted then measured, recomputation, mixed precision, a memory plan.
+
+World size 1; three runs:
+  memory  the learner's activation_bytes at hidden shapes; apply_recompute's and autocast's saved bytes; equal
+          losses and gradients with recomputation (dropout on). Bytes are the checker's own: a dispatch mode sees
+          every tensor the blocks create, and after forward the storages still alive (parameters and the output
+          aside) are what the graph keeps for backward. That counts what torch.utils.checkpoint keeps too, which
+          saved_tensors_hooks cannot see (checkpoint's own hooks take those tensors).
+  amp     the learner's train_step in bf16 vs the checker's own fp32 loop; fp16 with the learner's LossScaler and
+          an overflow the checker injects (a gradient hook writes inf); the scale used is read from the gradient
+          that reaches the loss (d(S*loss)/d loss = S), not asked of the scaler.
+  timing  steps with and without apply_recompute(model, "full"), interleaved; alone, as it times things.
+"""
+from __future__ import annotations
+
+import time
+
+from checker import seams
+from checker.labs._common import Check, digest, probe
+
+LAB = "lab7"
+WORLD_SIZE = 1
+GRADE_SECONDS = 60
+WHERE = "labs/lab7_memory"
+SEED = 7
+# (n_embd, n_head, batch, seq, dropout): the public shapes; a hidden variant moves them (grade()).
+SHAPES = [(64, 4, 2, 64, 0.1), (96, 3, 3, 40, 0.1), (48, 2, 4, 24, 0.0)]
+AMP_STEPS, AMP_BATCH, AMP_LR = 8, 8, 3e-3
+SCALE_STEPS, OVERFLOW_AT = 6, 3    # fp16 steps; the checker's inf lands in step 3's backward
+# Timing: wide enough that matmuls, not Python, dominate a step (h = 128: 0.17 s fwd+bwd on one core).
+TIMING = dict(n_embd=128, n_head=4, batch=8, seq=64, reps=10)
+# Planner scenarios: GPT-2 small's shape (124 M parameters), batch 16 x 1024 tokens, 8 ranks, four budgets (GiB).
+PLAN = dict(config="gpt2-124m", n_params=124_475_904, batch=16, seq=1024, world_size=8, budgets_gib=(80, 16, 6, 2))
+
+CHECKS = [
+    Check("activation_estimate", "activation_bytes(cfg, b, s) equals the bytes one block keeps for backward, "
+          "measured by the checker, at three shapes (dropout on and off)",
+          f"Count what each op of the block saves for backward ({WHERE}/activations.py): inputs of the Linears, "
+          "LayerNorms (and their mean/rstd), GELU's input and output, the attention kernel's tensors, the dropout "
+          "masks. Measure one with saved_bytes (measure.py) to see which term you missed."),
+    Check("checkpoint_memory", "with apply_recompute 'full' a block keeps only its input (4 bsh); 'selective' "
+          "its input + the Linear outputs (4 bsh + 9*4 bsh); measured",
+          f"Wrap each block's forward in torch.utils.checkpoint, non-reentrant ({WHERE}/recompute.py); selective: "
+          "a policy that saves only the matmuls' outputs (mm/addmm) and recomputes the rest."),
+    Check("checkpoint_equivalence", "full and selective recomputation: loss and every gradient equal no "
+          "recomputation's (dropout on, same seed)",
+          f"The rerun forward must draw the same dropout masks: checkpoint with preserve_rng_state=True "
+          f"({WHERE}/recompute.py), and recompute every random op rather than saving some."),
+    Check("recompute_cost", "full recomputation's step time / no recomputation's, interleaved, is within the "
+          "band the FLOP count gives (one more forward of the blocks)",
+          f"Recompute each block once, in backward ({WHERE}/recompute.py): one non-reentrant checkpoint per block, "
+          "no debug tracing (debug=True traces every op), no extra forward outside it."),
+    Check("amp_equivalence", "train_step in bf16: losses within 1% of the checker's fp32 run; parameters, "
+          "gradients and optimizer state stay fp32 (master weights)",
+          f"Keep the model fp32 and run only forward and the loss under torch.autocast ({WHERE}/amp.py); "
+          "casting the model to bf16 loses updates smaller than bf16's 0.4% resolution."),
+    Check("amp_memory", "under your autocast('cpu', 'bf16') a block keeps the bytes the bf16 formula says "
+          "(46 bsh + 12 abs^2 + 16 bs + 24 h^2), fewer than fp32",
+          f"autocast ({WHERE}/amp.py) must autocast the device the tensors are on (x.device.type), to bf16."),
+    Check("loss_scaling", "fp16 with your LossScaler: the step with an injected inf gradient is skipped (weights "
+          "unchanged), the next uses half the scale, weights stay finite and training continues",
+          f"LossScaler.step ({WHERE}/loss_scale.py): unscale, check every gradient with isfinite, skip "
+          "optimizer.step() if any is not; update(): multiply the scale by backoff_factor after an overflow."),
+    Check("memory_plan", "plan_memory picks the first (micro-batch, recompute, ZeRO stage) that fits, in the "
+          "README's order, with the checker's byte count, at four budgets",
+          f"plan_memory ({WHERE}/planner.py): largest micro-batch first, then recompute none/selective/full, "
+          "then ZeRO stage 0-3; a plan fits when params + grads + optimizer + activations + logits <= budget."),
+]
+
+
+# ---------------------------------------------------------------- worker side
+def task_probe(ctx, target):
+    return probe(LAB, target)
+
+
+def _live_bytes(model, x, run_blocks, context=None):
+    """Bytes of storages created while run_blocks(x) ran that are still alive after it: what the graph keeps
+    for backward. Parameters (model state) and the output (the caller holds it) are left out; x counts if kept."""
+    import contextlib
+
+    import torch
+    from torch.multiprocessing.reductions import StorageWeakRef
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    class Track(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.refs = {}
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor):
+                    s = t.untyped_storage()
+                    self.refs.setdefault(s._cdata, (StorageWeakRef(s), s.nbytes()))
+            return out
+
+    skip = {p.untyped_storage()._cdata for p in model.parameters()}
+    track = Track()
+    with track:
+        h = x * 1.0  # the block input as an activation the checker made: counted only if something keeps it
+    with (context or contextlib.nullcontext()), track:
+        out = run_blocks(h)
+    del h
+    skip.add(out.untyped_storage()._cdata)
+    return sum(n for k, (ref, n) in track.refs.items() if k not in skip and not ref.expired()), out
+
+
+def _cfg(n_embd, n_head, dropout):
+    import dataclasses
+
+    from labs.common.model import get_config
+    return dataclasses.replace(get_config("tiny"), n_embd=n_embd, n_head=n_head, dropout=dropout)
+
+
+def _measure(cfg, batch, seq, seed, recompute=None, context=None, seam=None):
+    """(bytes per block, output) for the tiny GPT's blocks of `cfg`, training mode."""
+    import torch
+    from labs.common.model import build_model
+
+    torch.manual_seed(seed)
+    model = build_model(cfg).train()
+    if recompute:
+        seam.apply_recompute(model, recompute)
+    x = torch.randn(batch, seq, cfg.n_embd, requires_grad=True)
+
+    def blocks(h):
+        for b in model.blocks:
+            h = b(h)
+        return h
+    n, _ = _live_bytes(model, x, blocks, context)
+    return n // cfg.n_layer
+
+
+def task_memory(ctx, target, shapes=SHAPES, seed=SEED):
+    seam = seams.load(LAB, target)
+    out = ctx.partial
+    out["shapes"] = shapes
+    # activation_estimate: fp32, no recomputation, the learner's prediction vs the checker's measurement
+    out["measured"] = [_measure(_cfg(h, a, p), b, s, seed) for h, a, b, s, p in shapes]
+    out["predicted"], out["predicted_error"] = ctx.attempt(
+        lambda: [int(seam.activation_bytes(_cfg(h, a, p), b, s)) for h, a, b, s, p in shapes])
+    h, a, b, s, p = shapes[0]
+    cfg = _cfg(h, a, 0.1)
+    out["cfg"] = dict(n_embd=h, n_head=a, batch=b, seq=s)
+    for mode in ("full", "selective"):  # checkpoint_memory
+        out[mode], out[f"{mode}_error"] = ctx.attempt(lambda mode=mode: _measure(cfg, b, s, seed, mode, seam=seam))
+    out["bf16"], out["bf16_error"] = ctx.attempt(  # amp_memory
+        lambda: _measure(cfg, b, s, seed, context=seam.autocast("cpu", "bf16")))
+    out["fp32"] = _measure(cfg, b, s, seed)
+    out["equiv"], out["equiv_error"] = ctx.attempt(lambda: _equivalence(seam, seed))
+    out["plan"], out["plan_error"] = ctx.attempt(lambda: _plans(seam))
+    return out
+
+
+def _equivalence(seam, seed):
+    """Two steps' losses and gradients, each mode vs no recomputation, dropout on and the same seeds."""
+    import torch
+    from labs.common.data import TokenFile, ensure_corpus
+    from labs.common.model import build_model
+
+    data = TokenFile.open(ensure_corpus(256))
+    batches = [data.batch(list(range(i * 4, i * 4 + 4)), 64, torch.device("cpu")) for i in range(2)]
+
+    def run(mode):
+        torch.manual_seed(seed)
+        model = build_model(_cfg(64, 4, 0.1)).train()
+        if mode:
+            seam.apply_recompute(model, mode)
+        losses, grads = [], []
+        for i, (x, y) in enumerate(batches):
+            torch.manual_seed(seed + 100 + i)  # the dropout masks of this step
+            _, loss = model(x, y)
+            loss.backward()
+            losses.append(loss.item())
+            grads.append([p.grad.clone() for p in model.parameters()])
+            model.zero_grad(set_to_none=True)
+        return losses, grads
+    ref_l, ref_g = run(None)
+    out = {}
+    for mode in ("full", "selective"):
+        lo, gr = run(mode)
+        out[mode] = {"loss_diff": max(abs(a - b) for a, b in zip(lo, ref_l)),
+                     "grad_diff": max((a - b).abs().max().item() for s, t in zip(gr, ref_g) for a, b in zip(s, t))}
+    return out
+
+
+def _plan_cfg() -> dict:
+    """The planner's model config as a dict (the checker's side does not import torch)."""
+    return {"gpt2-124m": dict(vocab_size=50304, block_size=1024, n_layer=12, n_head=12, n_embd=768,
+                              dropout=0.0)}[PLAN["config"]]
+
+
+def _plans(seam):
+    from labs.common.model import get_config
+
+    cfg, p = get_config(PLAN["config"]), PLAN
+    assert {k: getattr(cfg, k) for k in _plan_cfg()} == _plan_cfg(), "labs/common/model.py's gpt2-124m changed"
+    return [{k: plan[k] for k in ("micro_batch", "recompute", "zero_stage", "total", "fits")}
+            for plan in (seam.plan_memory(cfg, p["n_params"], p["batch"], p["seq"], p["world_size"], g * 2 ** 30)
+                         for g in p["budgets_gib"])]
+
+
+def _batches(n, batch):
+    import torch
+    from labs.common.data import TokenFile, ensure_corpus
+
+    data = TokenFile.open(ensure_corpus(256))
+    return [data.batch(list(range(i * batch, (i + 1) * batch)), 64, torch.device("cpu")) for i in range(n)]
+
+
+def _fresh(seed):
+    import torch
+    from labs.common.model import build_model, get_config
+
+    torch.manual_seed(seed)
+    model = build_model(get_config("tiny")).train()
+    return model, torch.optim.AdamW(model.parameters(), lr=AMP_LR)
+
+
+def task_amp(ctx, target, seed=SEED):
+    import torch
+
+    seam = seams.load(LAB, target)
+    out = ctx.partial
+    batches = _batches(AMP_STEPS, AMP_BATCH)
+    model, opt = _fresh(seed)  # the checker's own fp32 loop
+    ref = []
+    for i, (x, y) in enumerate(batches):
+        torch.manual_seed(seed + i)
+        opt.zero_grad()
+        loss = model(x, y)[1]
+        loss.backward()
+        opt.step()
+        ref.append(loss.item())
+    out["fp32"] = ref
+
+    def bf16():
+        model, opt = _fresh(seed)
+        losses = []
+        for i, b in enumerate(batches):
+            torch.manual_seed(seed + i)
+            losses.append(float(seam.train_step(model, opt, b, "bf16")))
+        dtypes = {str(p.dtype) for p in model.parameters()} | {str(p.grad.dtype) for p in model.parameters()
+                                                               if p.grad is not None}
+        dtypes |= {str(v.dtype) for st in opt.state.values() for v in st.values()
+                   if torch.is_tensor(v) and v.is_floating_point()}
+        return {"losses": losses, "dtypes": sorted(dtypes)}
+    out["bf16"], out["bf16_error"] = ctx.attempt(bf16)
+    out["fp16"], out["fp16_error"] = ctx.attempt(lambda: _loss_scaling(seam, seed))
+    return out
+
+
+def _loss_scaling(seam, seed):
+    import torch
+
+    model, opt = _fresh(seed)
+    scaler = seam.LossScaler()
+    target = model.blocks[0].mlp.fc.weight
+    scales, steps = [], []
+
+    def read_scale(module, args, output):  # the gradient reaching the loss is the scale backward started from
+        output[1].register_hook(lambda g: scales.append(g.item()))
+    model.register_forward_hook(read_scale)
+    for i, b in enumerate(_batches(SCALE_STEPS, 4)):
+        hook = target.register_hook(lambda g: torch.full_like(g, float("inf"))) if i == OVERFLOW_AT else None
+        before = digest(model.named_parameters())
+        torch.manual_seed(seed + i)
+        loss = float(seam.train_step(model, opt, b, "fp16", scaler))
+        if hook:
+            hook.remove()
+        finite = all(bool(torch.isfinite(p).all()) for p in model.parameters())
+        steps.append({"changed": digest(model.named_parameters()) != before, "finite": finite, "loss": loss})
+    return {"scales": scales, "steps": steps}
+
+
+def task_timing(ctx, target, reps=TIMING["reps"], seed=SEED):
+    import statistics
+
+    import torch
+    from labs.common.model import build_model
+
+    seam = seams.load(LAB, target)
+    t = TIMING
+    cfg = _cfg(t["n_embd"], t["n_head"], 0.1)
+    x = torch.randint(0, cfg.vocab_size, (t["batch"], t["seq"]))
+    models = {}
+    for mode in ("none", "full"):
+        torch.manual_seed(seed)
+        models[mode] = build_model(cfg).train()
+        if mode != "none":
+            seam.apply_recompute(models[mode], mode)
+
+    def step(model):
+        t0 = time.perf_counter()
+        model(x, x)[1].backward()
+        return time.perf_counter() - t0
+    for m in models.values():  # warm-up: allocator, autograd, checkpoint's first call
+        step(m)
+    ratios = []
+    for _ in range(reps):  # interleaved: load on the machine hits both alike
+        a, b = step(models["none"]), step(models["full"])
+        ratios.append(b / a)
+    return {"ratio": statistics.median(ratios), "ratios": ratios, "cfg": dict(cfg.to_dict(), **t)}
+
+
+TASKS = {"probe": task_probe, "memory": task_memory, "amp": task_amp, "timing": task_timing}
+
+# ---------------------------------------------------------------- checker side
+RUNS = {"activation_estimate": {"memory"}, "checkpoint_memory": {"memory"}, "checkpoint_equivalence": {"memory"},
+        "amp_memory": {"memory"}, "memory_plan": {"memory"}, "amp_equivalence": {"amp"}, "loss_scaling": {"amp"},
+        "recompute_cost": {"timing"}}
+
+
+def grade(h, checks):
+    from checker.labs import lab7_eval
+
+    need = set().union(*(RUNS[c.name] for c in checks))
+    v = h.variant  # hidden variants: other batch and sequence lengths, other weights
+    shapes = [(hh, a, b + v % 3, s - 4 * (v % 4), p) for hh, a, b, s, p in SHAPES]
+    runs = h.run_phases([
+        [dict(name="memory", task="memory", args=dict(shapes=shapes, seed=SEED + v), budget_s=60),
+         dict(name="amp", task="amp", args=dict(seed=SEED + v), budget_s=90)],
+        [dict(name="timing", task="timing", args={}, budget_s=60)],
+    ], need)
+    return [lab7_eval.EVALUATORS[c.name](c, runs) for c in checks], lab7_eval.info(runs)

@@ -1,0 +1,202 @@
+"""Lab 7: from the runs' measurements to pass/fail. Thresholds and the checker's own byte formulas are here."""
+from __future__ import annotations
+
+from checker.labs._common import Check, error_result, first_error, run_info
+from checker.labs.lab7 import OVERFLOW_AT, PLAN, TIMING
+from checker.report import CheckResult
+
+EQUIV_TOL = 1e-6   # recomputation reruns the same ops on the same inputs: measured 0.0 here
+AMP_TOL = 0.01     # bf16 vs fp32 loss, relative, every step of 8 (measured max 5e-5 to 3e-4 here; bf16 eps 2^-8 = 0.4%)
+# recompute_cost: full/none step time = 1 + x, x = one forward of the blocks / a step. In FLOPs a step is forward
+# 1 + backward 2, so x = F_blocks / (3 F_model) (0.31 for TIMING's shape). On one CPU core backward costs 1.5-2x a
+# forward (not exactly 2x), so measured x runs 0.3-0.5 (medians of 10-12 interleaved pairs: 1.31-1.45 here, load ~3).
+# The band is [1 + x/2, 1 + 2x]. Nested non-reentrant checkpoints do not rerun twice (torch recomputes the inner
+# one inside the outer rerun); checkpoint(debug=True), which traces every op, measures 3.3x.
+COST_BAND = (0.5, 2.0)
+
+
+def expected_bytes(n_embd, n_head, batch, seq, dropout=0.1, precision="fp32", recompute="none") -> int:
+    """Bytes one block of labs/common/model.py keeps for backward on the CPU (the lab README's derivation)."""
+    b, s, h, a = batch, seq, n_embd, n_head
+    bsh, f = b * s * h, 4 if precision == "fp32" else 2
+    if recompute == "full":
+        return 4 * bsh
+    if recompute == "selective":
+        return 4 * bsh + 9 * f * bsh
+    total = 4 * bsh + 16 * b * s + 3 * f * bsh + 4 * bsh + 8 * f * bsh  # x, LN stats, Linear ins, LN2 in, GELU
+    if dropout > 0:
+        total += 12 * bsh + 12 * b * a * s * s + 2 * f * bsh  # math attention: q, k, v; a*s^2 x3; two masks
+    else:
+        total += 3 * f * bsh + 4 * b * a * s  # flash attention: qkv, logsumexp
+    return total + (24 * h * h if precision == "bf16" else 0)  # autocast's bf16 weight copies
+
+
+def _fail(c, runs, run, key=None, unit=""):
+    err = first_error(runs, run)
+    if err is None and key is not None:
+        err = runs[run].result.get(f"{key}_error")
+    return error_result(c, err, unit) if err else None
+
+
+def activation_estimate(c: Check, runs) -> CheckResult:
+    bad = _fail(c, runs, "memory", "predicted", "bytes")
+    if bad:
+        return bad
+    r = runs["memory"].result
+    rows, worst = [], 0
+    for (h, a, b, s, p), got, want in zip(r["shapes"], r["measured"], r["predicted"]):
+        rows.append(f"h={h} a={a} b={b} s={s} dropout={p}: predicted {want:,} B, measured {got:,} B")
+        if abs(want - got) >= abs(worst):
+            worst = want - got
+    ok = all(x == y for x, y in zip(r["measured"], r["predicted"]))
+    miss = next((row for row, x, y in zip(rows, r["measured"], r["predicted"]) if x != y), "")
+    return CheckResult(c.name, ok, value=worst, threshold=0, unit="bytes off (predicted - measured)", hint=c.hint,
+                       message=("per block: " + "; ".join(rows)) if ok else f"off by {worst:+,} B at {miss}")
+
+
+def checkpoint_memory(c: Check, runs) -> CheckResult:
+    bad = _fail(c, runs, "memory")
+    if bad:
+        return bad
+    r = runs["memory"].result
+    cfg, notes, ok = r["cfg"], [], True
+    for mode in ("full", "selective"):
+        if r.get(f"{mode}_error"):
+            return error_result(c, {**r[f"{mode}_error"], "message": f"{mode}: {r[f'{mode}_error']['message']}"},
+                                "bytes")
+        want = expected_bytes(**cfg, recompute=mode)
+        ok &= r[mode] == want
+        notes.append(f"{mode} {r[mode]:,} B (formula {want:,})")
+    return CheckResult(c.name, ok, value=r["full"], threshold=expected_bytes(**cfg, recompute="full"),
+                       unit="bytes per block (full)", hint=c.hint,
+                       message=f"per block, b={cfg['batch']} s={cfg['seq']} h={cfg['n_embd']}: " + ", ".join(notes)
+                               + f"; no recomputation {r['fp32']:,} B")
+
+
+def checkpoint_equivalence(c: Check, runs) -> CheckResult:
+    bad = _fail(c, runs, "memory", "equiv", "max abs diff")
+    if bad:
+        return bad
+    e = runs["memory"].result["equiv"]
+    worst = max(max(v.values()) for v in e.values())
+    notes = ", ".join(f"{m}: loss {v['loss_diff']:.1e}, grads {v['grad_diff']:.1e}" for m, v in e.items())
+    return CheckResult(c.name, worst <= EQUIV_TOL, value=worst, threshold=EQUIV_TOL, unit="max abs diff",
+                       hint=c.hint, message=f"2 steps, dropout 0.1, vs no recomputation: {notes}")
+
+
+def _x(cfg) -> float:
+    """One forward of the blocks as a fraction of a step's FLOPs (forward 1 + backward 2)."""
+    h, s, layers, v = cfg["n_embd"], cfg["seq"], cfg["n_layer"], cfg["vocab_size"]
+    blocks = layers * (24 * h * h + 4 * s * h)  # per token: Linears 2*12h^2, attention QK^T and AV 2*2*s*h
+    return blocks / (3 * (blocks + 2 * h * v))
+
+
+def recompute_cost(c: Check, runs) -> CheckResult:
+    bad = _fail(c, runs, "timing", unit="step time ratio")
+    if bad:
+        return bad
+    r = runs["timing"].result
+    x = _x(r["cfg"])
+    lo, hi = 1 + COST_BAND[0] * x, 1 + COST_BAND[1] * x
+    ok = lo <= r["ratio"] <= hi
+    why = "" if ok else (" (more than one extra forward: a second forward, op tracing?)" if r["ratio"] > hi else " (is anything recomputed?)")
+    return CheckResult(c.name, ok, value=round(r["ratio"], 3), threshold=round(hi, 3), unit="step time, full / none",
+                       hint=c.hint, message=f"median of {len(r['ratios'])} interleaved pairs {r['ratio']:.2f}x; FLOPs "
+                                            f"say {1 + x:.2f}x; band {lo:.2f}-{hi:.2f}{why}")
+
+
+def amp_equivalence(c: Check, runs) -> CheckResult:
+    bad = _fail(c, runs, "amp", "bf16", "relative loss diff")
+    if bad:
+        return bad
+    r = runs["amp"].result
+    rel = max(abs(a - b) / abs(b) for a, b in zip(r["bf16"]["losses"], r["fp32"]))
+    not32 = [d for d in r["bf16"]["dtypes"] if d != "torch.float32"]
+    ok = rel <= AMP_TOL and not not32 and len(r["bf16"]["losses"]) == len(r["fp32"])
+    msg = (f"{len(r['fp32'])} steps: loss {r['fp32'][0]:.3f} -> fp32 {r['fp32'][-1]:.4f}, bf16 "
+           f"{r['bf16']['losses'][-1]:.4f}; worst step {rel:.1e} relative")
+    if not32:
+        msg = f"parameters, gradients or optimizer state in {', '.join(not32)}: the masters must stay fp32; " + msg
+    return CheckResult(c.name, ok, value=rel, threshold=AMP_TOL, unit="relative loss diff", hint=c.hint, message=msg)
+
+
+def amp_memory(c: Check, runs) -> CheckResult:
+    bad = _fail(c, runs, "memory", "bf16", "bytes")
+    if bad:
+        return bad
+    r = runs["memory"].result
+    want = expected_bytes(**r["cfg"], precision="bf16")
+    return CheckResult(c.name, r["bf16"] == want, value=r["bf16"], threshold=want, unit="bytes per block (bf16)",
+                       hint=c.hint, message=f"bf16 {r['bf16']:,} B (formula {want:,}) vs fp32 {r['fp32']:,} B: "
+                                            f"{r['bf16'] / r['fp32']:.2f}x")
+
+
+def loss_scaling(c: Check, runs) -> CheckResult:
+    bad = _fail(c, runs, "amp", "fp16", "")
+    if bad:
+        return bad
+    r = runs["amp"].result["fp16"]
+    steps, scales, k = r["steps"], r["scales"], OVERFLOW_AT
+    problems = []
+    if steps[k]["changed"]:
+        problems.append(f"step {k + 1} (inf gradient) changed the weights: it must be skipped")
+    if not all(s["finite"] for s in steps):
+        problems.append(f"weights not finite after step {next(i for i, s in enumerate(steps) if not s['finite']) + 1}")
+    if len(scales) > k + 1 and scales[k + 1] != scales[k] / 2:
+        problems.append(f"scale {scales[k]:g} at the overflow, then {scales[k + 1]:g}: expected half")
+    if not all(s["changed"] for i, s in enumerate(steps) if i != k):
+        problems.append("a step without overflow left the weights unchanged: training must continue")
+    if len(scales) != len(steps) or scales[0] <= 1:
+        problems.append(f"the loss was scaled by {scales[:1]} (expected > 1 on every step)")
+    msg = problems[0] if problems else (f"injected inf at step {k + 1}: skipped, scale {scales[k]:g} -> "
+                                        f"{scales[k + 1]:g}; {len(steps) - k - 1} more steps trained, weights finite")
+    return CheckResult(c.name, not problems, value=scales[k + 1] if len(scales) > k + 1 else None,
+                       threshold=scales[k] / 2 if len(scales) > k else None, unit="scale after overflow",
+                       hint=c.hint, message=msg)
+
+
+def reference_plan(budget: int) -> dict:
+    """The checker's own plan: the first fit in the README's order (planner.py's contract)."""
+    from checker.labs.lab7 import _plan_cfg
+
+    cfg, p = _plan_cfg(), PLAN
+    n, P, plan = p["world_size"], p["n_params"], None
+    for mb in (m for m in range(p["batch"], 0, -1) if p["batch"] % m == 0):
+        for rc in ("none", "selective", "full"):
+            for st in range(4):
+                state = 4 * P // (n if st >= 3 else 1) + 4 * P // (n if st >= 2 else 1) + 8 * P // (n if st >= 1 else 1)
+                act = cfg["n_layer"] * expected_bytes(cfg["n_embd"], cfg["n_head"], mb, p["seq"], cfg["dropout"],
+                                                      recompute=rc)
+                total = state + act + 8 * mb * p["seq"] * cfg["vocab_size"]
+                plan = dict(micro_batch=mb, recompute=rc, zero_stage=st, total=total, fits=total <= budget)
+                if plan["fits"]:
+                    return plan
+    return plan
+
+
+def memory_plan(c: Check, runs) -> CheckResult:
+    bad = _fail(c, runs, "memory", "plan", "plans right")
+    if bad:
+        return bad
+    got, notes, right = runs["memory"].result["plan"], [], 0
+    for gib, plan in zip(PLAN["budgets_gib"], got):
+        want = reference_plan(gib * 2 ** 30)
+        show = f"micro-batch {want['micro_batch']}, {want['recompute']}, ZeRO-{want['zero_stage']}"
+        if plan == want:
+            right += 1
+            notes.append(f"{gib} GiB: {show}, {want['total'] / 2 ** 30:.1f} GiB")
+        else:
+            notes.insert(0, f"{gib} GiB: got {plan}, expected {want}")
+    return CheckResult(c.name, right == len(got), value=right, threshold=len(PLAN["budgets_gib"]), unit="plans right",
+                       hint=c.hint, message=f"{PLAN['config']}, {PLAN['world_size']} ranks, batch {PLAN['batch']} x "
+                                            f"{PLAN['seq']}: " + "; ".join(notes))
+
+
+EVALUATORS = {f.__name__: f for f in (activation_estimate, checkpoint_memory, checkpoint_equivalence, recompute_cost,
+                                      amp_equivalence, amp_memory, loss_scaling, memory_plan)}
+
+
+def info(runs) -> list[tuple[str, str]]:
+    rows = [("GPU memory: NOT RUN", "the CUDA allocator's peak vs the prediction, a memory snapshot and "
+             "expandable_segments are not graded; labs/lab7_memory/README.md, 'On a GPU', shows how to measure them")]
+    return rows + run_info(runs)

@@ -1,0 +1,49 @@
+# GENERATED from solutions/lab7_memory/planner.py by `make starters` (checker/starters.py).
+# This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
+"""A memory planner: the cheapest way to fit a training step into a device's memory.
+
+Per rank, for a model of P parameters trained with AdamW, fp32 masters, world size N (lab 3's formulas):
+    ZeRO stage   params   grads    optimizer (2 fp32 moments)
+    0            4P       4P       8P
+    1            4P       4P       8P/N
+    2            4P       4P/N     8P/N
+    3            4P/N     4P/N     8P/N
+plus the activations of one micro-batch: n_layer * activation_bytes(...) (activations.py), plus the logits
+and their gradient, fp32: 2 * 4 * b*s*V (the largest temporary of a small-vocabulary-heavy model).
+
+The planner tries, in order of what each costs: the largest micro-batch first (fewer accumulation steps);
+then no recomputation, selective, full (more compute); then ZeRO stage 0, 1, 2, 3 (more communication: stage
+3 gathers the weights in forward and again in backward). The first that fits is the plan.
+"""
+from __future__ import annotations
+
+from .activations import activation_bytes
+
+RECOMPUTE = ("none", "selective", "full")
+STAGES = (0, 1, 2, 3)
+
+
+def model_state_bytes(n_params: int, stage: int, world_size: int) -> dict[str, int]:
+    """Per-rank bytes of weights, gradients and AdamW state under ZeRO `stage` (fp32 throughout)."""
+    p, n = n_params, world_size
+    return {"params": 4 * p // (n if stage >= 3 else 1), "grads": 4 * p // (n if stage >= 2 else 1),
+            "optimizer": 8 * p // (n if stage >= 1 else 1)}
+
+
+def step_bytes(cfg, n_params: int, micro_batch: int, seq: int, world_size: int, stage: int, recompute: str,
+               precision: str = "fp32") -> dict[str, int]:
+    """Every term of one rank's peak, by what holds it."""
+    out = model_state_bytes(n_params, stage, world_size)
+    out["activations"] = cfg.n_layer * activation_bytes(cfg, micro_batch, seq, precision, recompute)
+    out["logits"] = 2 * 4 * micro_batch * seq * cfg.vocab_size
+    return out
+
+
+def plan_memory(cfg, n_params: int, batch: int, seq: int, world_size: int, budget_bytes: int,
+                precision: str = "fp32") -> dict:
+    """The first (micro_batch, recompute, zero_stage) in the order above whose step_bytes total fits budget_bytes.
+
+    Returns {"micro_batch", "grad_accum", "recompute", "zero_stage", "bytes": step_bytes(...), "total", "fits"};
+    if nothing fits, the last option tried (micro-batch 1, full recomputation, stage 3) with fits False."""
+    micro_batches = [m for m in range(batch, 0, -1) if batch % m == 0]
+    raise NotImplementedError("TODO(lab7): try each micro-batch (largest first), recompute (none..full), stage (0..3): first total <= budget")

@@ -1,0 +1,33 @@
+"""Lab 7's mutants: one realistic slip each, and the check that must catch it."""
+from . import Mutant
+
+MUTANTS = [
+    Mutant("estimate_without_masks", "activations.py",
+           '        terms["dropout masks (attn, MLP)"] = 2 * f * bsh\n', "",
+           "activation_estimate", "the estimator forgets that dropout keeps its masks for backward"),
+    Mutant("checkpoint_saves_everything", "recompute.py",
+           "    return CheckpointPolicy.MUST_SAVE if op in KEEP else CheckpointPolicy.PREFER_RECOMPUTE\n",
+           "    return CheckpointPolicy.MUST_SAVE\n",
+           "checkpoint_memory", "the selective policy saves every op's output: checkpoint keeps what no recompute keeps"),
+    Mutant("rng_not_preserved", "recompute.py", "use_reentrant=False, preserve_rng_state=True",
+           "use_reentrant=False, preserve_rng_state=False",
+           "checkpoint_equivalence", "the rerun forward draws new dropout masks: the gradient of another network"),
+    Mutant("checkpoint_debug_left_on", "recompute.py", "**context, **kwargs)",
+           "debug=True, **context, **kwargs)",
+           "recompute_cost", "checkpoint(debug=True) left on: every op of forward and rerun is traced, a slow step"),
+    Mutant("no_fp32_masters", "amp.py", "    x, y = batch\n",
+           "    x, y = batch\n    model.to(DTYPES.get(precision, torch.float32))\n",
+           "amp_equivalence", "the model cast to bf16 (no fp32 master weights): small updates round away"),
+    Mutant("autocast_wrong_device", "amp.py", "torch.autocast(device_type=device_type,", "torch.autocast(device_type='cuda',",
+           "amp_memory", "autocast hardcoded to cuda: on the CPU nothing runs in bf16"),
+    Mutant("step_not_skipped_on_inf", "loss_scale.py", "        if not self._found_inf:\n            optimizer.step()\n",
+           "        optimizer.step()\n",
+           "loss_scaling", "the optimizer steps on an overflowed gradient: inf/NaN reaches the weights"),
+    Mutant("scale_not_backed_off", "loss_scale.py", "            self._scale *= self.backoff_factor\n",
+           "            pass\n",
+           "loss_scaling", "after an overflow the scale stays: the next step overflows again"),
+    Mutant("plan_stages_first", "planner.py",
+           "        for recompute in RECOMPUTE:\n            for stage in STAGES:\n",
+           "        for stage in STAGES:\n            for recompute in RECOMPUTE:\n",
+           "memory_plan", "recomputation tried before ZeRO stage 1: pays compute where sharding was free"),
+]
