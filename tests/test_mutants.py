@@ -10,7 +10,7 @@ CASES = [pytest.param(lab, m, id=f"{lab}-{m.name}") for lab in LABS for m in mut
 
 @pytest.mark.parametrize("lab,mutant", CASES)
 def test_the_mutant_fails_its_check(tmp_path, lab, mutant):
-    code, row = grade(learner_tree(tmp_path, lab, mutant), lab, mutant.check)
+    code, row = grade(learner_tree(tmp_path, lab, mutant), lab, mutant.check, extra=mutant.args)
     assert code == 1 and not row["passed"], (
         f"{lab} mutant {mutant.name!r} ({mutant.why}) passed {mutant.check}: {row}")
     assert row.get("hint"), f"a failed {mutant.check} says what to fix: {row}"

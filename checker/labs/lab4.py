@@ -105,7 +105,19 @@ def task_job(ctx, target, job, on_saved_cue=False, parts=()):
             out["launch_args"], out["launch_args_error"] = ctx.attempt(lambda: list(seam.launch_args(WORLD_SIZE)))
     jobmod = importlib.import_module(f"{target}.{seams.SEAMS[LAB].folder}.job")
     timers = {"after_step": 0.0, "train_step": 0.0}
+    tokens = {"after_step": 0, "train_step": 0}  # token positions the model ran forward inside each
     started: list[bool] = []
+    phase: list[str] = []
+    hooked: set[int] = set()
+
+    def on_forward(module, args):
+        if phase and args:
+            tokens[phase[-1]] += args[0].numel()  # (batch, seq) token ids
+
+    def count_tokens(model):
+        if id(model) not in hooked:
+            hooked.add(id(model))
+            model.register_forward_pre_hook(on_forward)
 
     def timed(mod, name):
         fn = getattr(mod, name)
@@ -114,11 +126,14 @@ def task_job(ctx, target, job, on_saved_cue=False, parts=()):
             if not started:  # count from the first training step on (not the job's link check)
                 started.append(True)
                 rec.start()
+            count_tokens(getattr(a[0], "module", a[0]))  # train_step gets the DDP wrapper, after_step the model
+            phase.append(name)
             t0 = time.perf_counter()
             try:
                 return fn(*a, **k)
             finally:
                 timers[name] += time.perf_counter() - t0
+                phase.pop()
         setattr(mod, name, wrapper)
 
     timed(jobmod.incident3, "after_step")
@@ -142,7 +157,7 @@ def task_job(ctx, target, job, on_saved_cue=False, parts=()):
     out.update(res)
     out.update(world_size=env.world_size, rank=env.rank, digest=digest(model.named_parameters()),
                finite=all(bool(torch.isfinite(p).all()) for p in model.parameters()), params=params,
-               reduced_numel=sum(n for _, n in calls), timers=timers,
+               reduced_numel=sum(n for _, n in calls), timers=timers, tokens=tokens,
                losses=[float(x).hex() for x in res["losses"]],
                ifname=os.environ.get("GLOO_SOCKET_IFNAME"), interfaces=[n for _, n in socket.if_nameindex()])
     import labs.common.dist as cdist
