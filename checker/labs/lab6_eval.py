@@ -14,8 +14,9 @@ from labs.common.schedule_timeline import bubble_fraction, busy, ideal_bubble, p
 # before the next forward) replays at 1/2 for p = 2: +0.3 at m=4, +0.39 at m=8.
 BUBBLE_TOL = 0.06
 # Wall-clock bubble minus the replay's, best of 3 steps: time lost waiting outside the schedule's own dependencies.
-# Gaps cost the reference 0.01 to 0.06 under load; a schedule that makes stages wait for each other on every
-# micro-batch (a blocking exchange or barrier each forward) loses at least t_f = 20 ms per micro-batch: >= 0.25 at m=4.
+# Gaps cost the reference 0.01 to 0.06 under load. A GPipe that waits for the other stage after every forward (a
+# barrier, a blocking exchange) runs the forwards one stage after the other: 2m t_f instead of (m+1) t_f, a step of
+# 2m t_f + (m+1) t_b against (m+1)(t_f+t_b): +0.13 at m=4, +0.18 at m=8; after every backward too: +0.3.
 WAIT_TOL = 0.15
 TP_NAMES = {"hand": "by hand", "dtensor": "DTensor"}
 PP_NAMES = {"gpipe": "GPipe", "1f1b": "1F1B", "torch_gpipe": "torch GPipe", "torch_1f1b": "torch 1F1B"}
@@ -193,11 +194,13 @@ def pp_bubble(c: Check, runs) -> CheckResult:
             wait = max(wait, bubble_fraction(best) - measured)
             parts.append(f"m={m} {measured:.3f} ({formula:.3f}; wall clock {bubble_fraction(best):.3f})")
         notes.append(f"{label} " + ", ".join(parts))
-    ok = abs(worst) <= BUBBLE_TOL and wait <= WAIT_TOL
-    why = "" if wait <= WAIT_TOL else (f"; the stages lost {wait:.2f} of the step waiting outside the schedule's "
-                                       f"dependencies (limit {WAIT_TOL}): a blocking send or a barrier per micro-batch?")
-    return CheckResult(c.name, ok, value=round(worst, 3), threshold=BUBBLE_TOL, unit="bubble - formula", hint=c.hint,
-                       message="the schedule's bubble (formula (p-1)/(m+p-1)): " + "; ".join(notes) + why)
+    message = "the schedule's bubble (formula (p-1)/(m+p-1)): " + "; ".join(notes)
+    if abs(worst) <= BUBBLE_TOL and wait > WAIT_TOL:  # the row shows the criterion that failed
+        return CheckResult(c.name, False, value=round(wait, 3), threshold=WAIT_TOL, unit="wall clock - schedule's bubble",
+                           hint=c.hint, message=message + f"; the stages lost {wait:.2f} of the step waiting outside the "
+                           "schedule's dependencies: a barrier or a blocking exchange per micro-batch?")
+    return CheckResult(c.name, abs(worst) <= BUBBLE_TOL, value=round(worst, 3), threshold=BUBBLE_TOL,
+                       unit="bubble - formula", hint=c.hint, message=message)
 
 
 def pp_1f1b_memory(c: Check, runs) -> CheckResult:

@@ -5,7 +5,8 @@ are graded with `--variant 1`, as a class's hand-ins are.
 """
 from . import Mutant
 
-_V1 = ("--variant", "1")
+_V1 = ("--variant", "1")  # incident 6: COURSE_IFNAME=eth9
+_V2 = ("--variant", "2")  # incident 1: SLURM_NTASKS=6
 
 MUTANTS = [
     Mutant("join_tuned_to_allocation", "incident1.py", "    return cdist.init(timeout_s=timeout_s)\n",
@@ -16,7 +17,7 @@ MUTANTS = [
            "    dist.init_process_group(backend, world_size=world, rank=int(os.environ['RANK']),\n"
            "                            timeout=datetime.timedelta(seconds=timeout_s))\n"
            "    return cdist.DistEnv(int(os.environ['RANK']), world, local_rank, device, backend)\n",
-           "fixed_incident1", "world size derived from SLURM_NTASKS by a factor that fits 4 tasks only", _V1),
+           "fixed_incident1", "world size derived from SLURM_NTASKS by a factor that fits 4 tasks only", _V2),
     Mutant("skip_decided_per_rank", "incident2.py", "    flag = torch.tensor([0.0 if math.isfinite(loss) else 1.0], "
            "device=device)\n    dist.all_reduce(flag)\n    return flag.item() > 0\n",
            "    return not math.isfinite(loss)  # no collective in the branch: nothing to hang\n",

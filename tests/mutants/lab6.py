@@ -66,6 +66,11 @@ MUTANTS = [
            "    for i in range(pipe.m):\n        pipe.backward(i)\n",
            "    for i in range(pipe.m):\n        pipe.forward(i)\n        pipe.backward(i)\n", "pp_bubble",
            "GPipe runs each micro-batch's backward before the next forward: the stages take turns"),
+    Mutant("gpipe_waits_each_forward", _SCH, "    for i in range(pipe.m):\n        pipe.forward(i)\n    for i",
+           "    for i in range(pipe.m):\n        pipe.forward(i)\n        dist.barrier()  # keep the stages in step\n"
+           "    for i", "pp_bubble",
+           "GPipe waits for the other stage after every forward: the order is right, the forwards run one stage "
+           "after the other"),
     Mutant("1f1b_holds_m", _SCH, "    warmup = min(pipe.p - 1 - pipe.rank, pipe.m)",
            "    warmup = pipe.m", "pp_1f1b_memory", "1F1B warms up with all m forwards: it is GPipe, holding m"),
     Mutant("1f1b_warmup_off_by_one", _SCH, "    warmup = min(pipe.p - 1 - pipe.rank, pipe.m)",
