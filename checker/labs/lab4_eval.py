@@ -158,8 +158,8 @@ def fixed(c: Check, n: int, runs, scenario, variant: int, launch) -> CheckResult
                     f"r{r['rank']} {x:.2f}" for r, x in zip(rs, ratios)) + f"; validating once every "
                 f"{sc.job['eval_every']} steps costs {amortised:.2f} (seconds in after_step per second in train_step: "
                 + ", ".join(f"r{r['rank']} {x:.2f}" for r, x in zip(rs, seconds)) + ")"))
-        note = (f"after_step runs {value:.2f} tokens forward per token trained on the busiest rank ({max(seconds):.2f}x "
-                f"train_step's seconds); dashboard got {dash['evals']} evals")
+        note = (f"after_step runs {value:.2f} tokens forward per token trained on the busiest rank "
+                f"({max(seconds):.2f}x train_step's seconds); dashboard got {dash['evals']} evals")
     if n == 4:
         r0 = runs["fixed4"].result
         if r0.get("shards_error"):

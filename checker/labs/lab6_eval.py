@@ -196,9 +196,10 @@ def pp_bubble(c: Check, runs) -> CheckResult:
         notes.append(f"{label} " + ", ".join(parts))
     message = "the schedule's bubble (formula (p-1)/(m+p-1)): " + "; ".join(notes)
     if abs(worst) <= BUBBLE_TOL and wait > WAIT_TOL:  # the row shows the criterion that failed
-        return CheckResult(c.name, False, value=round(wait, 3), threshold=WAIT_TOL, unit="wall clock - schedule's bubble",
-                           hint=c.hint, message=message + f"; the stages lost {wait:.2f} of the step waiting outside the "
-                           "schedule's dependencies: a barrier or a blocking exchange per micro-batch?")
+        return CheckResult(c.name, False, value=round(wait, 3), threshold=WAIT_TOL,
+                           unit="wall clock - schedule's bubble", hint=c.hint,
+                           message=message + f"; the stages lost {wait:.2f} of the step waiting outside the schedule's "
+                                             "dependencies: a barrier or a blocking exchange per micro-batch?")
     return CheckResult(c.name, abs(worst) <= BUBBLE_TOL, value=round(worst, 3), threshold=BUBBLE_TOL,
                        unit="bubble - formula", hint=c.hint, message=message)
 
