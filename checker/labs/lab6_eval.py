@@ -187,19 +187,22 @@ def pp_bubble(c: Check, runs) -> CheckResult:
             bad = _incomplete(steps, m)
             if bad:
                 return CheckResult(c.name, False, unit="bubble - formula", hint=c.hint, message=f"{label}: {bad}")
-            best = min(steps, key=bubble_fraction)  # the step least disturbed by other processes
-            measured, formula = replayed_bubble(best), ideal_bubble(len(steps[0]), m)
+            # best of the repeats, each quantity on its own: a wrong schedule is wrong in every repeat, while a
+            # repeat that other processes disturbed (a late wake-up stretching one sleep) is off in one
+            formula, replays = ideal_bubble(len(steps[0]), m), [replayed_bubble(s) for s in steps]
+            measured = min(replays, key=lambda b: abs(b - formula))
             if abs(measured - formula) > abs(worst):
                 worst = measured - formula
-            wait = max(wait, bubble_fraction(best) - measured)
-            parts.append(f"m={m} {measured:.3f} ({formula:.3f}; wall clock {bubble_fraction(best):.3f})")
+            wait = max(wait, min(bubble_fraction(s) - r for s, r in zip(steps, replays)))
+            parts.append(f"m={m} {measured:.3f} ({formula:.3f}; wall clock {min(map(bubble_fraction, steps)):.3f})")
         notes.append(f"{label} " + ", ".join(parts))
-    message = "the schedule's bubble (formula (p-1)/(m+p-1)): " + "; ".join(notes)
+    message = (f"the schedule's bubble (formula (p-1)/(m+p-1)): {'; '.join(notes)}; wall clock minus the schedule's "
+               f"bubble at most {wait:.3f} (limit {WAIT_TOL})")
     if abs(worst) <= BUBBLE_TOL and wait > WAIT_TOL:  # the row shows the criterion that failed
         return CheckResult(c.name, False, value=round(wait, 3), threshold=WAIT_TOL,
                            unit="wall clock - schedule's bubble", hint=c.hint,
-                           message=message + f"; the stages lost {wait:.2f} of the step waiting outside the schedule's "
-                                             "dependencies: a barrier or a blocking exchange per micro-batch?")
+                           message=message + ": the stages lost that much of the step waiting outside the schedule's "
+                                             "dependencies (a barrier or a blocking exchange per micro-batch?)")
     return CheckResult(c.name, abs(worst) <= BUBBLE_TOL, value=round(worst, 3), threshold=BUBBLE_TOL,
                        unit="bubble - formula", hint=c.hint, message=message)
 
