@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import socket
 import sys
 import traceback
@@ -210,8 +211,11 @@ def faulty_specs(h: Harness, variant: int, need: set[int]) -> tuple[dict[int, st
             logs[n] = log.read_text(errors="replace")
     # run.py itself from the pristine tree, as a learner runs it: PYTHONPATH puts that tree first.
     env = {"PYTHONPATH": os.pathsep.join([str(tree), str(REPO_ROOT)])}
+    # run.py stops a job it thinks hung after the scenario's budget; a loaded machine stretches it as it does ours
+    scale, sc = float(os.environ.get("CHECKER_BUDGET_SCALE", "1")), scenarios()
     specs = [dict(name=f"faulty{n}", task="", budget_s=120, env=env,
                   argv=[sys.executable, "-m", "labs.lab4_debugging.run", str(n), "--variant", str(variant),
+                        "--budget", str(sc.scenario(n, variant).budget_s * scale),
                         "--log", str(h.workdir / f"incident{n}.faulty.log")]) for n in sorted(need - set(logs))]
     return logs, specs, folder, key
 
@@ -221,7 +225,9 @@ def keep_faulty_logs(h: Harness, logs: dict, specs: list[dict], folder: Path, ke
         n = int(spec["name"].removeprefix("faulty"))
         path = h.workdir / f"incident{n}.faulty.log"
         logs[n] = path.read_text(errors="replace") if path.exists() else ""
-        if logs[n]:
+        # a job run.py had to stop ("hung": a machine too loaded to start it in time) is not kept: its log may lack
+        # the lines a diagnosis quotes, and kept it would fail every later grade of these sources
+        if logs[n] and not re.search(r"^# outcome: .*hung", logs[n], re.M):
             folder.mkdir(parents=True, exist_ok=True)
             (folder / f"incident{n}.log").write_text(logs[n])
             (folder / f"incident{n}.key").write_text(key)
