@@ -61,6 +61,7 @@ MUTANTS = [
            "an evidence line that sounds right but is not in the log"),
     Mutant("evidence_irrelevant", "diagnosis.toml",
            'evidence = "Unable to find address for: ib0"',
-           'evidence = "joined: world size 2, backend gloo, device cpu"', "diagnosed_incident6",
-           "a line that occurs in the log but shows nothing about the cause"),
+           'evidence = "[rank=0] launch environment: RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=localhost '
+           'MASTER_PORT=29500 COURSE_IFNAME=ib0"', "diagnosed_incident6",
+           "a line that occurs in the log and names ib0, but does not show that ib0 is missing here"),
 ]
