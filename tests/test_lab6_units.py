@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from checker.labs.lab6 import _expected_shard
-from checker.labs.lab6_eval import tp_expected_bytes
+from checker.labs.lab6_eval import replayed_bubble, tp_expected_bytes
 from labs.common.schedule_timeline import bubble_fraction, ideal_bubble, peak_live
 
 
@@ -46,6 +46,25 @@ def test_ideal_schedules_have_the_formulas_bubble_and_1f1b_holds_p_minus_stage(p
         assert bubble_fraction(_ideal(order, p, m)) == pytest.approx(ideal_bubble(p, m))
     assert [peak_live(e) for e in _ideal(_gpipe, p, m)] == [m] * p
     assert [peak_live(e) for e in _ideal(_1f1b, p, m)] == [min(p - s, m) for s in range(p)]
+
+
+def _with_gaps(ranks, gap):
+    """The same events, each stage's k-th operation started k*gap later: time lost between operations (send/recv,
+    Python, a loaded CPU), the order unchanged."""
+    return [[{**e, "start": e["start"] + k * gap, "end": e["end"] + k * gap} for k, e in enumerate(r)] for r in ranks]
+
+
+@pytest.mark.parametrize("p,m", [(2, 4), (2, 8), (4, 8)])
+def test_the_replayed_bubble_is_the_schedules_own_and_ignores_gaps_between_operations(p, m):
+    for order in (_gpipe, _1f1b):
+        ideal = _ideal(order, p, m)
+        assert replayed_bubble(ideal) == pytest.approx(ideal_bubble(p, m))
+        gappy = _with_gaps(ideal, 0.2)
+        assert bubble_fraction(gappy) > ideal_bubble(p, m) + 0.05  # the wall clock pays for the gaps
+        assert replayed_bubble(gappy) == pytest.approx(ideal_bubble(p, m))  # the schedule does not
+    # each micro-batch's backward before the next forward: no pipelining, and the replay says so
+    serial = _ideal(lambda s, p, m: [op for i in range(m) for op in (("F", i), ("B", i))], p, m)
+    assert replayed_bubble(serial) == pytest.approx(bubble_fraction(serial)) and replayed_bubble(serial) > 0.4
 
 
 @pytest.mark.parametrize("world", [2, 4])

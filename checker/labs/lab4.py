@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import socket
 import sys
 import traceback
@@ -105,7 +106,19 @@ def task_job(ctx, target, job, on_saved_cue=False, parts=()):
             out["launch_args"], out["launch_args_error"] = ctx.attempt(lambda: list(seam.launch_args(WORLD_SIZE)))
     jobmod = importlib.import_module(f"{target}.{seams.SEAMS[LAB].folder}.job")
     timers = {"after_step": 0.0, "train_step": 0.0}
+    tokens = {"after_step": 0, "train_step": 0}  # token positions the model ran forward inside each
     started: list[bool] = []
+    phase: list[str] = []
+    hooked: set[int] = set()
+
+    def on_forward(module, args):
+        if phase and args:
+            tokens[phase[-1]] += args[0].numel()  # (batch, seq) token ids
+
+    def count_tokens(model):
+        if id(model) not in hooked:
+            hooked.add(id(model))
+            model.register_forward_pre_hook(on_forward)
 
     def timed(mod, name):
         fn = getattr(mod, name)
@@ -114,11 +127,14 @@ def task_job(ctx, target, job, on_saved_cue=False, parts=()):
             if not started:  # count from the first training step on (not the job's link check)
                 started.append(True)
                 rec.start()
+            count_tokens(getattr(a[0], "module", a[0]))  # train_step gets the DDP wrapper, after_step the model
+            phase.append(name)
             t0 = time.perf_counter()
             try:
                 return fn(*a, **k)
             finally:
                 timers[name] += time.perf_counter() - t0
+                phase.pop()
         setattr(mod, name, wrapper)
 
     timed(jobmod.incident3, "after_step")
@@ -142,7 +158,7 @@ def task_job(ctx, target, job, on_saved_cue=False, parts=()):
     out.update(res)
     out.update(world_size=env.world_size, rank=env.rank, digest=digest(model.named_parameters()),
                finite=all(bool(torch.isfinite(p).all()) for p in model.parameters()), params=params,
-               reduced_numel=sum(n for _, n in calls), timers=timers,
+               reduced_numel=sum(n for _, n in calls), timers=timers, tokens=tokens,
                losses=[float(x).hex() for x in res["losses"]],
                ifname=os.environ.get("GLOO_SOCKET_IFNAME"), interfaces=[n for _, n in socket.if_nameindex()])
     import labs.common.dist as cdist
@@ -195,8 +211,11 @@ def faulty_specs(h: Harness, variant: int, need: set[int]) -> tuple[dict[int, st
             logs[n] = log.read_text(errors="replace")
     # run.py itself from the pristine tree, as a learner runs it: PYTHONPATH puts that tree first.
     env = {"PYTHONPATH": os.pathsep.join([str(tree), str(REPO_ROOT)])}
+    # run.py stops a job it thinks hung after the scenario's budget; a loaded machine stretches it as it does ours
+    scale, sc = float(os.environ.get("CHECKER_BUDGET_SCALE", "1")), scenarios()
     specs = [dict(name=f"faulty{n}", task="", budget_s=120, env=env,
                   argv=[sys.executable, "-m", "labs.lab4_debugging.run", str(n), "--variant", str(variant),
+                        "--budget", str(sc.scenario(n, variant).budget_s * scale),
                         "--log", str(h.workdir / f"incident{n}.faulty.log")]) for n in sorted(need - set(logs))]
     return logs, specs, folder, key
 
@@ -206,7 +225,9 @@ def keep_faulty_logs(h: Harness, logs: dict, specs: list[dict], folder: Path, ke
         n = int(spec["name"].removeprefix("faulty"))
         path = h.workdir / f"incident{n}.faulty.log"
         logs[n] = path.read_text(errors="replace") if path.exists() else ""
-        if logs[n]:
+        # a job run.py had to stop ("hung": a machine too loaded to start it in time) is not kept: its log may lack
+        # the lines a diagnosis quotes, and kept it would fail every later grade of these sources
+        if logs[n] and not re.search(r"^# outcome: .*hung", logs[n], re.M):
             folder.mkdir(parents=True, exist_ok=True)
             (folder / f"incident{n}.log").write_text(logs[n])
             (folder / f"incident{n}.key").write_text(key)

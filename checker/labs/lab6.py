@@ -66,6 +66,22 @@ def task_probe(ctx, target):
     return probe(LAB, target)
 
 
+def _model(seed: int):
+    """The tiny GPT from `seed`, every parameter then moved off its initial value by seeded noise.
+
+    At initialisation every bias is 0 and every LayerNorm weight 1: a bias added on every rank before the
+    all-reduce (summed N times), or a bias left out of a permutation, changes nothing there and would pass.
+    Noise of 0.05 on everything makes such a slip move the logits by ~1e-2, 1,000x the tolerance."""
+    import torch
+
+    model = tiny_model(seed)
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for p in model.parameters():  # the tied embedding/head once: parameters() skips the repeat
+            p.add_(0.05 * torch.randn(p.shape, generator=gen))
+    return model
+
+
 def _batch(n, device):
     from labs.common.data import TokenFile, ensure_corpus
 
@@ -105,7 +121,7 @@ def _split_bytes(model) -> list[int]:
 
 
 def _tp_part(make, rec, env, x, y, ref, ref_out, seed):
-    model = tiny_model(seed).to(env.device)
+    model = _model(seed).to(env.device)
     cfg = model.cfg
     model = make(model) or model
     spans, handles = [], []  # each block's forward and backward, by the checker's hooks
@@ -162,7 +178,7 @@ def task_tp(ctx, target, seed=SEED, parts=("hand", "dtensor")):
     rec = CollectiveRecorder()  # before the learner's code is imported: every spelling of all_reduce reaches it
     seam = seams.load(LAB, target)
     x, y = _batch(TP_BATCH, env.device)
-    ref = tiny_model(seed).to(env.device)
+    ref = _model(seed).to(env.device)
     logits, loss = ref(x, y)
     loss.backward()
     ref_out = (logits.detach(), loss.item())
@@ -192,7 +208,7 @@ def _ce(logits, y):
 def _pp_part(seam, env, run, ref, ref_losses, seed):
     import torch.distributed as dist
 
-    model = tiny_model(seed).to(env.device)
+    model = _model(seed).to(env.device)
     names = {id(p): n for n, p in model.named_parameters()}
     stage = seam.split_stages(model, env.rank, env.world_size)
     losses = [float(v) for v in run(stage)]
@@ -230,7 +246,7 @@ def task_pp(ctx, target, seed=SEED):
     env = cdist.init(timeout_s=20)
     seam = seams.load(LAB, target)
     x, y = _batch(PP_BATCH, env.device)
-    ref = tiny_model(seed).to(env.device)
+    ref = _model(seed).to(env.device)
     _, loss = ref(x, y)
     loss.backward()  # equal micro-batches: the mean of their mean losses is the batch's mean loss
     with torch.no_grad():

@@ -4,13 +4,20 @@ from __future__ import annotations
 from checker.labs._common import Check, error_result, first_error, run_info
 from checker.labs.lab6 import N_MICRO, TIMING, TOL
 from checker.report import CheckResult
-from labs.common.schedule_timeline import bubble_fraction, ideal_bubble, peak_live
+from labs.common.schedule_timeline import bubble_fraction, busy, ideal_bubble, peak_live
 
-# Measured bubble minus (p-1)/(m+p-1), best of 3 steps. Send/recv, Python between micro-batches and CPU wake-ups
-# only ever add idle time, so the excess is one-sided: measured here +0.01 to +0.02 (m=4) and +0.02 to +0.04 (m=8) on
-# 2 cores shared with other jobs (load ~3): 10-20 ms of gaps in a 540 ms step. A schedule that does not pipeline
-# (each micro-batch's backward before the next forward) sits at 1/2 for p = 2: +0.3 at m=4, +0.39 at m=8.
+# The schedule's bubble: each stage's micro-batches replayed in the order they ran, each taking as long as it took,
+# each starting as soon as its stage is free and its input (forward: the previous stage's forward; backward: the next
+# stage's backward) exists. That is the quantity (p-1)/(m+p-1) describes: the gaps between operations (send/recv,
+# Python, CPU wake-ups under load) are not in it. Wall-clock bubbles of the reference sit +0.01 to +0.06 above the
+# formula on 2 loaded cores, the replay within +-0.01. A schedule that does not pipeline (each micro-batch's backward
+# before the next forward) replays at 1/2 for p = 2: +0.3 at m=4, +0.39 at m=8.
 BUBBLE_TOL = 0.06
+# Wall-clock bubble minus the replay's, best of 3 steps: time lost waiting outside the schedule's own dependencies.
+# Gaps cost the reference 0.01 to 0.06 under load. A GPipe that waits for the other stage after every forward (a
+# barrier, a blocking exchange) runs the forwards one stage after the other: 2m t_f instead of (m+1) t_f, a step of
+# 2m t_f + (m+1) t_b against (m+1)(t_f+t_b): +0.13 at m=4, +0.18 at m=8; after every backward too: +0.3.
+WAIT_TOL = 0.15
 TP_NAMES = {"hand": "by hand", "dtensor": "DTensor"}
 PP_NAMES = {"gpipe": "GPipe", "1f1b": "1F1B", "torch_gpipe": "torch GPipe", "torch_1f1b": "torch 1F1B"}
 
@@ -140,8 +147,37 @@ def _incomplete(steps, m: int) -> str | None:
     return None
 
 
+def replayed_bubble(ranks: list[list[dict]]) -> float:
+    """The bubble of the order each stage ran its micro-batches in, without the time lost between them: each
+    event keeps its duration and starts when its stage is free and its input exists (see BUBBLE_TOL)."""
+    p = len(ranks)
+    queues = [sorted(r, key=lambda e: e["start"]) for r in ranks]
+    done, free, pos = {}, [0.0] * p, [0] * p
+    while any(pos[s] < len(queues[s]) for s in range(p)):
+        progressed = False
+        for s in range(p):
+            if pos[s] == len(queues[s]):
+                continue
+            e = queues[s][pos[s]]
+            dep = ((s - 1, "F") if e["kind"] == "F" else (s + 1, "B"))
+            if 0 <= dep[0] < p:
+                ready = done.get((dep[0], dep[1], e["mb"]))
+                if ready is None:
+                    continue
+            else:
+                ready = 0.0
+            start = max(free[s], ready)
+            free[s] = done[(s, e["kind"], e["mb"])] = start + e["end"] - e["start"]
+            pos[s] += 1
+            progressed = True
+        if not progressed:  # an order that could not have run: report it as all bubble
+            return 1.0
+    span = max(free)
+    return sum(1 - busy(r) / span for r in ranks) / p
+
+
 def pp_bubble(c: Check, runs) -> CheckResult:
-    notes, worst = [], 0.0
+    notes, worst, wait = [], 0.0, 0.0
     for schedule, label in (("gpipe", "GPipe"), ("1f1b", "1F1B")):
         tl, err = _timelines(runs, schedule)
         if err:
@@ -151,14 +187,24 @@ def pp_bubble(c: Check, runs) -> CheckResult:
             bad = _incomplete(steps, m)
             if bad:
                 return CheckResult(c.name, False, unit="bubble - formula", hint=c.hint, message=f"{label}: {bad}")
-            measured, formula = min(bubble_fraction(s) for s in steps), ideal_bubble(len(steps[0]), m)
+            # best of the repeats, each quantity on its own: a wrong schedule is wrong in every repeat, while a
+            # repeat that other processes disturbed (a late wake-up stretching one sleep) is off in one
+            formula, replays = ideal_bubble(len(steps[0]), m), [replayed_bubble(s) for s in steps]
+            measured = min(replays, key=lambda b: abs(b - formula))
             if abs(measured - formula) > abs(worst):
                 worst = measured - formula
-            parts.append(f"m={m} {measured:.3f} ({formula:.3f})")
+            wait = max(wait, min(bubble_fraction(s) - r for s, r in zip(steps, replays)))
+            parts.append(f"m={m} {measured:.3f} ({formula:.3f}; wall clock {min(map(bubble_fraction, steps)):.3f})")
         notes.append(f"{label} " + ", ".join(parts))
+    message = (f"the schedule's bubble (formula (p-1)/(m+p-1)): {'; '.join(notes)}; wall clock minus the schedule's "
+               f"bubble at most {wait:.3f} (limit {WAIT_TOL})")
+    if abs(worst) <= BUBBLE_TOL and wait > WAIT_TOL:  # the row shows the criterion that failed
+        return CheckResult(c.name, False, value=round(wait, 3), threshold=WAIT_TOL,
+                           unit="wall clock - schedule's bubble", hint=c.hint,
+                           message=message + ": the stages lost that much of the step waiting outside the schedule's "
+                                             "dependencies (a barrier or a blocking exchange per micro-batch?)")
     return CheckResult(c.name, abs(worst) <= BUBBLE_TOL, value=round(worst, 3), threshold=BUBBLE_TOL,
-                       unit="bubble - formula", hint=c.hint,
-                       message="measured (formula (p-1)/(m+p-1)): " + "; ".join(notes))
+                       unit="bubble - formula", hint=c.hint, message=message)
 
 
 def pp_1f1b_memory(c: Check, runs) -> CheckResult:

@@ -1,0 +1,67 @@
+"""Lab 4's mutants: a plausible but wrong fix per incident, and wrong diagnoses; each with the check that fails it.
+
+A fix tuned to the public conditions (variant 0) passes there and fails under a hidden variant: those mutants
+are graded with `--variant 1`, as a class's hand-ins are.
+"""
+from . import Mutant
+
+_V1 = ("--variant", "1")  # incident 6: COURSE_IFNAME=eth9
+_V2 = ("--variant", "2")  # incident 1: SLURM_NTASKS=6
+
+MUTANTS = [
+    Mutant("join_tuned_to_allocation", "incident1.py", "    return cdist.init(timeout_s=timeout_s)\n",
+           "    import datetime, os\n"
+           "    world = int(os.environ.get('SLURM_NTASKS', 4)) // 2  # the allocation holds two tasks per rank\n"
+           "    local_rank = int(os.environ.get('LOCAL_RANK', 0))\n"
+           "    device, backend = cdist.pick_device(os.environ.get('COURSE_DEVICE', 'auto'), local_rank)\n"
+           "    dist.init_process_group(backend, world_size=world, rank=int(os.environ['RANK']),\n"
+           "                            timeout=datetime.timedelta(seconds=timeout_s))\n"
+           "    return cdist.DistEnv(int(os.environ['RANK']), world, local_rank, device, backend)\n",
+           "fixed_incident1", "world size derived from SLURM_NTASKS by a factor that fits 4 tasks only", _V2),
+    Mutant("skip_decided_per_rank", "incident2.py", "    flag = torch.tensor([0.0 if math.isfinite(loss) else 1.0], "
+           "device=device)\n    dist.all_reduce(flag)\n    return flag.item() > 0\n",
+           "    return not math.isfinite(loss)  # no collective in the branch: nothing to hang\n",
+           "fixed_incident2", "skip_step decides on its own rank's loss: the hang is gone, the other rank steps on NaN"),
+    Mutant("skip_flag_not_summed", "incident2.py", "    dist.all_reduce(flag)\n    return flag.item() > 0\n",
+           "    dist.all_reduce(flag)\n    return not math.isfinite(loss)\n",
+           "fixed_incident2", "every rank joins the all-reduce, then ignores its result and decides locally"),
+    Mutant("validate_every_step_everywhere", "incident3.py", "    if step % job.eval_every:\n        return None\n",
+           "", "fixed_incident3", "validation on every rank every step: no straggler, but every step pays 8 forwards"),
+    Mutant("shards_drop_too_many", "incident4.py", "    return list(range(rank, n - n % world, world))\n",
+           "    return list(range(rank, n - world, world))\n", "fixed_incident4",
+           "equal shards by dropping a whole world's worth of samples every epoch, not only the remainder"),
+    Mutant("shards_pad_too_many", "incident4.py", "    return list(range(rank, n - n % world, world))\n",
+           "    return [i % n for i in range(rank, n + world, world)]\n", "fixed_incident4",
+           "pads every shard by one, even when n divides evenly: samples repeated every epoch"),
+    Mutant("load_forgets_optimizer", "incident5.py", "    optimizer.load_state_dict(state[\"optimizer\"])\n", "",
+           "fixed_incident5", "the optimizer state is saved but not loaded: AdamW restarts from zero moments"),
+    Mutant("load_forgets_rng", "incident5.py", "    ckpt.set_rng_state(ckpt.load(_rng_path(path, dist.get_rank())))\n",
+           "", "fixed_incident5", "the RNG state is saved but not restored: the dropout masks after resume differ"),
+    Mutant("interface_tuned_to_ib0", "incident6.py",
+           "    ifname = wanted if wanted in have else route_interface(master_addr)\n",
+           "    ifname = \"lo\" if wanted == \"ib0\" else wanted  # ib0 is the InfiniBand name; here it's loopback\n",
+           "fixed_incident6", "maps the one missing name seen in the log to lo; any other missing name still fails",
+           _V1),
+    Mutant("launch_other_fixed_port", "incident7.py", "    return [\"--standalone\", f\"--nproc-per-node={nproc}\"]\n",
+           "    return [\"--nnodes=1\", f\"--nproc-per-node={nproc}\", \"--master-addr=127.0.0.1\", "
+           "\"--master-port=29501\"]\n", "fixed_incident7",
+           "moves the rendezvous to another fixed port: the other job is gone, but two of ours still clash"),
+    Mutant("no_sync_wrong_micro_batch", "incident8.py", "with ddp.no_sync() if i < k - 1 else nullcontext():",
+           "with ddp.no_sync() if i > 0 else nullcontext():", "fixed_incident8",
+           "communicates on the first micro-batch, not the last: the others' gradients never leave the rank"),
+    Mutant("no_sync_never", "incident8.py", "with ddp.no_sync() if i < k - 1 else nullcontext():",
+           "with nullcontext():", "fixed_incident8", "still one all-reduce per micro-batch: 4x the traffic"),
+    # diagnosis.toml
+    Mutant("hang_called_deadlock", "diagnosis.toml", 'cause = "uneven_shards"', 'cause = "dataloader_deadlock"',
+           "diagnosed_incident4", "the epoch-end hang blamed on the data loader, not the uneven shards"),
+    Mutant("slow_called_straggler", "diagnosis.toml", 'cause = "slow_link"', 'cause = "straggler"',
+           "diagnosed_incident8", "the slow job blamed on a straggler, not the link"),
+    Mutant("evidence_made_up", "diagnosis.toml", 'evidence = "name: EADDRINUSE, message: address already in use"',
+           'evidence = "EADDRINUSE: port 29500 is held by another job"', "diagnosed_incident7",
+           "an evidence line that sounds right but is not in the log"),
+    Mutant("evidence_irrelevant", "diagnosis.toml",
+           'evidence = "Unable to find address for: ib0"',
+           'evidence = "[rank=0] launch environment: RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=localhost '
+           'MASTER_PORT=29500 COURSE_IFNAME=ib0"', "diagnosed_incident6",
+           "a line that occurs in the log and names ib0, but does not show that ib0 is missing here"),
+]
