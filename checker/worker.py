@@ -95,6 +95,13 @@ def main(argv=None) -> int:
     faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
     sys.path.insert(0, str(root))  # the graded tree's labs/ and solutions/ win over any installed copy
 
+    # A fork of the fork server inherits the server's Python and NumPy generator states: reseed them from the
+    # OS as a fresh interpreter does, so that an unseeded generator differs between two runs here too.
+    import random
+    random.seed()
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
+
     # Taken out of the environment before any learner code runs (their children won't see it either).
     nonce = os.environ.pop("CHECKER_NONCE", "")
     ctx = Context(out, rank, Path(json.loads(a.args).get("workdir", out.parent)), root, nonce)

@@ -25,6 +25,7 @@ RTOL = 1e-4
 CRITERIA = (  # in the order a wrong step is best explained by; (key, what it is, what the step did wrong)
     ("opt_steps", "optimizer.step() calls", "call optimizer.step() exactly once per train_step"),
     ("sched_steps", "scheduler.step() calls", "call scheduler.step() exactly once, after optimizer.step()"),
+    ("comm", "all-reduces issued", "communicate once per optimizer step: no_sync() on all but the last micro-step"),
     ("lr", "lr the optimizer used", "step the scheduler once, after optimizer.step()"),
     ("loss", "loss returned", "return the mean loss of the step as a float"),
     ("pre_norm", "gradient norm after backward", "zero the grads first; the loss is the model's mean loss"),
@@ -90,11 +91,11 @@ class GradNormProbe:
         return n
 
 
-def side_by_side(runs: dict, plan: list, seed: int) -> dict:
+def side_by_side(runs: dict, plan: list, seed: int, comm=None) -> dict:
     """runs = {"reference": (step_fn, model, set_scale), "learner": ...}; plan = [(args for step_fn, scale), ...].
 
     Each side: its own RecordingSGD and scheduler over its model; before step k, set_scale(scale) and
-    torch.manual_seed(seed + k). Returns {"reference": [per-step record], "learner": [...], "diffs": [...]}
+    torch.manual_seed(seed + k). `comm` (a CollectiveRecorder) counts the all-reduces of each step. Returns {"reference": [per-step record], "learner": [...], "diffs": [...]}
     where a record is what the step did and diffs compares the learner's with the reference's."""
     import torch
 
@@ -109,10 +110,13 @@ def side_by_side(runs: dict, plan: list, seed: int) -> dict:
             set_scale(scale)
             torch.manual_seed(seed + k)
             n_calls, n_sched = len(opt.calls), sched.last_epoch
+            if comm is not None:
+                comm.start()
             loss = fn(model, opt, sched, args)
+            n_comm = len(comm.stop()) if comm is not None else 0
             call = opt.calls[-1] if len(opt.calls) > n_calls else {"lr": [None], "norm": None}
             recs.append({"loss": float(loss), "opt_steps": len(opt.calls) - n_calls,
-                         "sched_steps": sched.last_epoch - n_sched, "lr": call["lr"][0],
+                         "sched_steps": sched.last_epoch - n_sched, "lr": call["lr"][0], "comm": n_comm,
                          "pre_norm": probe.take(), "post_norm": call["norm"]})
             snaps.append(([p.detach().clone() for p in params],
                           [None if p.grad is None else p.grad.detach().clone() for p in params]))
@@ -151,8 +155,8 @@ def first_difference(result: dict) -> tuple[int, str, str, str] | None:
                     return k + 1, ".grad after the step", f"{d['grad_missing']} parameters have .grad None", fix
                 if d[key] > tol:
                     return k + 1, what, f"{d[key]:.2e} (tolerance {tol:.1e})", fix
-            elif not (_close(m[key], r[key], 0 if key.endswith("steps") else RTOL)):
-                fmt = (lambda v: "none" if v is None else f"{v:.6g}") if not key.endswith("steps") else str
+            elif not (_close(m[key], r[key], 0 if key.endswith("steps") or key == "comm" else RTOL)):
+                fmt = (lambda v: "none" if v is None else f"{v:.6g}") if not (key.endswith("steps") or key == "comm") else str
                 return k + 1, what, f"yours {fmt(m[key])} vs reference {fmt(r[key])}", fix
     return None
 

@@ -27,7 +27,7 @@ PIPE_WARMUP, PIPE_STEPS, PIPE_BASELINE = 4, 20, 10
 # steps differ too), so a meter that counts a warm-up step's tokens or opens its window one step early or
 # late is off by 10-40%, far over METER_TOL. (tokens passed to step(), seconds of extra wait after the step)
 METER_WARMUP = 3
-METER_STEPS = [(6000, 0.08), (200, 0.0), (9000, 0.04)] + [(500, 0.0), (4000, 0.02), (1500, 0.0), (4000, 0.02)] * 2
+METER_STEPS = [(6000, 0.08), (200, 0.0), (9000, 0.04)] + [(4000, 0.02), (500, 0.0), (4000, 0.02), (1500, 0.0)] * 2
 
 CHECKS = [
     Check("reproducible", "two fresh processes with one seed give bit-identical losses and weights; "

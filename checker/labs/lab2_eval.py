@@ -27,6 +27,11 @@ def sharding(c: Check, runs) -> CheckResult:
                           ("resumes", "a sampler loaded from state_dict() reads other ids")):
             if not r[key]:
                 problems.append(f"world {world}: {what}")
+        vs = r.get("vs_reference")
+        if vs and not problems:
+            problems.append(f"world {world}, rank {vs['rank']}, step {vs['step']} (100 windows: each epoch ends with "
+                            f"{vs['tail']} left over): yours {vs['yours']} vs reference {vs['reference']}; rank r's ids "
+                            "are the r-th block of BatchSampler's global batch")
     return CheckResult(c.name, not problems, hint=c.hint,
                        message="; ".join(problems) or "world sizes 2 and 3: disjoint, complete, reshuffled, resumable")
 
@@ -69,6 +74,27 @@ def no_sync_accumulation(c: Check, runs) -> CheckResult:
     d = r["grad_diff"]
     return CheckResult(c.name, d <= TOL, value=d, threshold=TOL, unit="max abs diff", hint=c.hint,
                        message=f"all-reduces per micro-step {r['calls']}; gradient vs one batch of 3x the size: {d:.1e}")
+
+
+def step_matches_reference(c: Check, runs) -> CheckResult:
+    from checker.labs._differential import first_difference
+    from checker.labs.lab2 import STEP_PLAN
+
+    err = first_error(runs, "step")
+    if err:
+        return error_result(c, err, unit="steps")
+    n = len(STEP_PLAN)
+    for rank, r in enumerate(runs["step"].results):
+        wrong = first_difference(r)
+        if wrong is not None:
+            step, what, measured, fix = wrong
+            k, scale = STEP_PLAN[step - 1]
+            return CheckResult(c.name, False, value=step - 1, threshold=n, unit="steps", hint=f"{fix}. {c.hint}",
+                               message=f"rank {rank}, step {step} ({k} micro-batches"
+                                       f"{', forced over the clip threshold' if scale != 1 else ''}): {what}: {measured}")
+    return CheckResult(c.name, True, value=n, threshold=n, unit="steps", hint=c.hint,
+                       message=f"every rank, {n} steps of {', '.join(str(k) for k, _ in STEP_PLAN)} micro-batches (one "
+                               "clipped) equal the reference's: loss, all-reduces, lr, grad norms, .grad, weights")
 
 
 def overlap(c: Check, runs) -> CheckResult:
@@ -124,7 +150,8 @@ def resume_exact(c: Check, runs) -> CheckResult:
                        message=f"both ranks: steps {saved_at + 1}-{n} and final weights bit-identical after SIGKILL")
 
 
-EVALUATORS = {f.__name__: f for f in (sharding, grad_equivalence, ranks_in_sync, no_sync_accumulation, overlap,
+EVALUATORS = {f.__name__: f for f in (sharding, grad_equivalence, ranks_in_sync, no_sync_accumulation,
+                                      step_matches_reference, overlap,
                                       throughput, resume_exact)}
 
 
