@@ -104,8 +104,8 @@ def throughput(c: Check, runs) -> CheckResult:
     s = runs["measure"].result["speed"]
     return CheckResult(c.name, s["ratio"] >= THROUGHPUT_MIN, value=round(s["ratio"], 3), threshold=THROUGHPUT_MIN,
                        unit="x reference", hint=c.hint,
-                       message=f"yours {s['learner_tps']:,.0f} tok/s, reference {s['reference_tps']:,.0f} tok/s "
-                               f"(medians of interleaved windows)")
+                       message=f"yours / reference {s['ratio']:.2f}x (median of the ratios of interleaved window "
+                               f"pairs); median tokens/s: yours {s['learner_tps']:,.0f}, reference {s['reference_tps']:,.0f}")
 
 
 def throughput_meter(c: Check, runs) -> CheckResult:
