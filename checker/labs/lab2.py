@@ -18,6 +18,7 @@ LAB = "lab2"
 WORLD_SIZE = 2
 BATCH, SEQ = 8, 64          # per rank
 SMALL_BUCKET_MB = 0.05      # tiny's 0.48 MB of gradients -> 7 buckets, so overlap is visible
+TAIL_BUCKET_MB = 0.1        # -> 3 full buckets and a last one of 82 KB left over (at 0.05 the last closes exactly)
 N_STEPS, SAVE_AT = 16, 6
 WHERE = "labs/lab2_ddp"
 TOL = 1e-5
@@ -28,7 +29,7 @@ CHECKS = [
           "per epoch, set_epoch reshuffles, state_dict resumes",
           f"ShardedSampler ({WHERE}/sharding.py): all ranks walk the same epoch order; rank r takes the r-th "
           "block of batch_size ids of each global batch."),
-    Check("grad_equivalence", "NaiveDDP and BucketedDDP: gradients and weights after each of 3 SGD steps equal "
+    Check("grad_equivalence", "NaiveDDP and BucketedDDP (0.05 and 0.1 MB buckets): gradients and weights after each of 3 SGD steps equal "
           "one process on the concatenated global batch (atol 1e-5)",
           f"Average, don't sum: all_reduce sums, so divide by the world size ({WHERE}/naive.py, bucketed.py); "
           "and start from rank 0's weights (broadcast_module)."),
@@ -187,7 +188,8 @@ def task_correctness(ctx, target):
     seam = seams.load(LAB, target)
     out = ctx.partial
     for name, make in (("naive", seam.NaiveDDP),
-                       ("bucketed", lambda m: seam.BucketedDDP(m, bucket_cap_mb=SMALL_BUCKET_MB))):
+                       ("bucketed", lambda m: seam.BucketedDDP(m, bucket_cap_mb=SMALL_BUCKET_MB)),
+                       ("bucketed_tail", lambda m: seam.BucketedDDP(m, bucket_cap_mb=TAIL_BUCKET_MB))):
         out[name], out[f"{name}_error"] = ctx.attempt(lambda make=make: _equivalence(ctx, seam, rec, make, env))
     out["no_sync"], out["no_sync_error"] = ctx.attempt(lambda: _no_sync(ctx, seam, rec, env))
     cdist.teardown()
