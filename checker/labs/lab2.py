@@ -29,8 +29,8 @@ CHECKS = [
           "per epoch, set_epoch reshuffles, state_dict resumes",
           f"ShardedSampler ({WHERE}/sharding.py): all ranks walk the same epoch order; rank r takes the r-th "
           "block of batch_size ids of each global batch."),
-    Check("grad_equivalence", "NaiveDDP and BucketedDDP (0.05 and 0.1 MB buckets): gradients and weights after each of 3 SGD steps equal "
-          "one process on the concatenated global batch (atol 1e-5)",
+    Check("grad_equivalence", "NaiveDDP and BucketedDDP (0.05 and 0.1 MB buckets): gradients and weights after "
+          "each of 3 SGD steps equal one process on the concatenated global batch (atol 1e-5)",
           f"Average, don't sum: all_reduce sums, so divide by the world size ({WHERE}/naive.py, bucketed.py); "
           "and start from rank 0's weights (broadcast_module)."),
     Check("ranks_in_sync", "weights bit-identical on every rank after each step, ranks initialised differently",
