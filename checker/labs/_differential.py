@@ -104,7 +104,7 @@ def side_by_side(runs: dict, plan: list, seed: int, comm=None) -> dict:
         params = [p for p in model.parameters() if p.requires_grad]
         opt, probe = recording_sgd(params), GradNormProbe(params)
         sched = recording_scheduler(opt)
-        recs, snaps = [], []
+        recs, snaps = [], [([p.detach().clone() for p in params], None)]  # the weights before step 1
         out[who] = recs
         for k, (args, scale) in enumerate(plan):
             set_scale(scale)
@@ -124,9 +124,14 @@ def side_by_side(runs: dict, plan: list, seed: int, comm=None) -> dict:
         for h in probe.handles:
             h.remove()
     diffs = []
-    for (w_ref, g_ref), (w_mine, g_mine) in zip(state["reference"], state.get("learner", [])):
+    ref_before = [w for w, _ in state["reference"][:-1]]
+    for before, (w_ref, g_ref), (w_mine, g_mine) in zip(ref_before, state["reference"][1:], state.get("learner", [])[1:]):
         wd = max(float((a - b).abs().max()) for a, b in zip(w_mine, w_ref))
-        scale_w = max(float(b.abs().max()) for b in w_ref)
+        # the scale of a weight difference is the step's update (lr x gradient, ~1e-3 here), not the weights
+        # (~1): rounding moves a weight by an ulp of itself, 2^-23 |w|, which the floor allows 8 of
+        update = max(float((b - a).abs().max()) for a, b in zip(before, w_ref))
+        ulp = max(float(b.abs().max()) for b in w_ref) * 2.0 ** -23
+        scale_w = max(update, 8 * ulp / RTOL)
         missing = sum(a is None for a, b in zip(g_mine, g_ref) if b is not None)
         gd = max((float((a - b).abs().max()) for a, b in zip(g_mine, g_ref) if a is not None and b is not None),
                  default=0.0)
