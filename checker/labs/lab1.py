@@ -55,7 +55,7 @@ CHECKS = [
           f"ThroughputMeter ({WHERE}/meters.py): synchronise the device, open the window at the "
           "warmup_steps-th step() call, then count only tokens of later steps over the time since."),
     Check("memory_reported", "model_state_bytes equals 4 B/param weights + 4 B/param grads + AdamW "
-          "(8 B/param + 4 B per tensor)",
+          "(8 B/param + 4 B per tensor); and 0 B of grads once zero_grad(set_to_none=True) freed them",
           f"model_state_bytes ({WHERE}/meters.py): sum numel()*element_size() over unique parameters, "
           "existing .grad tensors and every tensor in optimizer.state."),
     Check("input_pipeline", "over your make_loader (samples that cost CPU time), the checker's own steps wait "
@@ -246,6 +246,9 @@ def task_measure(ctx, target, windows=6, steps=8):
     params = list(model.parameters())
     out["truth"] = {"psi": sum(p.numel() for p in params), "tensors": len(params)}
     out["memory"], out["memory_error"] = ctx.attempt(lambda: seam.model_state_bytes(model, opt))
+    if not out["memory_error"]:  # and with no .grad at all (zero_grad(set_to_none=True)): grads are not weights
+        opt.zero_grad(set_to_none=True)
+        out["memory_no_grads"], out["memory_error"] = ctx.attempt(lambda: seam.model_state_bytes(model, opt))
     return out
 
 

@@ -134,6 +134,11 @@ def memory_reported(c: Check, runs) -> CheckResult:
         return CheckResult(c.name, False, hint=c.hint, message=f"model_state_bytes returned {type(got).__name__}; "
                                                              "expected a dict with params, grads, optimizer, total")
     wrong = [f"{k}: {got.get(k)} != {v}" for k, v in want.items() if got.get(k) != v]
+    freed = r.get("memory_no_grads")
+    if not wrong and isinstance(freed, dict) and freed.get("grads") != 0:  # the measured column: this criterion
+        return CheckResult(c.name, False, value=freed.get("grads"), threshold=0, unit="bytes of grads", hint=c.hint,
+                           message=f"after zero_grad(set_to_none=True) no .grad exists, yet grads = {freed.get('grads')} "
+                                   "bytes: count the .grad tensors that exist, not the parameters")
     return CheckResult(c.name, not wrong, value=got.get("total"), threshold=want["total"], unit="bytes", hint=c.hint,
                        message=(f"Ψ={psi:,} params in {tensors} tensors: 16Ψ + 4·{tensors} = {want['total']:,} bytes"
                                 if not wrong else "; ".join(wrong) + f" (Ψ={psi:,}, {tensors} tensors)"))
