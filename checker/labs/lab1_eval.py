@@ -38,6 +38,9 @@ def reproducible(c: Check, runs) -> CheckResult:
               "seed it with the seed you are given"
     else:
         msg = f"seed {a['seed'] + 1} gave exactly the run of seed {a['seed']}: the seed argument is ignored"
+    if unseeded or ignored:  # the measured column: the criterion that failed, generators seeded from the seed
+        return CheckResult(c.name, False, value=len(a["draws"]) - len(set(unseeded) | set(ignored)),
+                           threshold=len(a["draws"]), unit="generators seeded", message=msg, hint=c.hint)
     return CheckResult(c.name, same and other, value=n, threshold=len(a["losses"]), unit="identical steps",
                        message=msg, hint=c.hint)
 
