@@ -109,6 +109,8 @@ def grade_lab(lab: str, args, console: Console) -> LabReport:
                             f"[dim]{lab}: {run.name} finished in {run.seconds:.1f} s[/]")), sandboxed=sandboxed)
             probe = h.run("probe", "probe", {}, budget_s=60)
             err = probe.error()
+            if err and err["type"] == "ReferenceImportError":  # the message is the whole story: say it alone
+                raise UsageError(f"{err['message'].splitlines()[0]} ({err.get('where') or target})")
             if err:
                 where = f" ({err['where']})" if err.get("where") else ""
                 raise UsageError(f"{target}/{seams.SEAMS[lab].folder} does not import: "

@@ -131,13 +131,103 @@ def module_name(lab: str, target: str) -> str:
     return f"{target}.{SEAMS[lab].folder}"
 
 
+class ReferenceImportError(ImportError):
+    """Learner code that imports the reference (solutions.*) or hands the checker objects it did not define."""
+
+
+_REFERENCE_IMPORTS: list[str] = []  # every import of solutions.* by learner code in this process, as a message
+
+
+def _is_reference(name: str) -> bool:
+    return name == "solutions" or name.startswith("solutions.")
+
+
+def _guard_imports() -> None:
+    """From now on, an `import solutions...` executed by a module of labs.* (not the shared core) raises.
+
+    `import` and `from ... import` call builtins.__import__ with the importer's globals, even when the
+    module is already loaded (the checker loads the reference for its own comparisons), so the importer is
+    known exactly; the checker's own imports of the reference come from checker.* and pass."""
+    import builtins
+
+    original = builtins.__import__
+    if getattr(original, "_checker_guard", False):
+        return
+
+    def guarded(name, globals=None, locals=None, fromlist=(), level=0):
+        importer = (globals or {}).get("__name__") or ""
+        if level == 0 and _is_reference(name) and importer.startswith("labs.") and not importer.startswith("labs.common"):
+            path = importer.replace(".", "/") + ("/__init__.py" if "__path__" in globals else ".py")
+            msg = (f"your {path} imports the reference {name}: graded code must be your own "
+                   f"(write the TODOs in labs/; the reference is what the checker compares you against)")
+            _REFERENCE_IMPORTS.append(msg)
+            raise ReferenceImportError(msg)
+        return original(name, globals, locals, fromlist, level)
+
+    guarded._checker_guard = True
+    builtins.__import__ = guarded
+
+
+def _defined_in(obj, package: str, folder) -> bool:
+    """Is the seam object `obj` the package's own: defined in a module of `package`, from a file in `folder`?"""
+    import functools
+    import inspect
+    from pathlib import Path
+
+    while isinstance(obj, functools.partial):
+        obj = obj.func
+    module = getattr(obj, "__module__", None) or ""
+    if not (module == package or module.startswith(package + ".")):
+        return False
+    try:
+        source = inspect.getsourcefile(obj) or ""
+    except TypeError:  # an instance or a builtin: its module name is all there is
+        return True
+    return Path(source).resolve().is_relative_to(Path(folder).resolve())
+
+
+def check_own_code(lab: str) -> None:
+    """Raise if learner code imported the reference at any point of this process (called by the worker
+    after each task on the learner's code, so an import caught and swallowed by the learner still fails)."""
+    if _REFERENCE_IMPORTS:
+        raise ReferenceImportError(_REFERENCE_IMPORTS[0])
+
+
 def load(lab: str, target: str):
-    """Import the learner's (or the reference) lab package and check the seam is complete."""
-    mod = importlib.import_module(module_name(lab, target))
+    """Import the learner's (or the reference) lab package and check the seam is complete and its own.
+
+    For the learner's code (target "labs") the reference is out of bounds: an import of solutions.* raises
+    (see _guard_imports), and every seam object must be defined in a module of labs/<folder>, from a file
+    there, not re-exported from elsewhere."""
+    import sys
+
+    name = module_name(lab, target)
+    fresh = target == "labs" and name not in sys.modules
+    hidden = {}
+    if target == "labs":
+        _guard_imports()
+    if fresh:  # hide a reference loaded already, so that an import of it by other means (importlib) shows too
+        hidden = {k: sys.modules.pop(k) for k in list(sys.modules) if _is_reference(k)}
+    try:
+        mod = importlib.import_module(name)
+    finally:
+        appeared = sorted(k for k in sys.modules if _is_reference(k)) if fresh else []
+        sys.modules.update(hidden)
+    if appeared and not _REFERENCE_IMPORTS:
+        _REFERENCE_IMPORTS.append(f"your labs/{SEAMS[lab].folder} imports the reference {appeared[-1]}: "
+                                  "graded code must be your own")
+    if target == "labs":
+        check_own_code(lab)
     missing = [n for n in SEAMS[lab].functions if "." not in n and not hasattr(mod, n)]  # "x.sbatch": a file
     if missing:
         raise ImportError(f"{target}/{SEAMS[lab].folder}/__init__.py does not export {', '.join(missing)} "
                           f"(the checker calls these; see the lab README's 'What the checker calls')")
+    folder = os.path.dirname(mod.__file__)
+    foreign = [f"{n} (from {getattr(getattr(mod, n), '__module__', '?')})" for n in SEAMS[lab].functions
+               if "." not in n and not _defined_in(getattr(mod, n), name, folder)]
+    if foreign:
+        raise ReferenceImportError(f"{target}/{SEAMS[lab].folder}/__init__.py exports {', '.join(foreign)}, not "
+                                   f"defined in {target}/{SEAMS[lab].folder}: the checker grades code written there")
     return mod
 
 

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.timeout(180)
 def test_list_names_every_lab1_check():
     r = run_checker("list")
     assert r.returncode == 0
-    for name in ("reproducible", "resume_exact", "loss_decreases", "throughput", "throughput_meter",
+    for name in ("reproducible", "resume_exact", "loss_decreases", "step_matches_reference", "throughput", "throughput_meter",
                  "memory_reported", "input_pipeline"):
         assert name in r.stdout
 
@@ -43,7 +43,7 @@ def test_json_report_follows_the_schema(tmp_path):
     (check,) = rep["checks"]
     assert set(check) == {"name", "passed", "value", "threshold", "unit", "message", "hint"}
     assert check["name"] == "memory_reported" and check["value"] == check["threshold"] > 0
-    assert not rep["complete"] and "only 1 of 7 checks ran" in r.stdout  # a partial run says so
+    assert not rep["complete"] and "only 1 of 8 checks ran" in r.stdout  # a partial run says so
 
 
 def _break(tree, rel, old, new):

@@ -51,7 +51,7 @@ def mistakes_report(tmp_path_factory):
     ("reproducible", "seed argument is ignored"),
     ("resume_exact", "first differs at step"),
     ("throughput", "yours"),
-    ("throughput_meter", "over the same 10 steps"),
+    ("throughput_meter", "over the same 8 steps after warm-up"),
     ("memory_reported", "params:"),
     ("input_pipeline", "for your loader"),
 ])

@@ -36,8 +36,15 @@ def error_result(check: Check, err: dict, unit: str = "") -> CheckResult:
     """A failed check from a run that raised, crashed or hung, with the evidence."""
     kind, where = err.get("type", "Error"), err.get("where") or ""
     at = f" ({where})" if where else ""
+    hint = check.hint
     if err.get("todo"):
         msg, details = f"not written yet: {err['todo']}{at}", ""
+        if where:  # the TODO that stopped the run, which may be in another file than the check is about
+            file, _, fn = where.partition(" in ")
+            hint = f"first write {fn or 'the TODO'} ({file}): this check runs it. Then: {check.hint}"
+    elif kind == "ReferenceImportError":
+        msg, details = err.get("message", ""), ""
+        hint = "Write the lab in labs/ yourself; the checker compares your code against solutions/, so it never grades it."
     elif kind == "Timeout":
         msg = f"hung: {err['message']}; killed. Where each thread was stuck is shown with -v."
         details = err.get("stacks", "")
@@ -45,7 +52,7 @@ def error_result(check: Check, err: dict, unit: str = "") -> CheckResult:
         msg, details = f"the run died: {err['message']}", err.get("log", "")
     else:
         msg, details = f"{kind}: {err.get('message', '')}{at}", err.get("traceback", "")
-    return CheckResult(check.name, False, unit=unit, message=msg, hint=check.hint, details=details)
+    return CheckResult(check.name, False, unit=unit, message=msg, hint=hint, details=details)
 
 
 # ---------------------------------------------------------------- checker-side helpers (evaluators)

@@ -8,6 +8,7 @@ count come from the formula, the speed from the checker's timer.
 from __future__ import annotations
 
 import statistics
+import time
 
 from checker import seams
 from checker.labs._common import Check, clock, digest, probe
@@ -23,6 +24,11 @@ WHERE = "labs/lab1_baseline"
 COST_RATIO = 0.5
 PIPE_WARMUP, PIPE_STEPS, PIPE_BASELINE = 4, 20, 10
 METER_LOAD_MATMULS = 2  # per metered step, on a GPU only (_device_load)
+# The meter's test: warm-up steps of other lengths and token counts than the window's (and a window whose
+# steps differ too), so a meter that counts a warm-up step's tokens or opens its window one step early or
+# late is off by 10-40%, far over METER_TOL. (tokens passed to step(), seconds of extra wait after the step)
+METER_WARMUP = 3
+METER_STEPS = [(6000, 0.08), (200, 0.0), (9000, 0.04)] + [(4000, 0.02), (500, 0.0), (4000, 0.02), (1500, 0.0)] * 2
 
 CHECKS = [
     Check("reproducible", "two fresh processes with one seed give bit-identical losses and weights; "
@@ -37,14 +43,20 @@ CHECKS = [
           "the data's entropy floor",
           f"The model is not learning: train_step ({WHERE}/step.py) must zero grads, call backward, then "
           "optimizer.step() and scheduler.step() once each."),
+    Check("step_matches_reference", "your train_step and the reference's side by side from the same random "
+          "weights, batches and RNG, with the checker's SGD and scheduler: loss, lr, grad norms before and after "
+          "clipping (one step forced over the threshold), .grad and weights after each of 4 steps",
+          f"train_step ({WHERE}/step.py): zero the grads first, one backward of the model's mean loss, clip the "
+          "global norm to grad_clip, then optimizer.step() and scheduler.step() once each; return loss.item()."),
     Check("throughput", "your train_step's tokens/s >= 0.8x the reference, interleaved in one process",
           f"train_step is slower than the reference ({WHERE}/step.py): look for extra .item()/.cpu() "
           "syncs, a second forward pass, or Python loops over parameters."),
-    Check("throughput_meter", "ThroughputMeter agrees with the checker's clock over the same steps (5%)",
+    Check("throughput_meter", "ThroughputMeter(warmup_steps=3) agrees with the checker's clock over the same steps "
+          "(5%), warm-up steps unlike the window's",
           f"ThroughputMeter ({WHERE}/meters.py): synchronise the device, open the window at the "
           "warmup_steps-th step() call, then count only tokens of later steps over the time since."),
     Check("memory_reported", "model_state_bytes equals 4 B/param weights + 4 B/param grads + AdamW "
-          "(8 B/param + 4 B per tensor)",
+          "(8 B/param + 4 B per tensor); and 0 B of grads once zero_grad(set_to_none=True) freed them",
           f"model_state_bytes ({WHERE}/meters.py): sum numel()*element_size() over unique parameters, "
           "existing .grad tensors and every tensor in optimizer.state."),
     Check("input_pipeline", "over your make_loader (samples that cost CPU time), the checker's own steps wait "
@@ -83,6 +95,16 @@ def _setup(seed_fn, seed: int, data_seed: int = DATA_SEED):
     sched = make_scheduler(opt, warmup=10, total=N_STEPS)
     sampler = BatchSampler(data.num_windows(SEQ), BATCH, seed=data_seed)
     return env, data, model, opt, sched, sampler
+
+
+def _draws() -> dict:
+    """One number from each generator seed_everything seeds (the run itself only draws from torch's)."""
+    import random
+
+    import numpy as np
+    import torch
+    return {"random": random.random().hex(), "numpy": float(np.random.random()).hex(),
+            "torch": torch.rand(()).item().hex()}
 
 
 def _val_loss(model, data_dir, device) -> float:
@@ -154,6 +176,7 @@ def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, 
     out["seed"] = seed
     seed_fn = _learner_seed(ctx, seam, out)
     env, data, model, opt, sched, sampler = _setup(seed_fn, seed, data_seed)
+    out["draws"] = _draws()
     if evaluate:
         out["val_loss_init"] = _val_loss(model, data.directory, env.device)
     start = seam.load_checkpoint(ckpt, model, opt, sched, sampler) if resume else 0
@@ -168,8 +191,35 @@ def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, 
         out.update({k: data.meta[k] for k in ("entropy_rate", "uniform_entropy")})
     if other_seed is not None:  # the seed must matter: another one gives another run
         env, data, model, opt, sched, sampler = _setup(seed_fn, other_seed, data_seed)
+        out["other_seed_draws"] = _draws()
         out["other_seed_losses"] = _run_steps(seam, env, data, model, opt, sched, sampler, 0, 5)
     return out
+
+
+def task_step(ctx, target, seed=SEED):
+    """The learner's train_step against the reference's (checker/labs/_differential.py)."""
+    import copy
+
+    from checker.labs._common import tiny_model
+    from checker.labs._differential import logit_scale, randomise, side_by_side
+    from labs.common import dist as cdist
+
+    seam, ref = seams.load(LAB, target), seams.load(LAB, "solutions")
+    env, data = cdist.init(), _data_file()
+    base = tiny_model(seed, dropout=0.1).to(env.device)  # dropout on: both sides draw the same masks
+    randomise(base, seed)
+    runs = {}
+    for who, fn in (("reference", ref.train_step), ("learner", seam.train_step)):
+        model = copy.deepcopy(base)
+        runs[who] = (fn, model, logit_scale(model))
+    # steps 1, 2 and 4: gradient norm ~0.7, under the clip threshold 1.0; step 3: logits x5, norm ~5
+    plan = [(data.batch(range(k * BATCH, (k + 1) * BATCH), SEQ, env.device), 5.0 if k == 2 else 1.0) for k in range(4)]
+    return side_by_side(runs, plan, seed)
+
+
+def _data_file():
+    from labs.common.data import TokenFile, ensure_corpus
+    return TokenFile.open(ensure_corpus(256))
 
 
 def task_measure(ctx, target, windows=6, steps=8):
@@ -221,21 +271,24 @@ def task_measure(ctx, target, windows=6, steps=8):
     prof.detach()
     # The learner's meter watches reference steps that leave their work queued (no .item(), nothing else
     # synchronises), so only the meter's own synchronise makes its clock the device's. The checker's clock is
-    # the device's own: an event after each step (CPU: the host clock, the same thing there).
-    meter, out["meter_error"] = ctx.attempt(lambda: seam.ThroughputMeter(env.device, warmup_steps=2))
+    # the device's own: an event after each step (CPU: the checker's host clock, the same thing there).
+    meter, out["meter_error"] = ctx.attempt(lambda: seam.ThroughputMeter(env.device, warmup_steps=METER_WARMUP))
     load, stamps = _device_load(env.device), []
-    for _ in range(12):
+    for tokens, extra_s in METER_STEPS:
         batch = data.batch(sampler.next_ids(), SEQ, env.device)
         with precision.autocast(env.device, precision.current()):
             _queued_step(model, opt, sched, batch)
         for _ in range(METER_LOAD_MATMULS if load is not None else 0):
             load @ load
+        time.sleep(extra_s)  # steps of different lengths (as a loader's first batches or an eval step make them)
         if not out["meter_error"]:
-            _, out["meter_error"] = ctx.attempt(lambda: meter.step(BATCH * SEQ))
+            _, out["meter_error"] = ctx.attempt(lambda: meter.step(tokens))
         stamps.append(cdist.stamp(env.device) if env.device.type == "cuda" else clock())
     if not out["meter_error"]:
         tps, out["meter_error"] = ctx.attempt(lambda: meter.tokens_per_s)
-        out["meter"] = {"meter_tps": tps, "clock_tps": BATCH * SEQ * 10 / cdist.seconds_between(stamps[1], stamps[-1])}
+        window = sum(t for t, _ in METER_STEPS[METER_WARMUP:])
+        out["meter"] = {"meter_tps": tps, "steps": len(METER_STEPS) - METER_WARMUP,
+                        "clock_tps": window / cdist.seconds_between(stamps[METER_WARMUP - 1], stamps[-1])}
     cdist.synchronize(env.device)
     peak, why = device_peak_or_none(env.device, cdist.device_name(env.device),
                                     precision.peak_key(precision.current(), env.device))
@@ -244,6 +297,9 @@ def task_measure(ctx, target, windows=6, steps=8):
     params = list(model.parameters())
     out["truth"] = {"psi": sum(p.numel() for p in params), "tensors": len(params)}
     out["memory"], out["memory_error"] = ctx.attempt(lambda: seam.model_state_bytes(model, opt))
+    if not out["memory_error"]:  # and with no .grad at all (zero_grad(set_to_none=True)): grads are not weights
+        opt.zero_grad(set_to_none=True)
+        out["memory_no_grads"], out["memory_error"] = ctx.attempt(lambda: seam.model_state_bytes(model, opt))
     return out
 
 
@@ -305,13 +361,14 @@ def task_pipeline(ctx, target):
     return out
 
 
-TASKS = {"probe": task_probe, "train": task_train, "measure": task_measure, "pipeline": task_pipeline}
+TASKS = {"probe": task_probe, "train": task_train, "step": task_step, "measure": task_measure,
+         "pipeline": task_pipeline}
 
 
 # ---------------------------------------------------------------- checker side
 RUNS = {  # which runs each check needs; --only runs just those
     "reproducible": {"run_a", "run_b"}, "resume_exact": {"run_a", "resume_1", "resume_2"},
-    "loss_decreases": {"run_a"}, "throughput": {"measure"}, "throughput_meter": {"measure"},
+    "loss_decreases": {"run_a"}, "step_matches_reference": {"step"}, "throughput": {"measure"}, "throughput_meter": {"measure"},
     "memory_reported": {"measure"}, "input_pipeline": {"pipeline"},
 }
 
@@ -330,7 +387,8 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
          dict(name="resume_1", task="train", budget_s=60, kill_on="saved",
               args=dict(seed=seed, save_at=save_at, ckpt=ckpt, **common))],
         # a different seed first: only what the checkpoint restores may matter
-        [dict(name="resume_2", task="train", args=dict(seed=seed + 777, resume=True, ckpt=ckpt, **common), budget_s=60)],
+        [dict(name="resume_2", task="train", args=dict(seed=seed + 777, resume=True, ckpt=ckpt, **common), budget_s=60),
+         dict(name="step", task="step", args=dict(seed=seed), budget_s=60)],
         [dict(name="measure", task="measure", args={}, budget_s=90)],  # alone: it times things
         [dict(name="pipeline", task="pipeline", args={}, budget_s=60)],  # alone: its workers need the other core
     ], need)

@@ -19,15 +19,28 @@ def reproducible(c: Check, runs) -> CheckResult:
     if err:
         return error_result(c, err)
     a, b = runs["run_a"].result, runs["run_b"].result
-    same = a["losses"] == b["losses"] and a["digest"] == b["digest"]
-    other = b["other_seed_losses"] != b["losses"][:5]
+    # one draw from each of Python's, NumPy's and torch's generators right after seeding: same seed, same
+    # draw in two processes; another seed, another draw (the run alone only exercises torch's)
+    unseeded = [k for k in a["draws"] if a["draws"][k] != b["draws"][k]]
+    ignored = [k for k in b["draws"] if b["draws"][k] == b["other_seed_draws"][k]]
+    same = a["losses"] == b["losses"] and a["digest"] == b["digest"] and not unseeded
+    other = b["other_seed_losses"] != b["losses"][:5] and not ignored
     n = sum(x == y for x, y in zip(a["losses"], b["losses"]))
     if same and other:
         msg = f"{len(a['losses'])} steps bit-identical across two processes; another seed differs"
+    elif unseeded:
+        msg = f"after seed_everything({a['seed']}), {' and '.join(unseeded)}'s generator gave different numbers " \
+              "in two processes: it is not seeded"
     elif not same:
         msg = f"two runs with seed {a['seed']} differ: {diverged_at(a['losses'], b['losses'])}"
+    elif ignored:
+        msg = f"seeds {a['seed']} and {a['seed'] + 1} gave {' and '.join(ignored)}'s generator the same numbers: " \
+              "seed it with the seed you are given"
     else:
         msg = f"seed {a['seed'] + 1} gave exactly the run of seed {a['seed']}: the seed argument is ignored"
+    if unseeded or ignored:  # the measured column: the criterion that failed, generators seeded from the seed
+        return CheckResult(c.name, False, value=len(a["draws"]) - len(set(unseeded) | set(ignored)),
+                           threshold=len(a["draws"]), unit="generators seeded", message=msg, hint=c.hint)
     return CheckResult(c.name, same and other, value=n, threshold=len(a["losses"]), unit="identical steps",
                        message=msg, hint=c.hint)
 
@@ -69,6 +82,24 @@ def loss_decreases(c: Check, runs) -> CheckResult:
                                f"{len(a['losses'])} steps (ln V = {uniform:.3f}, floor {floor:.3f})", hint=c.hint)
 
 
+def step_matches_reference(c: Check, runs) -> CheckResult:
+    from checker.labs._differential import first_difference
+
+    err = first_error(runs, "step")
+    if err:
+        return error_result(c, err, unit="steps")
+    r = runs["step"].result
+    n = len(r["reference"])
+    wrong = first_difference(r)
+    if wrong is None:
+        return CheckResult(c.name, True, value=n, threshold=n, unit="steps", hint=c.hint,
+                           message=f"{n} steps (one clipped) equal the reference's: loss, lr, grad norms, .grad, weights")
+    step, what, measured, fix = wrong
+    clipped = " (the step forced over the clip threshold)" if step == 3 else ""
+    return CheckResult(c.name, False, value=step - 1, threshold=n, unit="steps", hint=f"{fix}. {c.hint}",
+                       message=f"step {step}{clipped}: {what}: {measured}")
+
+
 def throughput(c: Check, runs) -> CheckResult:
     err = first_error(runs, "measure") or runs["measure"].result.get("speed_error")
     if err:
@@ -76,8 +107,8 @@ def throughput(c: Check, runs) -> CheckResult:
     s = runs["measure"].result["speed"]
     return CheckResult(c.name, s["ratio"] >= THROUGHPUT_MIN, value=round(s["ratio"], 3), threshold=THROUGHPUT_MIN,
                        unit="x reference", hint=c.hint,
-                       message=f"yours {s['learner_tps']:,.0f} tok/s, reference {s['reference_tps']:,.0f} tok/s "
-                               f"(medians of interleaved windows)")
+                       message=f"yours / reference {s['ratio']:.2f}x (median of the ratios of interleaved window "
+                               f"pairs); median tokens/s: yours {s['learner_tps']:,.0f}, reference {s['reference_tps']:,.0f}")
 
 
 def throughput_meter(c: Check, runs) -> CheckResult:
@@ -90,7 +121,7 @@ def throughput_meter(c: Check, runs) -> CheckResult:
     rel = abs(mine / clock - 1) if finite else float("inf")
     return CheckResult(c.name, rel <= METER_TOL, value=round(rel, 4), threshold=METER_TOL, unit="rel. error",
                        hint=c.hint, message=f"your meter {mine if not finite else f'{mine:,.0f}'} tok/s, checker's "
-                                            f"clock {clock:,.0f} tok/s over the same 10 steps")
+                                            f"clock {clock:,.0f} tok/s over the same {m.get('steps', 10)} steps after warm-up")
 
 
 def memory_reported(c: Check, runs) -> CheckResult:
@@ -106,6 +137,11 @@ def memory_reported(c: Check, runs) -> CheckResult:
         return CheckResult(c.name, False, hint=c.hint, message=f"model_state_bytes returned {type(got).__name__}; "
                                                              "expected a dict with params, grads, optimizer, total")
     wrong = [f"{k}: {got.get(k)} != {v}" for k, v in want.items() if got.get(k) != v]
+    freed = r.get("memory_no_grads")
+    if not wrong and isinstance(freed, dict) and freed.get("grads") != 0:  # the measured column: this criterion
+        return CheckResult(c.name, False, value=freed.get("grads"), threshold=0, unit="bytes of grads", hint=c.hint,
+                           message=f"after zero_grad(set_to_none=True) no .grad exists, yet grads = {freed.get('grads')} "
+                                   "bytes: count the .grad tensors that exist, not the parameters")
     return CheckResult(c.name, not wrong, value=got.get("total"), threshold=want["total"], unit="bytes", hint=c.hint,
                        message=(f"Ψ={psi:,} params in {tensors} tensors: 16Ψ + 4·{tensors} = {want['total']:,} bytes"
                                 if not wrong else "; ".join(wrong) + f" (Ψ={psi:,}, {tensors} tensors)"))
@@ -129,7 +165,8 @@ def input_pipeline(c: Check, runs) -> CheckResult:
                        hint=c.hint, message=msg)
 
 
-EVALUATORS = {f.__name__: f for f in (reproducible, resume_exact, loss_decreases, throughput, throughput_meter,
+EVALUATORS = {f.__name__: f for f in (reproducible, resume_exact, loss_decreases, step_matches_reference, throughput,
+                                      throughput_meter,
                                       memory_reported, input_pipeline)}
 
 

@@ -17,17 +17,19 @@ LAB = "lab2"
 WORLD_SIZE = 2
 BATCH, SEQ = 8, 64          # per rank
 SMALL_BUCKET_MB = 0.05      # tiny's 0.48 MB of gradients -> 7 buckets, so overlap is visible
+TAIL_BUCKET_MB = 0.1        # -> 3 full buckets and a last one of 82 KB left over (at 0.05 the last closes exactly)
 N_STEPS, SAVE_AT = 16, 6
 WHERE = "labs/lab2_ddp"
 TOL = 1e-5
+STEP_PLAN = [(3, 1.0), (1, 1.0), (3, 5.0), (2, 1.0)]  # (micro-batches, logit scale: x5 forces the clip)
 
 CHECKS = [
     Check("sharding", "ShardedSampler at world sizes 2 and 3: disjoint per-rank batches, every window once "
           "per epoch, set_epoch reshuffles, state_dict resumes",
           f"ShardedSampler ({WHERE}/sharding.py): all ranks walk the same epoch order; rank r takes the r-th "
           "block of batch_size ids of each global batch."),
-    Check("grad_equivalence", "NaiveDDP and BucketedDDP: gradients and weights after each of 3 SGD steps equal "
-          "one process on the concatenated global batch (atol 1e-5)",
+    Check("grad_equivalence", "NaiveDDP and BucketedDDP (0.05 and 0.1 MB buckets): gradients and weights after "
+          "each of 3 SGD steps equal one process on the concatenated global batch (atol 1e-5)",
           f"Average, don't sum: all_reduce sums, so divide by the world size ({WHERE}/naive.py, bucketed.py); "
           "and start from rank 0's weights (broadcast_module)."),
     Check("ranks_in_sync", "weights bit-identical on every rank after each step, ranks initialised differently",
@@ -37,6 +39,12 @@ CHECKS = [
           "equals one big batch",
           f"BucketedDDP ({WHERE}/bucketed.py): the grad hook must do nothing while self.sync is False, and the "
           "last micro-step all-reduces the accumulated gradients."),
+    Check("step_matches_reference", "your train_step and the reference's side by side on every rank (the "
+          "reference's BucketedDDP, the checker's SGD and scheduler, random weights): 4 steps of 3, 1, 3 and 2 "
+          "micro-batches, one forced over the clip threshold: loss, all-reduces, lr, grad norms, .grad, weights",
+          f"train_step ({WHERE}/step.py): zero grads; backward of loss / k for each of the k micro-batches, under "
+          "no_sync() for all but the last; finish_gradient_synchronization(); clip; optimizer and scheduler step "
+          "once; return the mean of the micro-batch losses."),
     Check("overlap", "BucketedDDP launches its all-reduces during backward, and backward does not wait for them "
           "(checker's timestamps: bytes launched, all-reduce time hidden)",
           f"Launch each bucket's dist.all_reduce(..., async_op=True) from the post-accumulate-grad hook as soon "
@@ -63,7 +71,7 @@ def task_probe(ctx, target):
 
 
 def task_sharding(ctx, target):
-    seam = seams.load(LAB, target)
+    seam, ref = seams.load(LAB, target), seams.load(LAB, "solutions")
     out = {}
     for world in (2, 3):
         def one(world=world):
@@ -78,7 +86,17 @@ def task_sharding(ctx, target):
             resumed.load_state_dict(ranks[0].state_dict())
             resumes = all(list(resumed.next_ids()) == list(ranks[0].next_ids()) for _ in range(3))
             ranks[0].set_epoch(0)
-            return {"unique": len(set(ids)), "seen": len(ids), "expected": per_epoch * b * world,
+            # every rank's ids against the reference's, across two epoch ends with a ragged tail (100 windows
+            # are not a multiple of 8 or 12): whatever a learner does with the tail, it must be what DDP's
+            # equivalence needs, the global batch of BatchSampler split in rank order
+            vs = None
+            for r in range(world):
+                mine, theirs = seam.ShardedSampler(n, b, r, world, seed=5), ref.ShardedSampler(n, b, r, world, seed=5)
+                for step in range(2 * per_epoch + 3):
+                    a, t = list(map(int, mine.next_ids())), list(map(int, theirs.next_ids()))
+                    if a != t and vs is None:
+                        vs = {"rank": r, "step": step + 1, "yours": a, "reference": t, "tail": n % (b * world)}
+            return {"unique": len(set(ids)), "seen": len(ids), "expected": per_epoch * b * world, "vs_reference": vs,
                     "sizes_ok": sizes_ok, "reshuffled": next_epoch[0] != epoch0[0][0],
                     "set_epoch": list(map(int, ranks[0].next_ids())) == epoch0[0][0], "resumes": resumes}
         out[f"w{world}"], out[f"w{world}_error"] = ctx.attempt(one)
@@ -170,9 +188,38 @@ def task_correctness(ctx, target):
     seam = seams.load(LAB, target)
     out = ctx.partial
     for name, make in (("naive", seam.NaiveDDP),
-                       ("bucketed", lambda m: seam.BucketedDDP(m, bucket_cap_mb=SMALL_BUCKET_MB))):
+                       ("bucketed", lambda m: seam.BucketedDDP(m, bucket_cap_mb=SMALL_BUCKET_MB)),
+                       ("bucketed_tail", lambda m: seam.BucketedDDP(m, bucket_cap_mb=TAIL_BUCKET_MB))):
         out[name], out[f"{name}_error"] = ctx.attempt(lambda make=make: _equivalence(ctx, seam, rec, make, env))
     out["no_sync"], out["no_sync_error"] = ctx.attempt(lambda: _no_sync(ctx, seam, rec, env))
+    cdist.teardown()
+    return out
+
+
+def task_step(ctx, target, seed=7):
+    """The learner's train_step against the reference's, both around the reference's BucketedDDP (the
+    learner's wrappers have their own checks), with accumulation (checker/labs/_differential.py)."""
+    from checker.labs._differential import logit_scale, randomise, side_by_side
+    from labs.common import dist as cdist
+
+    env = cdist.init(timeout_s=30)
+    rec = CollectiveRecorder()  # before the learner's code is imported
+    seam, ref = seams.load(LAB, target), seams.load(LAB, "solutions")
+    data, rank = _data(), env.rank
+    base = tiny_model(seed, dropout=0.1).to(env.device)  # the same on every rank; dropout: same seeds both sides
+    randomise(base, seed)
+    runs = {}
+    for who, fn in (("reference", ref.train_step), ("learner", seam.train_step)):
+        model = copy.deepcopy(base)
+        set_scale = logit_scale(model)
+        runs[who] = (fn, ref.BucketedDDP(model, bucket_cap_mb=SMALL_BUCKET_MB), set_scale)
+    plan, n = [], 0
+    for k, scale in STEP_PLAN:  # this rank's k micro-batches of each step, disjoint from the other ranks'
+        plan.append(([data.batch(range((n + i) * BATCH * env.world_size + rank * BATCH,
+                                       (n + i) * BATCH * env.world_size + (rank + 1) * BATCH), SEQ, env.device)
+                      for i in range(k)], scale))
+        n += k
+    out = side_by_side(runs, plan, seed + 1000 * rank, comm=rec)
     cdist.teardown()
     return out
 
@@ -260,12 +307,12 @@ def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, 
     return out
 
 
-TASKS = {"probe": task_probe, "sharding": task_sharding, "correctness": task_correctness,
+TASKS = {"probe": task_probe, "sharding": task_sharding, "correctness": task_correctness, "step": task_step,
          "throughput": task_throughput, "train": task_train}
 
 # ---------------------------------------------------------------- checker side
 RUNS = {"sharding": {"sharding"}, "grad_equivalence": {"correctness"}, "ranks_in_sync": {"correctness"},
-        "no_sync_accumulation": {"correctness"}, "overlap": {"correctness"}, "throughput": {"throughput"},
+        "no_sync_accumulation": {"correctness"}, "step_matches_reference": {"step"}, "overlap": {"correctness"}, "throughput": {"throughput"},
         "resume_exact": {"full", "resume_1", "resume_2"}}
 
 
@@ -284,7 +331,8 @@ def grade(h, checks):
          dict(name="resume_1", task="train", nproc=2, budget_s=90, kill_on="saved",
               args=dict(seed=seed, save_at=save_at, ckpt=ckpt, **common))],
         [dict(name="resume_2", task="train", nproc=2, budget_s=90,
-              args=dict(seed=seed + 777, resume=True, ckpt=ckpt, **common))],
+              args=dict(seed=seed + 777, resume=True, ckpt=ckpt, **common)),
+         dict(name="step", task="step", nproc=2, budget_s=90, args=dict(seed=seed))],  # neither is timed
         [dict(name="throughput", task="throughput", nproc=2, budget_s=120)],
     ]
     runs = h.run_phases(phases, need)

@@ -60,8 +60,11 @@ class BucketedDDP(nn.Module):
 
     @staticmethod
     def _make_buckets(params, cap_bytes: float) -> list[Bucket]:
-        """Consecutive parameters, in reverse order, until a bucket holds at least cap_bytes."""
-        raise NotImplementedError("TODO(lab2): walk reversed(params), close a Bucket when its bytes reach cap_bytes, keep the remainder as a last bucket")
+        """Consecutive parameters of one dtype, in reverse order, until a bucket holds at least cap_bytes.
+
+        One flat buffer has one dtype, and each .grad becomes a view of it, so a bf16 parameter's gradient
+        cannot live in an fp32 buffer: each dtype fills buckets of its own (one open bucket per dtype)."""
+        raise NotImplementedError("TODO(lab2): walk reversed(params) keeping one open bucket per dtype; close a Bucket when its bytes reach cap_bytes; the open remainders become the last buckets")
 
     def _grad_ready(self, p: torch.Tensor) -> None:
         """Post-accumulate-grad hook: runs inside backward as soon as p.grad is final."""

@@ -58,17 +58,21 @@ class BucketedDDP(nn.Module):
 
     @staticmethod
     def _make_buckets(params, cap_bytes: float) -> list[Bucket]:
-        """Consecutive parameters, in reverse order, until a bucket holds at least cap_bytes."""
-        # BEGIN SOLUTION walk reversed(params), close a Bucket when its bytes reach cap_bytes, keep the remainder as a last bucket
-        buckets, current, size = [], [], 0
+        """Consecutive parameters of one dtype, in reverse order, until a bucket holds at least cap_bytes.
+
+        One flat buffer has one dtype, and each .grad becomes a view of it, so a bf16 parameter's gradient
+        cannot live in an fp32 buffer: each dtype fills buckets of its own (one open bucket per dtype)."""
+        # BEGIN SOLUTION walk reversed(params) keeping one open bucket per dtype; close a Bucket when its bytes reach cap_bytes; the open remainders become the last buckets
+        buckets, open_ = [], {}  # dtype -> (params, bytes) of the bucket being filled
         for p in reversed(params):
+            current, size = open_.pop(p.dtype, ([], 0))
             current.append(p)
             size += p.numel() * p.element_size()
             if size >= cap_bytes:
                 buckets.append(Bucket(current))
-                current, size = [], 0
-        if current:
-            buckets.append(Bucket(current))
+            else:
+                open_[p.dtype] = (current, size)
+        buckets.extend(Bucket(current) for current, _ in open_.values())
         return buckets
         # END SOLUTION
 

@@ -1,0 +1,58 @@
+"""Lab 2's mutants: one realistic slip each, and the check that must catch it (at least one per TODO)."""
+from . import Mutant
+
+STEP, BUCKETED = "step.py", "bucketed.py"
+MUTANTS = [
+    # naive.py: broadcast_module, NaiveDDP.finish_gradient_synchronization
+    Mutant("no_broadcast", "naive.py", "            dist.broadcast(t.data, src=src)\n", "            pass\n",
+           "ranks_in_sync", "the initial weights are never broadcast: ranks start apart and stay apart"),
+    Mutant("naive_sum_not_mean", "naive.py", "                p.grad.div_(self.world_size)\n", "",
+           "grad_equivalence", "NaiveDDP sums the gradients instead of averaging them"),
+    # bucketed.py: _make_buckets, _grad_ready, finish_gradient_synchronization
+    Mutant("last_bucket_dropped", BUCKETED, "        buckets.extend(Bucket(current) for current, _ in open_.values())\n", "",
+           "grad_equivalence", "the parameters left over after the last full bucket are never all-reduced"),
+    Mutant("bucket_sum_not_mean", BUCKETED, "            b.flat.div_(self.world_size)\n", "",
+           "grad_equivalence", "BucketedDDP sums the gradients instead of averaging them"),
+    Mutant("blocking_all_reduce", BUCKETED, "            b.work = dist.all_reduce(b.flat, async_op=True)\n",
+           "            b.work = dist.all_reduce(b.flat, async_op=True)\n            b.work.wait()\n",
+           "overlap", "the hook waits for its bucket's all-reduce: backward stalls on every bucket"),
+    Mutant("hook_ignores_no_sync", BUCKETED, "        if not self.sync:\n            return\n", "",
+           "no_sync_accumulation", "the grad hook all-reduces inside no_sync() too"),
+    Mutant("bucket_not_reset", BUCKETED, "                p.grad = b.flat[off: off + p.numel()].view_as(p)\n            b.reset()\n",
+           "                p.grad = b.flat[off: off + p.numel()].view_as(p)\n",
+           "grad_equivalence", "buckets are not reset: from step 2 on nothing is launched and old results are read"),
+    Mutant("grad_not_written_back", BUCKETED, "                p.grad = b.flat[off: off + p.numel()].view_as(p)\n",
+           "                pass\n", "grad_equivalence", "the averaged buffer is never written back to .grad"),
+    # sharding.py: ShardedSampler.next_ids, set_epoch
+    Mutant("strided_shards", "sharding.py",
+           "        return global_ids[self.rank * self.local_batch: (self.rank + 1) * self.local_batch]\n",
+           "        return global_ids[self.rank::self.world_size]\n",
+           "sharding", "rank r takes every world-th id: disjoint, but not the rank-ordered blocks of the global batch"),
+    Mutant("set_epoch_keeps_cursor", "sharding.py", "        self.epoch, self.cursor = epoch, 0\n",
+           "        self.epoch = epoch\n", "sharding", "set_epoch does not rewind the cursor"),
+    # state.py: save_checkpoint, load_checkpoint
+    Mutant("rank0_rng_everywhere", "state.py",
+           "    ckpt.set_rng_state(ckpt.load(rng_path(path, dist.get_rank(), state[\"step\"]))[\"rng\"])\n",
+           "    ckpt.set_rng_state(ckpt.load(rng_path(path, 0, state[\"step\"]))[\"rng\"])\n",
+           "resume_exact", "every rank restores rank 0's RNG state: rank 1's dropout masks change"),
+    Mutant("sampler_not_restored", "state.py", "    sampler.load_state_dict(state[\"sampler\"])\n", "",
+           "resume_exact", "the data position is not restored"),
+    Mutant("optimizer_not_restored", "state.py", "    optimizer.load_state_dict(state[\"optimizer\"])\n", "",
+           "resume_exact", "AdamW's moments are not restored"),
+    # step.py: train_step
+    Mutant("loss_not_divided_by_k", STEP, "            (loss / k).backward()\n", "            loss.backward()\n",
+           "step_matches_reference", "the accumulated gradient is the sum over micro-batches, not the mean"),
+    Mutant("no_sync_unused", STEP, "        with model.no_sync() if i < k - 1 else nullcontext():\n",
+           "        with nullcontext():\n", "step_matches_reference",
+           "every micro-step communicates (and the wrapper's buckets see k backward passes)"),
+    Mutant("clip_before_sync", STEP,
+           "    if finish is not None:\n        finish()\n    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)\n",
+           "    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)\n    if finish is not None:\n        finish()\n",
+           "step_matches_reference", "each rank clips its local gradient before the average"),
+    Mutant("returns_last_micro_loss", STEP, "    return (total / k).item()\n", "    return loss.item()\n",
+           "step_matches_reference", "returns the last micro-batch's loss, not the step's mean"),
+    Mutant("scheduler_twice", STEP, "    scheduler.step()\n", "    scheduler.step()\n    scheduler.step()\n",
+           "step_matches_reference", "the scheduler is stepped twice per optimizer step"),
+    Mutant("zero_grad_missing", STEP, "    optimizer.zero_grad(set_to_none=True)\n", "",
+           "step_matches_reference", "gradients of the previous step are accumulated into this one"),
+]
