@@ -1,4 +1,5 @@
-"""The checker's contract (COURSE.md): commands, exit codes 0/1/2, one clear line, JSON schema."""
+"""The checker's contract (README.md's "Grading yourself", checker/README.md): commands, exit codes, one clear
+line, JSON schema."""
 import textwrap
 import uuid
 
