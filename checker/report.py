@@ -11,7 +11,6 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-
 PASS, FAIL, NOT_RUN = "pass", "fail", "not_run"
 
 

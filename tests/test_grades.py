@@ -46,7 +46,7 @@ def test_solutions_pass_every_check(tmp_path, lab):
     assert r.returncode == 0, r.stdout
     checks = importlib.import_module(f"checker.labs.{lab}").CHECKS
     assert [c["name"] for c in rep["checks"]] == [c.name for c in checks] and rep["passed"]
-    # A grade of one lab takes <= 45 s on 2 cores (the course's budget). Lab 4 says its own: 60 s, and more for the first grade
+    # A grade of one lab takes <= 45 s on 2 cores (the course's). Lab 4 says its own: 60 s, and more for the first grade
     # of a course version, which also runs the faulty jobs whose logs later grades reuse ("run faultyN" info rows).
     first = any(row["name"].startswith("run faulty") for row in rep["info"])
     assert rep["seconds"] <= getattr(mod, "FIRST_GRADE_SECONDS" if first else "GRADE_SECONDS", 45), rep["info"]
