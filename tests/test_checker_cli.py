@@ -39,10 +39,12 @@ def test_json_report_follows_the_schema(tmp_path):
     rep = load_json(out)
     assert {k: type(v) for k, v in rep.items() if k != "info"} == {
         "lab": str, "target": str, "device": str, "world_size": int, "passed": bool, "seconds": float,
-        "checks": list, "complete": bool, "variant": int}  # the contract's fields, plus two additions
-    assert (rep["lab"], rep["target"], rep["device"], rep["passed"]) == ("lab1", "solutions", "cpu", True)
+        "checks": list, "complete": bool, "variant": int, "status": str}  # the contract's fields, plus three
+    assert (rep["lab"], rep["target"], rep["device"], rep["passed"], rep["status"]) == (
+        "lab1", "solutions", "cpu", True, "pass")
     (check,) = rep["checks"]
-    assert set(check) == {"name", "passed", "value", "threshold", "unit", "message", "hint"}
+    assert set(check) == {"name", "passed", "status", "value", "threshold", "unit", "message", "hint"}
+    assert check["status"] == "pass"
     assert check["name"] == "memory_reported" and check["value"] == check["threshold"] > 0
     assert not rep["complete"] and "only 1 of 7 checks ran" in r.stdout  # a partial run says so
 

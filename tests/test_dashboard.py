@@ -224,6 +224,15 @@ def test_grade_table_renders_the_checker_json(tmp_path):
     assert str(both).count("checker grade lab") == 2
 
 
+def test_grade_table_shows_a_check_that_could_not_run_as_not_run():
+    slurm = {"name": "preempt_resume", "passed": False, "status": "not_run", "value": None, "threshold": None,
+             "unit": "", "message": "not run on this machine: no Slurm", "hint": "`sudo make slurm-up`"}
+    t = grade_table({**SAMPLE, "checks": [SAMPLE["checks"][0], slurm]})
+    row = str(t).splitlines()[3]
+    assert row.split()[:3] == ["preempt_resume", "NOT", "RUN"] and "to run it: `sudo make slurm-up`" in row, row
+    assert ">NOT RUN<" in t._repr_html_() and ">FAIL<" not in t._repr_html_()
+
+
 def test_grade_table_without_a_report_shows_what_the_checker_said(tmp_path):
     import subprocess
     proc = subprocess.CompletedProcess([], 2, stdout="", stderr="labs/lab9 not found: run from the course repository")
