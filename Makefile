@@ -22,7 +22,7 @@ data: $(STAMP)  ## the generated Markov corpora for the tiny and small models
 
 demo: setup data  ## grade every reference solution on this machine and print the report cards
 	@if [ "$$(id -u)" = 0 ]; then labs/common/slurm_local.sh up; \
-	 else echo "not root: no local Slurm, so lab 5's scheduler checks will be NOT RUN, each saying how to run it"; fi
+	 else echo "not root: no local Slurm started; without a Slurm answering, lab 5's scheduler checks are NOT RUN, each saying how to run it"; fi
 	$(BIN)/checker grade --all --solutions
 
 test: setup  ## the whole suite: units, checker contract, end-to-end grades, notebooks (nbval)
