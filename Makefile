@@ -7,18 +7,22 @@ STAMP  := $(VENV)/.installed-stamp
 .PHONY: setup data demo test test-fast bench lab starters slides slurm-up slurm-down clean
 
 $(STAMP): pyproject.toml
+	@echo "setup 1/3: a virtual environment in $(VENV)/ (~5 s)"
 	$(PYTHON) -m venv $(VENV)
+	@echo "setup 2/3: pip install -e '.[dev]': torch (CPU), JupyterLab, the course (~2-4 min, ~1.5 GB; quiet until done)"
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
-setup: $(STAMP)  ## virtual environment with the course installed (editable)
+setup: $(STAMP) data  ## everything a learner needs: virtual environment, the course installed (editable), the data
 
-data: setup  ## the generated Markov corpora for the tiny and small models
+data: $(STAMP)  ## the generated Markov corpora for the tiny and small models
+	@echo "setup 3/3: the generated training data in data/ (~10 s the first time, 17 MB)"
 	$(BIN)/python -m labs.common.data --vocab 256 4096
+	@echo "set up: \`make lab\` opens JupyterLab; grade yourself with \`.venv/bin/checker grade lab1\`"
 
 demo: setup data  ## grade every reference solution on this machine and print the report cards
 	@if [ "$$(id -u)" = 0 ]; then labs/common/slurm_local.sh up; \
-	 else echo "not root: no local Slurm, so lab 5's checks will say how to get one"; fi
+	 else echo "not root: no local Slurm started; without a Slurm answering, lab 5's scheduler checks are NOT RUN, each saying how to run it"; fi
 	$(BIN)/checker grade --all --solutions
 
 test: setup  ## the whole suite: units, checker contract, end-to-end grades, notebooks (nbval)

@@ -150,7 +150,9 @@ def grade_all(lab: str, submissions: Path, parallel: int, variant: int, report_d
                         trusted["changed_by"] = trusted["changed_by"] or p.name
                     rep = failed(lab, f"the course's files changed during this grade ({', '.join(changed[:3])}): "
                                       "learner code wrote to the grader or the reference", only)
-            console.print(f"  {p.name}: {sum(c['passed'] for c in rep['checks'])}/{len(rep['checks'])} "
+            statuses = [_status(c) for c in rep["checks"]]
+            not_run = f", {statuses.count('not_run')} NOT RUN here" if "not_run" in statuses else ""
+            console.print(f"  {p.name}: {statuses.count('pass')}/{len(statuses)}{not_run} "
                           f"in {rep.get('seconds', 0):.0f} s")
             with lock:  # the class report so far, on disk as each learner finishes
                 reports[p.name] = rep
@@ -164,11 +166,17 @@ def grade_all(lab: str, submissions: Path, parallel: int, variant: int, report_d
     for col in ("learner", "passed", *names):
         table.add_column(col)
     for learner, rep in reports.items():
-        by = {c["name"]: c["passed"] for c in rep["checks"]}
-        table.add_row(learner, f"{sum(by.values())}/{len(names)}", *("✓" if by.get(n) else "✗" for n in names))
+        by = {c["name"]: _status(c) for c in rep["checks"]}
+        table.add_row(learner, f"{sum(v == 'pass' for v in by.values())}/{len(names)}",
+                      *({"pass": "✓", "not_run": "NOT RUN"}.get(by.get(n), "✗") for n in names))
     console.print(table)
     console.print(f"class report: {report_dir}/class.csv, class.junit.xml, class.json, class.html")
-    return all(r.get("passed") for r in reports.values())
+    return all(r.get("passed") or r.get("status") == "not_run" for r in reports.values())  # NOT RUN: not a fail
+
+
+def _status(c: dict) -> str:
+    """pass, fail or not_run (a check this machine could not run: checker/README.md)."""
+    return c.get("status") or ("pass" if c["passed"] else "fail")
 
 
 def write_reports(lab: str, variant: int, reports: dict, report_dir: Path) -> None:
@@ -186,21 +194,26 @@ def write_reports(lab: str, variant: int, reports: dict, report_dir: Path) -> No
 def write_csv(reports: dict, path: Path) -> None:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["learner", "check", "passed", "value", "threshold", "unit", "message"])
+        w.writerow(["learner", "check", "passed", "value", "threshold", "unit", "message", "status"])
         for learner, rep in reports.items():
             for c in rep["checks"]:
-                w.writerow([learner, c["name"], c["passed"], c["value"], c["threshold"], c["unit"], c["message"]])
+                w.writerow([learner, c["name"], c["passed"], c["value"], c["threshold"], c["unit"], c["message"],
+                            _status(c)])
 
 
 def write_junit(lab: str, reports: dict, path: Path) -> None:
     suites = ET.Element("testsuites", name=f"checker {lab}")
     for learner, rep in reports.items():
         checks = rep["checks"]
+        statuses = [_status(c) for c in checks]
         suite = ET.SubElement(suites, "testsuite", name=learner, tests=str(len(checks)),
-                              failures=str(sum(not c["passed"] for c in checks)), time=f"{rep.get('seconds', 0):.1f}")
-        for c in checks:
+                              failures=str(statuses.count("fail")), skipped=str(statuses.count("not_run")),
+                              time=f"{rep.get('seconds', 0):.1f}")
+        for c, status in zip(checks, statuses):
             case = ET.SubElement(suite, "testcase", classname=f"{lab}.{learner}", name=c["name"])
-            if not c["passed"]:
+            if status == "not_run":  # this machine could not run it: skipped, not the learner's failure
+                ET.SubElement(case, "skipped", message=f"{c['message']} — to run it: {c['hint']}"[:500])
+            elif not c["passed"]:
                 fail = ET.SubElement(case, "failure", message=c["message"][:500])
                 fail.text = c["hint"]
     ET.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)

@@ -7,7 +7,10 @@
     checker doctor                      # environment diagnostics: run it first on a new node
 
 Exit status: 0 every check passed, 1 a check failed, 2 bad usage or input (unknown lab, missing
-folder, learner code that does not import), always with one clear line saying which.
+folder, learner code that does not import), always with one clear line saying which; 3 no check failed
+but some could not run on this machine (NOT RUN: no Slurm, no root, no GPU), so there is no grade.
+With --all (`make demo`, a machine's smoke test) NOT RUN checks are listed and the exit is 0 when every
+check that ran passed and at least one ran.
 """
 from __future__ import annotations
 
@@ -16,8 +19,10 @@ import contextlib
 import importlib
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -25,7 +30,7 @@ from rich.console import Console
 
 from checker import placement, sandbox, seams
 from checker.harness import REPO_ROOT, Harness
-from checker.report import LabReport, render, write_json
+from checker.report import LabReport, render, render_not_run, write_json
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")  # mirrors labs.common.dist.DEVICE_CHOICES without importing torch
 PRECISIONS = ("fp32", "bf16")  # mirrors labs.common.precision.PRECISIONS
@@ -33,6 +38,9 @@ PRECISIONS = ("fp32", "bf16")  # mirrors labs.common.precision.PRECISIONS
 # with the reference in the same precision; the other labs compare with fp32 tolerances (1e-5) that bf16's
 # 8-bit mantissa (relative error ~4e-3) could never meet.
 BF16_LABS = ("lab1",)
+
+
+EXIT_NOT_RUN = 3
 
 
 class UsageError(Exception):
@@ -183,9 +191,22 @@ def cmd_grade(args, console: Console) -> int:
             raise UsageError(str(e)) from None
         render(report, console, verbose=args.verbose)
         reports.append(report)
+    if args.all:
+        render_not_run(reports, console)
     if args.json:
-        write_json(reports, args.json)
-    return 0 if all(r.passed for r in reports) else 1
+        write_json(reports, args.json, every_lab=args.all)
+    return exit_status(reports, every_lab=args.all)
+
+
+def exit_status(reports: list[LabReport], every_lab: bool) -> int:
+    """1 a check that ran failed; 0 every check ran and passed; checks NOT RUN here: 3 (no grade), except
+    for --all, a machine's smoke test, where they are listed and it is 0 once one check ran and passed."""
+    if any(r.failed for r in reports) or not reports:
+        return 1
+    if not any(r.not_run for r in reports):
+        return 0
+    ran = any(len(r.checks) > len(r.not_run) for r in reports)
+    return 0 if every_lab and ran else EXIT_NOT_RUN
 
 
 def cmd_batch(args, console: Console) -> int:
@@ -250,6 +271,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    # SIGINT stops every run and reaps it (the KeyboardInterrupt below), also where the parent left SIGINT
+    # ignored (a background job of a script, nohup): a batch grade's SIGINT to a checker over its budget.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # A pipe or a CI log has no width; 120 columns keeps one check per few lines.
     console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
     try:

@@ -120,7 +120,7 @@ def check_pick(prefer: str, available: Mapping[str, bool] | None = None, pick: C
 
 def bind_free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))  # port 0: the OS picks one nobody holds (how the checker gets every port)
+        s.bind(("127.0.0.1", 0))  # port 0: the OS picks one nobody holds (as torchrun --standalone does)
         return s.getsockname()[1]
 
 

@@ -187,9 +187,9 @@ class Harness:
         if nproc == 1 and not torchrun and launch is None:
             return [sys.executable, *worker]
         if launch is None:
-            # The ranks, started directly (checker/spawn.py: env:// rendezvous on a port the OS picks, the same
-            # variables torchrun sets): torchrun's agent would be one more process importing torch per run,
-            # ~2 s of CPU each; on 2 cores that made lab 2's grade 55 s instead of 36 s.
+            # The ranks, started directly (checker/spawn.py: env:// rendezvous on a free port below the ephemeral
+            # range, the same variables torchrun sets): torchrun's agent would be one more process importing
+            # torch per run, ~2 s of CPU each; on 2 cores lab 2's grade takes 55 s with it, 36 s without.
             return [sys.executable, "-m", "checker.spawn", f"--nproc={nproc}", "--", sys.executable, *worker]
         # torchrun with the given options, where the launch itself is what is graded (lab 4's port incident).
         return [sys.executable, "-m", "torch.distributed.run", *launch, "--max-restarts=0", *worker]
@@ -215,8 +215,8 @@ class Harness:
 
     def run_many(self, specs: list[dict], parallel: int = 2) -> dict[str, Run]:
         """Run specs (dicts: name, task, args, budget_s, nproc=1, torchrun=False, kill_on=None, env=None,
-        launch=None, argv=None) `parallel` at a time. nproc > 1 (or torchrun=True: a process group even of one
-        rank; the name is historical) starts the ranks with checker/spawn.py; `launch` (torchrun's options) starts them under torchrun instead;
+        launch=None, argv=None) `parallel` at a time. nproc > 1, or torchrun=True (a process group even of one
+        rank, with torchrun's environment variables, not torchrun itself), starts the ranks with checker/spawn.py; `launch` (torchrun's options) starts them under torchrun instead;
         `env` is added to the run's environment. `argv` runs that command instead of a worker (lab 4 runs the course's
         own faulty job that way): it has no result files, only its log, exit status and timing.
 

@@ -11,9 +11,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+PASS, FAIL, NOT_RUN = "pass", "fail", "not_run"
+
 
 @dataclass
 class CheckResult:
+    """One check's outcome. not_run: this machine cannot run the check (no Slurm, no root, no GPU); the
+    message says why and the hint how to run it. Such a check is neither passed nor the learner's failure."""
     name: str
     passed: bool
     value: float | None = None
@@ -22,10 +26,21 @@ class CheckResult:
     message: str = ""
     hint: str = ""
     details: str = field(default="", repr=False)  # long evidence (stacks, tracebacks): terminal only on -v
+    not_run: bool = False
+
+    def __post_init__(self):
+        if self.not_run:
+            self.passed = False  # never counted as passed
+
+    @property
+    def status(self) -> str:
+        return NOT_RUN if self.not_run else PASS if self.passed else FAIL
 
     def to_json(self) -> dict:
         d = asdict(self)
         d.pop("details")
+        d["status"] = self.status
+        d.pop("not_run")
         for k in ("value", "threshold"):  # JSON has no NaN/inf
             if isinstance(d[k], float) and not math.isfinite(d[k]):
                 d[k] = None
@@ -47,7 +62,21 @@ class LabReport:
 
     @property
     def passed(self) -> bool:
+        """A grade: every check ran and passed."""
         return bool(self.checks) and all(c.passed for c in self.checks)
+
+    @property
+    def failed(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.status == FAIL]
+
+    @property
+    def not_run(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.not_run]
+
+    @property
+    def status(self) -> str:
+        """fail: a check that ran failed; not_run: none failed but some could not run here; else pass."""
+        return FAIL if self.failed or not self.checks else NOT_RUN if self.not_run else PASS
 
     @property
     def complete(self) -> bool:
@@ -55,7 +84,7 @@ class LabReport:
 
     def to_json(self) -> dict:
         return {"lab": self.lab, "target": self.target, "device": self.device, "world_size": self.world_size,
-                "passed": self.passed, "complete": self.complete, "variant": self.variant,
+                "passed": self.passed, "status": self.status, "complete": self.complete, "variant": self.variant,
                 "seconds": round(self.seconds, 2),
                 "checks": [c.to_json() for c in self.checks],
                 "info": [{"name": k, "value": v} for k, v in self.info], "sandbox": self.sandbox}
@@ -80,19 +109,22 @@ def render(report: LabReport, console: Console, verbose: bool = False) -> None:
     for col in ("check", "result", "measured", "threshold", "what happened / what to do"):
         table.add_column(col, overflow="fold")
     for c in report.checks:  # messages and stacks quote learner code and logs: never read them as markup
-        mark = "[green]PASS[/]" if c.passed else "[red]FAIL[/]"
-        text = escape(c.message) if c.passed else f"{escape(c.message)}\n[yellow]hint:[/] {escape(c.hint)}"
+        mark = {PASS: "[green]PASS[/]", FAIL: "[red]FAIL[/]", NOT_RUN: "[yellow]NOT RUN[/]"}[c.status]
+        text = (escape(c.message) if c.passed else
+                f"{escape(c.message)}\n[yellow]{'to run it' if c.not_run else 'hint'}:[/] {escape(c.hint)}")
         if verbose and c.details:
             text += f"\n[dim]{escape(c.details)}[/]"
         table.add_row(c.name, mark, escape(_fmt(c.value, c.unit)), escape(_fmt(c.threshold, c.unit)), text)
     console.print(table)
     for k, v in report.info:
         console.print(f"  [dim]info[/] {escape(k)}: {escape(str(v))}")
-    n_ok = sum(c.passed for c in report.checks)
-    colour = "green" if report.passed else "red"
+    n_ok, n_ran = sum(c.passed for c in report.checks), len(report.checks) - len(report.not_run)
+    colour = {PASS: "green", FAIL: "red", NOT_RUN: "yellow"}[report.status]
     partial = "" if report.complete else (f" — partial run: only {len(report.checks)} of {report.total_checks} "
                                           "checks ran (--only); this is not a grade")
-    console.print(f"[{colour}]{report.lab}: {n_ok}/{len(report.checks)} checks passed{partial}[/]")
+    not_run = (f"; {len(report.not_run)} NOT RUN on this machine (not failures; each row says how to run it): "
+               "not a grade" if report.not_run else "")
+    console.print(f"[{colour}]{report.lab}: {n_ok}/{n_ran} checks passed{not_run}{partial}[/]")
     if report.sandbox:
         console.print(f"[dim]{escape(report.sandbox)}[/]")
     if report.variant == 0:
@@ -100,10 +132,29 @@ def render(report: LabReport, console: Console, verbose: bool = False) -> None:
                       "sizes): a fix must be general, not tuned to these numbers.[/]")
 
 
-def write_json(reports: list[LabReport], path: str) -> None:
-    """One lab: the contract's object. Several (--all): {"passed": ..., "labs": [objects]}."""
-    data = reports[0].to_json() if len(reports) == 1 else {
-        "passed": all(r.passed for r in reports), "labs": [r.to_json() for r in reports]}
+def render_not_run(reports: list[LabReport], console: Console) -> None:
+    """After several labs: the checks this machine could not run, in one list, so they are not missed."""
+    groups: dict[tuple[str, str, str], list[str]] = {}  # (lab, why, how) -> checks: one line per reason
+    for r in reports:
+        for c in r.not_run:
+            groups.setdefault((r.lab, c.message, c.hint), []).append(c.name)
+    if groups:
+        n = sum(map(len, groups.values()))
+        console.print(f"[yellow]NOT RUN on this machine ({n} checks; not failures):[/]")
+        for (lab, why, how), names in groups.items():
+            console.print(f"  [yellow]{lab} {', '.join(names)}[/]: {escape(why)}. To run them: {escape(how)}")
+
+
+def status_of(reports: list[LabReport]) -> str:
+    """Several labs as one: fail if any failed; not_run if none failed but some check could not run."""
+    statuses = {r.status for r in reports}
+    return FAIL if FAIL in statuses or not reports else NOT_RUN if NOT_RUN in statuses else PASS
+
+
+def write_json(reports: list[LabReport], path: str, every_lab: bool = False) -> None:
+    """One lab: the contract's object. --all: {"passed": ..., "status": ..., "labs": [objects]}."""
+    data = reports[0].to_json() if len(reports) == 1 and not every_lab else {
+        "passed": all(r.passed for r in reports), "status": status_of(reports), "labs": [r.to_json() for r in reports]}
     p = Path(path)
     tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=2))

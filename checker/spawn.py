@@ -7,11 +7,11 @@ costs N torch imports instead of N + 1 (~2 s of CPU each on these cores; lab 4 l
 The port is chosen below the OS's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 here) and
 checked free by binding it. It must be: it is released before rank 0's store binds it, seconds later
 (rank 0 imports torch first), and a port from bind(0) is in the ephemeral range, where every gloo
-listener and outgoing connection of the runs alongside also gets its port: CI once lost a port in
+listener and outgoing connection of the runs alongside also gets its port: one of them can take it in
 that window (EADDRINUSE). Below the range nothing takes a port unless it names it.
 
 If a rank fails, its peers get GRACE_S to report their own view (they usually fail a collective a
-moment later), then every rank is killed: a run never waits out a peer that can no longer finish.
+moment later), then every rank is killed: a run never waits out a peer that cannot finish.
 """
 from __future__ import annotations
 

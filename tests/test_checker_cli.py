@@ -1,4 +1,5 @@
-"""The checker's contract (COURSE.md): commands, exit codes 0/1/2, one clear line, JSON schema."""
+"""The checker's contract (README.md's "Grading yourself", checker/README.md): commands, exit codes, one clear
+line, JSON schema."""
 import textwrap
 import uuid
 
@@ -38,10 +39,12 @@ def test_json_report_follows_the_schema(tmp_path):
     rep = load_json(out)
     assert {k: type(v) for k, v in rep.items() if k != "info"} == {
         "lab": str, "target": str, "device": str, "world_size": int, "passed": bool, "seconds": float,
-        "checks": list, "complete": bool, "variant": int, "sandbox": str}  # the contract's fields, plus three additions
-    assert (rep["lab"], rep["target"], rep["device"], rep["passed"]) == ("lab1", "solutions", "cpu", True)
+        "checks": list, "complete": bool, "variant": int, "sandbox": str, "status": str}  # the contract's, plus four
+    assert (rep["lab"], rep["target"], rep["device"], rep["passed"], rep["status"]) == (
+        "lab1", "solutions", "cpu", True, "pass")
     (check,) = rep["checks"]
-    assert set(check) == {"name", "passed", "value", "threshold", "unit", "message", "hint"}
+    assert set(check) == {"name", "passed", "status", "value", "threshold", "unit", "message", "hint"}
+    assert check["status"] == "pass"
     assert check["name"] == "memory_reported" and check["value"] == check["threshold"] > 0
     assert not rep["complete"] and "only 1 of 8 checks ran" in r.stdout  # a partial run says so
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import _thread
 import json
+import signal
 import sys
 import threading
 import time
@@ -97,13 +98,41 @@ def test_stop_button_ends_every_process_even_one_that_ignores_sigterm(tmp_path):
     assert run.wait() == []  # a stopped run is not a failure; it wrote no records
 
 
+def _interrupt_main_inside(function: str, timeout_s: float = 20.0) -> None:
+    """Raise KeyboardInterrupt in the main thread once its stack is inside `function` (not before: an
+    interrupt that lands before the wait is not the case under test), as the notebook's interrupt button does."""
+    main = threading.main_thread().ident
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        frame = sys._current_frames().get(main)
+        while frame is not None and frame.f_code.co_name != function:
+            frame = frame.f_back
+        if frame is not None:
+            _thread.interrupt_main()
+            return
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt here, as in a notebook cell (ipykernel installs default_int_handler
+    while a cell runs). A process started in the background of a non-interactive shell (a CI runner's
+    `cmd &`, nohup) inherits SIGINT ignored, and then `_thread.interrupt_main()` does nothing at all."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.timeout(60)
-def test_an_interrupt_during_wait_stops_every_rank(tmp_path):
+def test_an_interrupt_during_wait_stops_every_rank(tmp_path, sigint_raises):
     run = fake_run(tmp_path, STUBBORN, grace_s=0.5)
-    while len(run.output()) < 2:
+    deadline = time.monotonic() + 30
+    while len(run.output()) < 2 or len(proctree.descendants(run.proc.pid)) < 3:
+        assert time.monotonic() < deadline, run.output()
         time.sleep(0.05)
     tree = [run.proc.pid, *proctree.descendants(run.proc.pid)]
-    threading.Timer(0.3, _thread.interrupt_main).start()  # what the notebook's interrupt button does
+    assert len(tree) == 4  # launcher, 2 ranks, rank 1's process in its own session
+    threading.Thread(target=_interrupt_main_inside, args=("_wait",), daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
         run.wait()
     assert run.status == "stopped"
@@ -193,6 +222,15 @@ def test_grade_table_renders_the_checker_json(tmp_path):
     assert page.count("<tr>") == 3 and "&lt;3" in page and ">FAIL<" in page and not t.passed
     both = grade_table({"passed": True, "labs": [SAMPLE, {**SAMPLE, "lab": "lab3"}]})
     assert str(both).count("checker grade lab") == 2
+
+
+def test_grade_table_shows_a_check_that_could_not_run_as_not_run():
+    slurm = {"name": "preempt_resume", "passed": False, "status": "not_run", "value": None, "threshold": None,
+             "unit": "", "message": "not run on this machine: no Slurm", "hint": "`sudo make slurm-up`"}
+    t = grade_table({**SAMPLE, "checks": [SAMPLE["checks"][0], slurm]})
+    row = str(t).splitlines()[3]
+    assert row.split()[:3] == ["preempt_resume", "NOT", "RUN"] and "to run it: `sudo make slurm-up`" in row, row
+    assert ">NOT RUN<" in t._repr_html_() and ">FAIL<" not in t._repr_html_()
 
 
 def test_grade_table_without_a_report_shows_what_the_checker_said(tmp_path):

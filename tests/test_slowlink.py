@@ -124,9 +124,9 @@ print("left", flush=True)
 
 @pytest.mark.timeout(60)
 def test_a_rank_leaving_right_after_backward_exits_cleanly():
-    """CI once saw rank 1 die with SIGABRT ("terminate called without an active exception") after
-    this fallback's last backward: the thread completing the hook's future was still inside torch when
-    the interpreter exited. The window is made wide here, so the failure is certain if it can happen."""
+    """A rank can die with SIGABRT ("terminate called without an active exception") after this fallback's
+    last backward if the thread completing the hook's future is still inside torch when the interpreter
+    exits. The window is made wide here, so the failure is certain if it can happen."""
     r = subprocess.run([sys.executable, "-c", _EXIT_AFTER_BACKWARD], cwd=ROOT, capture_output=True, text=True,
                        timeout=50)
     assert (r.returncode, r.stdout.strip()) == (0, "left"), r.stderr[-2000:]

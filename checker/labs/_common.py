@@ -1,10 +1,14 @@
-"""What every lab's checks share: the Check description and turning a run's error into a result."""
+"""What every lab's checks share: the Check description, turning a run's error into a result, and the
+checks this machine cannot run (NOT RUN, with how to run them)."""
 from __future__ import annotations
 
+import os
+import shutil
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
-from checker import channel
+from checker import channel, slurm
 from checker.report import CheckResult
 
 # Taken when the checker's lab module is imported, before any learner code: learner code that replaces
@@ -30,6 +34,37 @@ class Check:
     # The pristine starter runs this part on purpose (e.g. lab 1's input pipeline: slow, so the learner sees
     # the stall first); it fails on what the checker measures, not on a TODO.
     starter_runs: bool = False
+    # What the check needs beyond a CPU and Python (keys of NEEDS): without it the check is NOT RUN.
+    needs: tuple[str, ...] = ()
+
+
+def _gpu_missing() -> str | None:  # the checker's own process never imports torch: ask the driver's files
+    return None if Path("/dev/nvidiactl").exists() or shutil.which("nvidia-smi") else "no NVIDIA GPU on this machine"
+
+
+# need -> (why it is missing here, or None; how to run a check that needs it)
+NEEDS = {
+    "slurm": (lambda: slurm.unavailable(), slurm.HINT_START),
+    "root": (lambda: None if os.geteuid() == 0 else "not root (network namespaces need it)",
+             "grade as root: `sudo .venv/bin/checker grade ...`, or in a container where you are root"),
+    "gpu": (_gpu_missing, "grade on a GPU node: `checker grade LAB --device cuda`"),
+}
+
+
+def not_run(check: Check, why: str, how: str) -> CheckResult:
+    """A check this machine cannot run: NOT RUN, why (message) and how to run it (hint); never passed."""
+    return CheckResult(check.name, False, message=f"not run on this machine: {why}", hint=how, not_run=True)
+
+
+def cannot_run(checks) -> dict[str, CheckResult]:
+    """{name: NOT RUN result} for the checks whose needs this machine lacks (each need probed once)."""
+    missing = {need: NEEDS[need][0]() for need in {n for c in checks for n in c.needs}}
+    out = {}
+    for c in checks:
+        why = [(need, missing[need]) for need in c.needs if missing[need]]
+        if why:
+            out[c.name] = not_run(c, "; ".join(w for _, w in why), "; ".join(NEEDS[n][1] for n, _ in why))
+    return out
 
 
 def error_result(check: Check, err: dict, unit: str = "") -> CheckResult:

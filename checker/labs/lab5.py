@@ -5,7 +5,7 @@ that job twice (the warning the script must handle, then a plain `scontrol reque
 learner's sweep; the jobs queue one after another on the node, so the sweep runs while the
 preempted job waits to be requeued. The learner's collect/report code then runs in a worker, and
 every number it writes is checked against the checker's own reading of the jobcomp records and
-step logs. No Slurm: every check fails with the hint to start it, never a silent pass.
+step logs. No Slurm: every check that needs it is NOT RUN, with how to start one (never a pass).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from datetime import datetime
 from pathlib import Path
 
 from checker import seams, slurm
-from checker.labs._common import Check, error_result, probe
+from checker.labs._common import Check, cannot_run, error_result, probe
 from checker.report import CheckResult
 
 LAB = "lab5"
@@ -40,20 +40,24 @@ CHECKS = [
     Check("batch_script_valid", "train.sbatch passes `sbatch --test-only` and asks for --requeue, "
           "--open-mode=append and --signal=B:USR1@N (N >= 60)",
           f"{WHERE}/train.sbatch: the #SBATCH header must allow a requeue, append both runs to one log, and warn the "
-          "batch shell (B:) with USR1 before the end; #SBATCH lines after the first command are ignored."),
+          "batch shell (B:) with USR1 before the end; #SBATCH lines after the first command are ignored.",
+          needs=("slurm",)),
     Check("preempt_resume", f"the checker preempts your job twice ({WARN_AT} steps into each run: USR1 to the "
           "batch shell, then `scontrol requeue`); it completes with losses bit-identical to an uninterrupted run",
           f"{WHERE}/train.sbatch: trap USR1, signal the steps (scancel --signal=TERM $SLURM_JOB_ID), wait for srun, "
           f"then `scontrol requeue $SLURM_JOB_ID`; {WHERE}/preemption.py: every rank must stop at the same step "
-          f"(all-reduce the flag); {WHERE}/restart.py: load the checkpoint the previous run left."),
+          f"(all-reduce the flag); {WHERE}/restart.py: load the checkpoint the previous run left.",
+          needs=("slurm",)),
     Check("metrics_complete", "collect() + write_csv(): one row per job with state, runs, queue wait, elapsed, "
           "tokens/s, each equal to the checker's reading of the jobcomp records and step logs",
           f"{WHERE}/jobmetrics.py: parse every key=value of each jobcomp line; a requeued job has one line per run "
-          "(JobState=PENDING, then the final state) and each requeue resets SubmitTime: sum over the runs."),
+          "(JobState=PENDING, then the final state) and each requeue resets SubmitTime: sum over the runs.",
+          needs=("slurm",)),
     Check("scaling_curve", f"scaling_table() + write_report() from the sweep's real jobs at world sizes {SWEEP}: "
           "speedup and efficiency equal tokens/s(N) / (N x tokens/s(1)); a PNG plot and a markdown table",
           f"{WHERE}/report.py: median tokens/s per world size over COMPLETED jobs; efficiency = tokens/s(N) / "
-          "(N/base x tokens/s(base)); write_report must write a real PNG (matplotlib savefig)."),
+          "(N/base x tokens/s(base)); write_report must write a real PNG (matplotlib savefig).",
+          needs=("slurm",)),
     Check("k8s_manifests_valid", "k8s/*.yaml: an Indexed Job + headless Service running torchrun, and a Kubeflow "
           "PyTorchJob, valid against the pinned Kubernetes schema and consistent with each other",
           f"{WHERE}/k8s/: see each problem listed; k8s/README.md maps every field to the Slurm script."),
@@ -195,10 +199,8 @@ def grade(h, checks):
     if "k8s_manifests_valid" in names:
         results["k8s_manifests_valid"] = check_manifests(byname["k8s_manifests_valid"], h)
     slurm_names = names - {"k8s_manifests_valid"}
-    why = slurm.unavailable() if slurm_names else None
-    if why:
-        for n in slurm_names:
-            results[n] = CheckResult(n, False, message=f"no Slurm here: {why}", hint=slurm.HINT_START)
+    results.update(cannot_run([byname[n] for n in slurm_names]))
+    if len(results) == len(checks):
         return [results[c.name] for c in checks], info
     if not script.exists():
         for n in slurm_names:

@@ -87,6 +87,10 @@ def _schema_problems(file: str, obj: dict, where: str | None = None) -> list[Pro
     except ImportError:
         return [Problem(file, _name(obj), "cannot check the schema: kubernetes-validate is not installed; "
                                           "run `pip install -e .` in the course's environment")]
+    missing = [k for k in ("apiVersion", "kind") if not isinstance(obj.get(k), str)]
+    if missing:  # kubernetes-validate would raise KeyError: say what the API server would say
+        return [Problem(file, _name(obj), f"no {' and no '.join(missing)}: every object names its apiVersion "
+                                          "(Job: batch/v1, Service: v1) and its kind")]
     try:
         kv.validate(obj, K8S_VERSION, strict=True)
     except kv.ValidationError as e:

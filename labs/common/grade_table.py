@@ -52,11 +52,16 @@ class GradeTable:
                 f"{lab.get('world_size')}, {_fmt(lab.get('seconds'))} s: {n_ok}/{len(checks)} checks passed{partial}")
 
     @staticmethod
-    def _row(c: dict) -> list[str]:
+    def _result(c: dict) -> str:
+        """PASS, FAIL, or NOT RUN: a check this machine could not run (no Slurm, say), which is neither."""
+        return "NOT RUN" if c.get("status") == "not_run" else "PASS" if c.get("passed") else "FAIL"
+
+    @classmethod
+    def _row(cls, c: dict) -> list[str]:
         text = c.get("message") or ""
         if not c.get("passed") and c.get("hint"):
-            text = f"{text}  hint: {c['hint']}".strip()
-        return [str(c.get("name", "?")), "PASS" if c.get("passed") else "FAIL",
+            text = f"{text}  {'to run it' if cls._result(c) == 'NOT RUN' else 'hint'}: {c['hint']}".strip()
+        return [str(c.get("name", "?")), cls._result(c),
                 _fmt(c.get("value"), c.get("unit", "")), _fmt(c.get("threshold"), c.get("unit", "")), text]
 
     def _missing(self) -> str:
@@ -87,10 +92,11 @@ class GradeTable:
             body = []
             for c in lab.get("checks", []):
                 name, result, value, threshold, _ = map(html.escape, self._row(c))
-                colour = "#2e7d32" if c.get("passed") else "#c62828"
+                colour = {"PASS": "#2e7d32", "NOT RUN": "#b26a00"}.get(self._result(c), "#c62828")
                 text = html.escape(c.get("message") or "")
                 if not c.get("passed") and c.get("hint"):
-                    text += f"<br><b style='color:#b26a00'>hint:</b> {html.escape(c['hint'])}"
+                    label = "to run it" if self._result(c) == "NOT RUN" else "hint"
+                    text += f"<br><b style='color:#b26a00'>{label}:</b> {html.escape(c['hint'])}"
                 body.append(f"<tr><td><code>{name}</code></td><td style='color:{colour};font-weight:bold'>{result}"
                             f"</td><td>{value}</td><td>{threshold}</td><td style='text-align:left'>{text}</td></tr>")
             parts.append(

@@ -1,6 +1,6 @@
 """Mutation testing by hand: realistic one-edit slips of the reference, each with the check that must catch it.
 
-A check is only as good as the wrong answer it fails (STYLE.md, habit 13). Each lab's mutants live in
+A check is only as good as the wrong answer it fails. Each lab's mutants live in
 `tests/mutants/labN.py` as `MUTANTS = [Mutant(...), ...]`; `tests/test_mutants.py` grades every one
 (`checker grade labN --root TREE --only CHECK`) and demands that its named check FAILS, and `make bench`
 reports the kill rate per lab (`python -m tests.mutants`).
