@@ -2,12 +2,13 @@
 
 The model here is the checker's 4 x (1024 x 1024) MLP, not the tiny GPT: 4.2 M parameters, 16.8 MB of
 weights + 33.6 MB of AdamW moments = 50 MB per save, so a write takes long enough to measure and to kill in
-the middle of. The checker slows DCP's file writes itself (FileSystemWriter.write_data) where a write must
+the middle of. The checker holds DCP's file writes back itself (FileSystemWriter.write_data) where a write must
 be caught in progress; it never asks the learner's checkpointer what it did.
 """
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,7 +18,7 @@ from checker.labs._common import digest
 
 LAB = "lab8"
 REPS, WIDTH, DEPTH, SEED = 3, 1024, 4, 8
-SLOW_WRITE_S = 0.5  # the consistency save's write, slowed: training steps twice meanwhile
+HELD_S = 30.0  # the longest the checker holds a save's file writes back while training takes its steps
 
 
 def _setup(seed):
@@ -48,8 +49,9 @@ def _step(model, opt, n):
 
 
 @contextmanager
-def _slowed_writes(before_s: float, cue=None):
-    """Every DCP file write waits `before_s` first (and touches the cue file, for a kill mid-write)."""
+def _slowed_writes(until, cue=None):
+    """Every DCP file write first waits for the event `until` (at most HELD_S; a blocking save that waits for
+    its own write gets there late, not never), touching the cue file first (a kill mid-write)."""
     from torch.distributed.checkpoint import FileSystemWriter
 
     orig = FileSystemWriter.write_data
@@ -57,7 +59,7 @@ def _slowed_writes(before_s: float, cue=None):
     def slow(self, *a, **k):
         if cue:
             cue()
-        time.sleep(before_s)
+        until.wait(timeout=HELD_S)
         return orig(self, *a, **k)
 
     FileSystemWriter.write_data = slow
@@ -106,18 +108,20 @@ def task_async(ctx, target, root):
     n += 1
     _step(model, opt, n)
     out["saved_step"], out["saved_digest"] = n, _weights(model)
-    with _slowed_writes(SLOW_WRITE_S):
+    stepped = threading.Event()  # the write starts only once training has changed the weights twice
+    with _slowed_writes(stepped):
         ckpt.save(root / "kept", _state(model, opt), n)
         for _ in range(2):
             n += 1
             _step(model, opt, n)
+        stepped.set()
         ckpt.wait()
     out["moved_on_digest"] = _weights(model)
     out["reloaded_digest"] = _load_digest(seam, root / "kept")
     ctx.write(out)
     dist.barrier()
     # The next save to the same root: the checker kills every rank while its files are being written.
-    with _slowed_writes(60.0, cue=lambda: ctx.cue("async_killme")):
+    with _slowed_writes(threading.Event(), cue=lambda: ctx.cue("async_killme")):
         n += 1
         _step(model, opt, n)
         ckpt.save(root / "kept", _state(model, opt), n)

@@ -181,7 +181,7 @@ EVALUATORS = {"multinode_launch": multinode_launch, "hsdp_equivalence": hsdp_equ
 
 
 def info(runs, ctx) -> list[tuple[str, str]]:
-    rows = [("nodes", _where(ctx))]
+    rows = [("nodes", _where(ctx))] if ctx["link"] or ctx.get("why_no_link") else []
     rs, err = _results(runs, "nodes") if "nodes" in runs else (None, True)
     if not err and rs[0].get("ddp") and rs[0]["ddp"].get("link_bytes_per_step") is not None:
         r0 = rs[0]
