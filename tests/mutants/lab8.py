@@ -9,9 +9,6 @@ MUTANTS = [
            '    return DeviceMesh(device_type, ranks, mesh_dim_names=("replicate", "shard"))\n',
            "hsdp_internode_bytes", "a row of the mesh is a local rank across nodes: every shard group spans the "
            "slow link"),
-    Mutant("restart_reinitialises", "elastic.py", "    folder = latest(root)\n    if folder is None:",
-           "    folder = None\n    if folder is None:",
-           "elastic_recovery", "after a restart the job starts again from fresh weights and step 1"),
     Mutant("staging_not_awaited", "async_ckpt.py", "        staged = stage(state_dict)\n",
            "        staged = state_dict  # written later, from the live tensors\n",
            "async_checkpoint", "save() returns before the state is copied: the background write reads weights "
