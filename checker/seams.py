@@ -113,6 +113,21 @@ SEAMS: dict[str, Seam] = {
         "plan_memory": "plan_memory(cfg, n_params, batch, seq, world_size, budget_bytes, precision='fp32') -> "
                        "{micro_batch, grad_accum, recompute, zero_stage, bytes, total, fits}: the first that fits",
     }),
+    "lab8": Seam("lab8", "lab8_multinode", "Multi-node: rendezvous, HSDP, elastic restart, async checkpoints", {
+        "torchrun_args": "torchrun_args(nnodes, nproc_per_node, node_rank, endpoint, run_id, max_restarts, local_addr) "
+                         "-> [torchrun options] for that node; c10d rendezvous at endpoint ('host:port')",
+        "pick_interface": "pick_interface(master_addr) -> the interface name that reaches master_addr (GLOO_SOCKET_IFNAME)",
+        "check_layout": "check_layout(nodes, per_node) -> {world, nodes: [[ranks of node 0], ...]}; every rank; "
+                        "raises if the job is not laid out node by node",
+        "make_mesh": "make_mesh(nnodes, nproc_per_node, device_type) -> 2-D DeviceMesh ('replicate', 'shard'), a node per row",
+        "shard_model": "shard_model(model, mesh) -> model; fully_shard on the whole model (1-D: FSDP, 2-D: HSDP)",
+        "save_checkpoint": "save_checkpoint(root, model, optimizer, step); every rank; DCP, committed atomically",
+        "resume": "resume(root, model, optimizer) -> last complete checkpoint's step (0: none), loaded",
+        "latest": "latest(root) -> the last complete checkpoint's folder, or None",
+        "AsyncCheckpointer": "AsyncCheckpointer(); .save(root, state_dict, step) returns once staged, writes in the "
+                             "background, commits atomically; .wait()",
+        "blocking_save": "blocking_save(root, state_dict, step); every rank; returns once committed",
+    }),
 }
 
 

@@ -1,0 +1,164 @@
+"""Lab 8 checks: a two-node job launched as a cluster launches it, HSDP vs FSDP on a throttled inter-node link,
+recovery from a lost node, async checkpoints.
+
+The two nodes are two network namespaces joined by a veth pair, tbf-shaped (lab 4's slow link,
+solutions/lab4_debugging/slowlink.py), one torchrun agent in each with the learner's rendezvous options
+(root); without root both agents run on this machine's loopback, and every row says so. Runs:
+  nodes      4 ranks (2 nodes x 2): the learner's interface choice and layout check, then DDP, FSDP and HSDP
+             for STEPS steps each; node 0's veth counters read around each strategy's steps 2..STEPS
+  elastic    the same job training HSDP with a checkpoint every 3 steps; after step KILL_AFTER the checker
+             SIGKILLs node 1's workers; torchrun must restart both nodes' workers and the job must finish
+             with every loss bit-identical to the `nodes` run's HSDP losses
+  async      2 ranks (loopback): blocking vs async saves, interleaved; a checkpoint whose write the checker
+             slows while training goes on must still hold the step it was taken at; a kill during a
+             background write (async_kill), then a fresh run (async_load) must load the previous one
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+from checker import seams
+from checker.labs import lab8_async, lab8_tasks
+from checker.labs._common import Check, probe
+
+LAB = "lab8"
+WORLD_SIZE = 4
+GRADE_SECONDS = 120  # two 4-rank torchrun jobs (one restarts its workers) and two 2-rank runs
+WHERE = "labs/lab8_multinode"
+SEED, STEPS, KILL_AFTER = 21, 8, 5
+RATE_MBIT = 400  # 50 MB/s: ~1.5 MB per FSDP step crosses in ~30 ms, small next to a step on a loaded CPU
+
+CHECKS = [
+    Check("multinode_launch", "2 nodes x 2 ranks under your torchrun options (c10d rendezvous): every rank sees "
+          "world 4 laid out node by node, your check_layout agrees, gloo bound to the interface that reaches "
+          "node 0 (the veth in each namespace)",
+          f"{WHERE}/launch.py: torchrun_args needs --nnodes, --nproc-per-node, --rdzv-backend c10d and the endpoint "
+          "on every node; pick_interface asks the routing table (`ip route get MASTER_ADDR`) for the device."),
+    Check("hsdp_equivalence", f"DDP, flat FSDP (1 x 4) and your HSDP (2 x 2 mesh), {STEPS} AdamW steps from the "
+          "same weights and data: FSDP's and HSDP's losses equal DDP's",
+          f"{WHERE}/hsdp.py: make_mesh is (nodes, ranks per node) with names ('replicate', 'shard'); shard_model "
+          "calls fully_shard(model, mesh=mesh) on the whole model."),
+    Check("hsdp_internode_bytes", "bytes through the inter-node veth per step (its own counters) within 15% of "
+          "3 g (N-1)/N B for FSDP and 2 (g-1) B for HSDP on gloo (B: model bytes, g nodes, N ranks); HSDP below FSDP",
+          f"{WHERE}/hsdp.py: HSDP shards inside a node and replicates across nodes: mesh dim 0 must be the node. "
+          "Transposed, the all-gathers cross the slow link."),
+    Check("async_checkpoint", "async save stalls training less than a blocking save (interleaved, median); a "
+          "checkpoint holds the step it was taken at though training goes on during its write; a kill mid-write "
+          "leaves the previous checkpoint loadable",
+          f"{WHERE}/async_ckpt.py: copy the state to CPU before save() returns (the next optimizer step changes "
+          "the live tensors), write in the background, commit (rename + latest) only after every rank wrote."),
+]
+# Built, not graded yet: on this course's 2-core CI machine under load (load average 30-40) the c10d
+# re-rendezvous after the kill did not complete (connect and store timeouts); it needs a run on an idle
+# machine before it may grade anyone. grade() runs it only when this check is asked for by name.
+ELASTIC = Check("elastic_recovery", f"node 1's workers killed after step {KILL_AFTER}: the job finishes, torchrun "
+          "restarted the workers, and every loss is bit-identical to the uninterrupted run's",
+          f"{WHERE}/elastic.py resume(): load the last complete checkpoint (model, optimizer, step) and continue "
+          "from the step after it; --max-restarts >= 1 in torchrun_args (launch.py).")
+ROOT_CHECKS = {"hsdp_internode_bytes"}  # the bytes come from a real link's counters
+
+
+def needs_root(why: str) -> str:
+    """The one place that says a check could not run here. (A NOT RUN status in the report is the plan; until
+    then such a check fails with this message.)"""
+    return f"needs root: {why}. Run `sudo .venv/bin/checker grade lab8` (CI does), or see {WHERE}/README.md"
+
+
+# ---------------------------------------------------------------- worker side
+def task_probe(ctx, target):
+    return probe(LAB, target)
+
+
+def task_link_up(ctx, target, owner_pid, rate_mbit):
+    """Two namespaces joined by a tbf-shaped veth pair, named after the checker's pid (cleanup_stale spares
+    them while it lives, and clears them after a crash). The checker deletes them itself."""
+    import importlib.util
+
+    from checker.harness import REPO_ROOT
+
+    spec = importlib.util.spec_from_file_location("_lab8_slowlink", REPO_ROOT / "solutions" / "lab4_debugging" /
+                                                  "slowlink.py")
+    sl = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = sl
+    spec.loader.exec_module(sl)
+    ok, why = sl.netns_available()
+    if not ok:
+        return {"available": False, "why": why}
+    sl.cleanup_stale()
+    link = sl.Link(sl._tag(owner_pid), rate_mbit=rate_mbit)
+    try:
+        link.create()
+    except BaseException:
+        link.close()
+        raise
+    return {"available": True, "ns": list(link.ns), "veth": list(link.veth), "addr": list(link.addr)}
+
+
+TASKS = {"probe": task_probe, "link_up": task_link_up, **lab8_tasks.TASKS, **lab8_async.TASKS}
+
+
+# ---------------------------------------------------------------- checker side
+def _link_down(link: dict | None) -> None:
+    for ns in (link or {}).get("ns", []):
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=20)
+
+
+def _nodes_spec(h, name, plan, link, worker_args, budget_s, kill=None) -> dict:
+    nodes = [{"ns": link["ns"][g] if link else None, "torchrun": plan[g]} for g in range(2)]
+    worker = ["-m", "checker.worker", *h._worker_args("nodes", h.workdir / f"{name}.result.json",
+                                                     {**worker_args, "workdir": str(h.workdir)})]
+    path = h.workdir / f"{name}.spec.json"
+    path.write_text(json.dumps({"nodes": nodes, "worker": worker, "kill": kill}))
+    return dict(name=name, task="", budget_s=budget_s, nproc=WORLD_SIZE,
+                argv=[sys.executable, "-m", "checker.labs.lab8_nodes", str(path)])
+
+
+def grade(h, checks):
+    from checker.labs import lab8_eval
+    from checker.spawn import free_port
+
+    names = {c.name for c in checks}
+    need_nodes = bool(names & {"multinode_launch", "hsdp_equivalence", "hsdp_internode_bytes", "elastic_recovery"})
+    runs, link, plans = {}, None, {}
+    try:
+        if need_nodes:
+            up = h.run("link_up", "link_up", dict(owner_pid=os.getpid(), rate_mbit=RATE_MBIT), budget_s=60)
+            res = up.result if not up.error() else {"available": False, "why": up.error().get("message", "")}
+            link = res if res.get("available") else None
+            host = link["addr"][0] if link else "127.0.0.1"
+            ifs = link["veth"] if link else ["lo", "lo"]
+            for run, restarts in (("nodes", 0), ("elastic", 1)):
+                if run == "elastic" and "elastic_recovery" not in names:
+                    continue
+                # In a fresh namespace any port is free; on loopback ask the OS.
+                port = random.randrange(20000, 30000) if link else free_port()
+                p = h.run(f"plan_{run}", "plan", dict(endpoint=f"{host}:{port}", run_id=f"lab8{run}{port}",
+                                                      max_restarts=restarts,
+                                                      addrs=link["addr"] if link else [host, host]), budget_s=60)
+                plans[run] = p
+        first, second = [], []
+        if "nodes" in plans and not plans["nodes"].error():
+            first.append(_nodes_spec(h, "nodes", plans["nodes"].result["torchrun"], link,
+                                     dict(parts=["equiv"], seed=SEED, steps=STEPS, link_ifs=ifs), 150))
+        if "async_checkpoint" in names:
+            first += lab8_async.specs_phase1(h)
+            second += lab8_async.specs_phase2(h)
+        if "elastic" in plans and not plans["elastic"].error():
+            ckpt = str(h.workdir / "elastic_ckpt")
+            kill = {"cue": str(h.workdir / "lose_node1"), "node": 1, "mark": str(h.workdir / "lost_at")}
+            second.append(_nodes_spec(h, "elastic", plans["elastic"].result["torchrun"], link,
+                                      dict(parts=["elastic"], seed=SEED, steps=STEPS, link_ifs=ifs, ckpt=ckpt,
+                                           kill_after=KILL_AFTER), 180, kill))
+        runs.update(h.run_many(first, parallel=2))
+        runs.update(h.run_many(second, parallel=2))
+    finally:
+        _link_down(link)
+    runs.update({f"plan_{k}": v for k, v in plans.items()})
+    lost_at = h.workdir / "lost_at"
+    ctx = {"link": link, "why_no_link": None if link else (res.get("why") if need_nodes else None),
+           "lost_at": float(lost_at.read_text()) if lost_at.exists() else None}
+    return [lab8_eval.EVALUATORS[c.name](c, runs, ctx) for c in checks], lab8_eval.info(runs, ctx)

@@ -1,0 +1,169 @@
+"""Lab 8's async-checkpoint runs (2 ranks, ranks started by checker/spawn.py on loopback), worker side.
+
+The model here is the checker's 4 x (1024 x 1024) MLP, not the tiny GPT: 4.2 M parameters, 16.8 MB of
+weights + 33.6 MB of AdamW moments = 50 MB per save, so a write takes long enough to measure and to kill in
+the middle of. The checker holds DCP's file writes back itself (FileSystemWriter.write_data) where a write must
+be caught in progress; it never asks the learner's checkpointer what it did.
+"""
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from checker import seams
+from checker.labs._common import digest
+
+LAB = "lab8"
+REPS, WIDTH, DEPTH, SEED = 3, 1024, 4, 8
+HELD_S = 30.0  # the longest the checker holds a save's file writes back while training takes its steps
+
+
+def _setup(seed):
+    import torch
+    from labs.common import dist as cdist
+
+    env = cdist.init(timeout_s=30)
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(*[torch.nn.Linear(WIDTH, WIDTH) for _ in range(DEPTH)])
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    return env, model, opt
+
+
+def _state(model, opt):
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    msd, osd = get_state_dict(model, opt)
+    return {"model": msd, "optim": osd}
+
+
+def _step(model, opt, n):
+    import torch
+
+    g = torch.Generator().manual_seed(n)
+    opt.zero_grad(set_to_none=True)
+    model(torch.randn(64, WIDTH, generator=g)).square().mean().backward()
+    opt.step()
+
+
+@contextmanager
+def _slowed_writes(until, cue=None):
+    """Every DCP file write first waits for the event `until` (at most HELD_S; a blocking save that waits for
+    its own write gets there late, not never), touching the cue file first (a kill mid-write)."""
+    from torch.distributed.checkpoint import FileSystemWriter
+
+    orig = FileSystemWriter.write_data
+
+    def slow(self, *a, **k):
+        if cue:
+            cue()
+        until.wait(timeout=HELD_S)
+        return orig(self, *a, **k)
+
+    FileSystemWriter.write_data = slow
+    try:
+        yield
+    finally:
+        FileSystemWriter.write_data = orig
+
+
+def _weights(model) -> str:
+    return digest(model.named_parameters())
+
+
+def task_async(ctx, target, root):
+    """Stall of blocking vs async saves (interleaved); a save slowed while training goes on; then a save the
+    checker's kill interrupts mid-write."""
+    import torch.distributed as dist
+
+    env, model, opt = _setup(SEED)
+    seam = seams.load(LAB, target)
+    out = ctx.partial
+    root = Path(root)
+    n = 0
+    for _ in range(2):  # AdamW's moments exist from the first step: every save has the same bytes
+        n += 1
+        _step(model, opt, n)
+    ckpt = seam.AsyncCheckpointer()
+    stalls = {"blocking": [], "async": []}
+    for rep in range(REPS):
+        for kind in ("blocking", "async"):
+            n += 1
+            _step(model, opt, n)
+            state = _state(model, opt)  # views of the live tensors, no copy: the same for both kinds
+            dist.barrier()
+            t0 = time.perf_counter()
+            if kind == "blocking":
+                seam.blocking_save(root / "blocking", state, n)
+            else:
+                ckpt.save(root / "async", state, n)
+            stalls[kind].append(time.perf_counter() - t0)
+            if kind == "async":
+                ckpt.wait()  # outside the timer: saves are rarer than writes are long
+    out["stalls"] = stalls
+    out["stall_ratio"] = statistics.median(stalls["async"]) / statistics.median(stalls["blocking"])
+    # A save whose write is slowed while training goes on: it must hold the weights of the step it was taken at.
+    n += 1
+    _step(model, opt, n)
+    out["saved_step"], out["saved_digest"] = n, _weights(model)
+    stepped = threading.Event()  # the write starts only once training has changed the weights twice
+    with _slowed_writes(stepped):
+        ckpt.save(root / "kept", _state(model, opt), n)
+        for _ in range(2):
+            n += 1
+            _step(model, opt, n)
+        stepped.set()
+        ckpt.wait()
+    out["moved_on_digest"] = _weights(model)
+    out["reloaded_digest"] = _load_digest(seam, root / "kept")
+    ctx.write(out)
+    dist.barrier()
+    # The next save to the same root: the checker kills every rank while its files are being written.
+    with _slowed_writes(threading.Event(), cue=lambda: ctx.cue("async_killme")):
+        n += 1
+        _step(model, opt, n)
+        ckpt.save(root / "kept", _state(model, opt), n)
+        time.sleep(120)
+    return out
+
+
+def _load_digest(seam, root: Path) -> dict:
+    """Load root's latest checkpoint into a fresh model and optimizer with the checker's own code."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+
+    folder = seam.latest(root)
+    _, model, opt = _setup(SEED + 1)  # other weights: loading must overwrite every one
+    _step(model, opt, 0)
+    state = _state(model, opt)
+    dcp.load(state, checkpoint_id=str(folder))
+    set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    return {"folder": Path(folder).name, "digest": _weights(model)}
+
+
+def task_async_load(ctx, target, root):
+    """A fresh job after the kill: what the latest checkpoint under root loads."""
+    from labs.common import dist as cdist
+
+    seam = seams.load(LAB, target)
+    _setup(SEED)
+    root = Path(root)
+    out = {"partial_left": sorted(p.name for p in root.glob("*.partial"))}
+    out["loaded"] = _load_digest(seam, root)
+    cdist.teardown()
+    return out
+
+
+TASKS = {"async": task_async, "async_load": task_async_load}
+
+
+def specs_phase1(h) -> list[dict]:
+    return [dict(name="async", task="async", nproc=2, budget_s=90, kill_on="async_killme",
+                 args=dict(root=str(h.workdir / "async_ckpt")))]
+
+
+def specs_phase2(h) -> list[dict]:
+    return [dict(name="async_load", task="async_load", nproc=2, budget_s=60,
+                 args=dict(root=str(h.workdir / "async_ckpt" / "kept")))]

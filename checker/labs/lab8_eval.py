@@ -1,0 +1,192 @@
+"""Lab 8: from the runs' measurements to pass/fail. Thresholds are stated once, here."""
+from __future__ import annotations
+
+import statistics
+
+from checker.labs._common import Check, error_result, first_error, run_info
+from checker.labs.lab8 import KILL_AFTER, STEPS, needs_root
+from checker.labs.lab8_tasks import NODES, PER_NODE
+from checker.report import CheckResult
+
+LOSS_TOL = 1e-4   # fp32 AdamW, 8 steps: sharded reductions add in another order (measured ~1e-7)
+BYTES_TOL = 0.15  # TCP/IP headers (66 bytes per 1448-byte segment, 4.6%) and ACKs ride on the same counters
+STALL_RATIO = 0.5  # async save's median stall / blocking save's, at most
+EMULATED = "emulated: both nodes on this machine's loopback (no root for network namespaces)"
+
+
+def _where(ctx) -> str:
+    return "two network namespaces over a tbf-shaped veth" if ctx["link"] else EMULATED
+
+
+def _results(runs, name):
+    """(every rank's result, None) or (None, the first error): the plan's (the learner's torchrun_args) first."""
+    plan = runs.get(f"plan_{name}")
+    if plan is not None and plan.error():
+        return None, plan.error()
+    run = runs.get(name)
+    err = first_error(runs, name)
+    if err:
+        return None, err
+    if len(run.results) < run.nproc:
+        return None, {"type": "Crash", "message": f"only {len(run.results)} of {run.nproc} ranks reported",
+                      "log": run.log_tail()}
+    return sorted(run.results, key=lambda r: r.get("rank", 0)), None
+
+
+def _part_error(rs, part):
+    errs = [r[f"{part}_error"] for r in rs if r.get(f"{part}_error")]
+    return min(errs, key=lambda e: e.get("t", float("inf"))) if errs else None
+
+
+def multinode_launch(c: Check, runs, ctx) -> CheckResult:
+    rs, err = _results(runs, "nodes")
+    if err:
+        return error_result(c, err)
+    err = _part_error(rs, "chosen_if") or _part_error(rs, "layout")
+    if err:
+        return error_result(c, err)
+    problems = []
+    for r in rs:
+        if r["chosen_if"] != r["expected_if"]:
+            problems.append(f"rank {r['rank']} (node {r['group_rank']}) chose {r['chosen_if']!r}, but node 0 is "
+                            f"reached through {r['expected_if']!r}")
+    every = rs[0]["every"]
+    for e in every:
+        if (e["group_rank"], e["local_rank"]) != divmod(e["rank"], PER_NODE):
+            problems.append(f"rank {e['rank']} is local rank {e['local_rank']} of node {e['group_rank']}")
+    if ctx["link"]:
+        nets = [{e["netns"] for e in every if e["group_rank"] == g} for g in range(NODES)]
+        if any(len(s) != 1 for s in nets) or nets[0] == nets[1]:
+            problems.append("a node's ranks are not in that node's network namespace")
+    want = [[g * PER_NODE + i for i in range(PER_NODE)] for g in range(NODES)]
+    bad = [r["rank"] for r in rs if (r["layout"] or {}).get("nodes") != want or (r["layout"] or {}).get("world")
+           != NODES * PER_NODE]
+    if bad:
+        problems.append(f"check_layout on rank {bad[0]} returned {rs[bad[0]]['layout']}, expected world "
+                        f"{NODES * PER_NODE}, nodes {want}")
+    ok = not problems
+    return CheckResult(c.name, ok, float(len(every) if ok else 0), float(NODES * PER_NODE), "ranks laid out right",
+                       message=(f"{NODES} nodes x {PER_NODE} ranks, gloo on {rs[0]['chosen_if']} / "
+                                f"{rs[-1]['chosen_if']} ({_where(ctx)})") if ok else "; ".join(problems[:3]),
+                       hint="" if ok else c.hint)
+
+
+def hsdp_equivalence(c: Check, runs, ctx) -> CheckResult:
+    rs, err = _results(runs, "nodes")
+    err = err or _part_error(rs, "ddp") or _part_error(rs, "fsdp") or _part_error(rs, "hsdp")
+    if err:
+        return error_result(c, err, "max abs diff")
+    ref = [float.fromhex(v) for v in rs[0]["ddp"]["losses"]]
+    diffs = {n: max(abs(float.fromhex(a) - b) for a, b in zip(rs[0][n]["losses"], ref)) for n in ("fsdp", "hsdp")}
+    worst = max(diffs.values())
+    ok = worst <= LOSS_TOL and all(len(rs[0][n]["losses"]) == STEPS for n in ("ddp", "fsdp", "hsdp"))
+    return CheckResult(c.name, ok, worst, LOSS_TOL, "max abs diff",
+                       message=f"{STEPS} steps: FSDP {diffs['fsdp']:.1e}, HSDP {diffs['hsdp']:.1e} from DDP "
+                               f"({_where(ctx)})", hint="" if ok else c.hint)
+
+
+def formula(strategy: str, model_bytes: int, g: int = NODES, n: int = PER_NODE) -> float:
+    """Bytes through the inter-node link per step, both directions, on gloo (the derivation is in
+    solutions/lab8_multinode/hsdp.py): rings in rank order cross the link g times; gloo's reduce-scatter moves
+    an all-reduce's bytes."""
+    hop = (g * n - 1) / (g * n) * model_bytes  # one ring all-gather's bytes over one hop
+    return {"fsdp": g * hop * 3, "hsdp": 2 * (g - 1) * model_bytes, "ddp": g * hop * 2}[strategy]
+
+
+def hsdp_internode_bytes(c: Check, runs, ctx) -> CheckResult:
+    if not ctx["link"]:
+        return CheckResult(c.name, False, unit="measured / formula", message=needs_root(
+            ctx.get("why_no_link") or "the bytes come from a veth's counters between two network namespaces"))
+    rs, err = _results(runs, "nodes")
+    err = err or _part_error(rs, "fsdp") or _part_error(rs, "hsdp")
+    if err:
+        return error_result(c, err, "measured / formula")
+    r0 = rs[0]
+    ratios = {n: r0[n]["link_bytes_per_step"] / formula(n, r0[n]["param_bytes"]) for n in ("fsdp", "hsdp")}
+    worst = max(ratios.values(), key=lambda x: abs(x - 1))
+    ok = all(1 - BYTES_TOL <= x <= 1 + BYTES_TOL for x in ratios.values()) and \
+        r0["hsdp"]["link_bytes_per_step"] < r0["fsdp"]["link_bytes_per_step"]
+    kb = {n: r0[n]["link_bytes_per_step"] / 1e3 for n in ("fsdp", "hsdp")}
+    return CheckResult(c.name, ok, worst, 1 + BYTES_TOL, "measured / formula",
+                       message=f"per step across the link: FSDP {kb['fsdp']:.0f} kB ({ratios['fsdp']:.2f} x formula), "
+                               f"HSDP {kb['hsdp']:.0f} kB ({ratios['hsdp']:.2f} x)", hint="" if ok else c.hint)
+
+
+def elastic_recovery(c: Check, runs, ctx) -> CheckResult:
+    rs, err = _results(runs, "elastic")
+    err = err or _part_error(rs, "elastic")
+    if err:
+        return error_result(c, err)
+    ref_rs, ref_err = _results(runs, "nodes")
+    if ref_err or _part_error(ref_rs, "hsdp"):
+        return CheckResult(c.name, False, message="the uninterrupted HSDP run failed (see hsdp_equivalence)",
+                           hint=c.hint)
+    ref = ref_rs[0]["hsdp"]["losses"]
+    e = rs[0]["elastic"]
+    start = e["resumed_from"]
+    got = e["attempt0"][:start] + e["losses"]
+    restarts = sorted({r["restart"] for r in rs})
+    problems = []
+    if ctx["lost_at"] is None:
+        problems.append(f"the job never reached step {KILL_AFTER} with a checkpoint, so no node was lost")
+    if start == 0:
+        problems.append("after the restart training started again from step 1: resume() did not load the "
+                        "checkpoint")
+    if got != ref:
+        i = next((i for i, (a, b) in enumerate(zip(got, ref)) if a != b), min(len(got), len(ref)))
+        problems.append(f"losses differ from the uninterrupted run's at step {i + 1} (resumed after step {start})")
+    if max(restarts) != 1:
+        problems.append(f"the workers ran with restart counts {restarts}: expected node 1's agent to restart its "
+                        "failed workers once (--max-restarts >= 1)")
+    ok = not problems
+    rec = e["first_step_at"] - ctx["lost_at"] if ctx["lost_at"] and e.get("first_step_at") else float("nan")
+    return CheckResult(c.name, ok, rec, None, "s to recover",
+                       message=(f"resumed after step {start}, {len(got)} losses bit-identical, recovered in {rec:.1f} s"
+                                f" ({_where(ctx)})") if ok else "; ".join(problems), hint="" if ok else c.hint)
+
+
+def async_checkpoint(c: Check, runs, ctx) -> CheckResult:
+    rs, err = _results(runs, "async")
+    if err:
+        return error_result(c, err, "async / blocking stall")
+    r = rs[0]
+    problems = []
+    if r["reloaded_digest"]["digest"] != r["saved_digest"]:
+        problems.append("a checkpoint written while training went on does not hold the weights of its step "
+                        + ("(it holds the later ones: the write read the live tensors)"
+                           if r["reloaded_digest"]["digest"] == r["moved_on_digest"] else "(it holds other weights)"))
+    load, lerr = _results(runs, "async_load")
+    if lerr:
+        problems.append(f"after a kill mid-write the latest checkpoint does not load: {lerr.get('type')}: "
+                        f"{lerr.get('message', '')[:200]}")
+    else:
+        got = load[0]["loaded"]
+        if got["folder"] != f"step_{r['saved_step'] + 3}" and got["digest"] != r["saved_digest"]:
+            problems.append(f"after a kill mid-write, `latest` loads {got['folder']}, not the last complete "
+                            f"checkpoint step_{r['saved_step']}")
+    if r["stall_ratio"] > STALL_RATIO:
+        problems.append(f"async save stalled training {r['stall_ratio']:.2f} x as long as a blocking save "
+                        f"(at most {STALL_RATIO})")
+    ok = not problems
+    med = {k: 1e3 * statistics.median(v) for k, v in r["stalls"].items()}
+    return CheckResult(c.name, ok, r["stall_ratio"], STALL_RATIO, "async / blocking stall",
+                       message=(f"stall {med['async']:.0f} ms async vs {med['blocking']:.0f} ms blocking; the checkpoint "
+                                "holds its step; a kill mid-write leaves the previous one loadable") if ok
+                       else "; ".join(problems), hint="" if ok else c.hint)
+
+
+EVALUATORS = {"multinode_launch": multinode_launch, "hsdp_equivalence": hsdp_equivalence,
+              "hsdp_internode_bytes": hsdp_internode_bytes, "elastic_recovery": elastic_recovery,
+              "async_checkpoint": async_checkpoint}
+
+
+def info(runs, ctx) -> list[tuple[str, str]]:
+    rows = [("nodes", _where(ctx))] if ctx["link"] or ctx.get("why_no_link") else []
+    rs, err = _results(runs, "nodes") if "nodes" in runs else (None, True)
+    if not err and rs[0].get("ddp") and rs[0]["ddp"].get("link_bytes_per_step") is not None:
+        r0 = rs[0]
+        for n in ("ddp", "fsdp", "hsdp"):
+            if r0.get(n):
+                got, want = r0[n]["link_bytes_per_step"], formula(n, r0[n]["param_bytes"])
+                rows.append((f"link bytes per step, {n}", f"{got / 1e3:.1f} kB measured, {want / 1e3:.1f} kB formula"))
+    return rows + run_info(runs)

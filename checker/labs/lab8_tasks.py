@@ -1,0 +1,160 @@
+"""Lab 8's runs, worker side: what each rank of the two-node job and of the async-checkpoint run measures.
+
+The checker reads the inter-node bytes from the veth's own counters (/sys/class/net/<if>/statistics, the
+numbers `ip -s link` prints), in node 0's namespace, around each strategy's steps; the learner's code
+never sees them. Every rank's batch is a function of (seed, step, rank), so every strategy, every restart
+and the uninterrupted run see the same data.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from checker import seams
+from checker.labs._common import digest, tiny_model
+
+LAB = "lab8"
+NODES, PER_NODE = 2, 2
+BATCH, SEQ, LR = 4, 64, 1e-3
+
+
+def _batch(step: int, rank: int, device):
+    from labs.common.data import TokenFile, ensure_corpus
+
+    tf = TokenFile.open(ensure_corpus(256))
+    first = ((step * NODES * PER_NODE + rank) * BATCH) % (tf.num_windows(SEQ) - BATCH)
+    return tf.batch(list(range(first, first + BATCH)), SEQ, device)
+
+
+def _link_bytes(ifname: str | None) -> int | None:
+    """Bytes both ways through this namespace's end of the veth (tx + rx: every byte that crossed)."""
+    if not ifname:
+        return None
+    base = Path("/sys/class/net") / ifname / "statistics"
+    return int((base / "tx_bytes").read_text()) + int((base / "rx_bytes").read_text())
+
+
+def _train(model, opt, env, steps, first_step=1, on_step=None):
+    """AdamW steps first_step..steps on the checker's data; returns the mean loss over ranks of each step."""
+    import torch
+    import torch.distributed as dist
+
+    losses = []
+    for step in range(first_step, steps + 1):
+        x, y = _batch(step, env.rank, env.device)
+        opt.zero_grad(set_to_none=True)
+        _, loss = model(x, y)
+        loss.backward()
+        opt.step()
+        mean = loss.detach().clone()
+        dist.all_reduce(mean)
+        losses.append(float(mean) / env.world_size)
+        if on_step:
+            on_step(step, losses[-1])
+    return losses
+
+
+def _strategy(seam, env, name, seed, steps, link_if):
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = tiny_model(seed).to(env.device)
+    if name == "ddp":
+        model = DDP(model)
+    elif name == "fsdp":
+        model = seam.shard_model(model, init_device_mesh(env.device.type, (env.world_size,)))
+    else:
+        model = seam.shard_model(model, seam.make_mesh(NODES, PER_NODE, env.device.type))
+    import torch
+
+    opt = torch.optim.AdamW(model.parameters(), lr=LR)
+    losses = _train(model, opt, env, 1)  # step 1: lazy initialisation's own collectives are not a step's traffic
+    dist.barrier()
+    b0 = _link_bytes(link_if)
+    losses += _train(model, opt, env, steps, first_step=2)
+    dist.barrier()
+    b1 = _link_bytes(link_if)
+    n_params = sum(p.numel() for p in tiny_model(seed).parameters())
+    return {"losses": [v.hex() for v in losses], "param_bytes": 4 * n_params,
+            "link_bytes_per_step": None if b0 is None else (b1 - b0) / (steps - 1)}
+
+
+def task_plan(ctx, target, endpoint, run_id, max_restarts, addrs):
+    """The learner's torchrun options for each node (run here, in the checker's fork: nothing is started)."""
+    seam = seams.load(LAB, target)
+    return {"torchrun": [list(map(str, seam.torchrun_args(NODES, PER_NODE, g, endpoint, run_id, max_restarts,
+                                                          addrs[g]))) for g in range(NODES)]}
+
+
+def task_nodes(ctx, target, parts, seed, steps, link_ifs, ckpt=None, kill_after=None, save_every=3):
+    """Every rank of the two-node job: the learner's interface choice and layout check, then each part."""
+    import torch.distributed as dist
+    from labs.common import dist as cdist
+
+    seam = seams.load(LAB, target)
+    out = ctx.partial
+    group = int(os.environ.get("GROUP_RANK", -1))
+    out["chosen_if"], out["chosen_if_error"] = ctx.attempt(lambda: seam.pick_interface(os.environ["MASTER_ADDR"]))
+    out.update(group_rank=group, local_rank=int(os.environ.get("LOCAL_RANK", -1)), rank=int(os.environ["RANK"]),
+               netns=os.stat("/proc/self/ns/net").st_ino, restart=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)),
+               expected_if=link_ifs[group] if 0 <= group < len(link_ifs) else None)
+    os.environ["GLOO_SOCKET_IFNAME"] = out["chosen_if"] or link_ifs[group]
+    env = cdist.init(timeout_s=120)  # a restarted rank imports torch again before it listens: slow on a busy node
+    out["layout"], out["layout_error"] = ctx.attempt(lambda: seam.check_layout(NODES, PER_NODE))
+    every: list = [None] * env.world_size
+    dist.all_gather_object(every, {k: out[k] for k in ("rank", "group_rank", "local_rank", "netns")})
+    out["every"] = every
+    link_if = link_ifs[0] if group == 0 and out["local_rank"] == 0 else None  # one reader: node 0's end
+    if "equiv" in parts:
+        for name in ("ddp", "fsdp", "hsdp"):
+            out[name], out[f"{name}_error"] = ctx.attempt(lambda name=name: _strategy(seam, env, name, seed, steps,
+                                                                                       link_if))
+            if out[f"{name}_error"]:
+                return out  # a peer may be inside a collective: stop here
+    if "elastic" in parts:
+        out["elastic"], out["elastic_error"] = ctx.attempt(lambda: _elastic(ctx, seam, env, seed, steps, ckpt,
+                                                                            kill_after, save_every))
+        if out["elastic_error"]:
+            return out
+    cdist.teardown()
+    return out
+
+
+def _elastic(ctx, seam, env, seed, steps, ckpt, kill_after, save_every):
+    """HSDP training with a checkpoint every `save_every` steps. Attempt 0 (no restart yet) reports its losses and
+    cues the kill after step `kill_after`, then waits in collectives until the lost node takes it down."""
+    import torch
+    import torch.distributed as dist
+
+    model = seam.shard_model(tiny_model(seed).to(env.device), seam.make_mesh(NODES, PER_NODE, env.device.type))
+    opt = torch.optim.AdamW(model.parameters(), lr=LR)
+    first = seam.resume(ckpt, model, opt) + 1
+    first_attempt = not (Path(ckpt) / "attempt0.json").exists()
+    seen: dict = {"resumed_from": first - 1, "first_step_at": None}
+    losses: list[float] = []
+
+    def on_step(step, loss):
+        if seen["first_step_at"] is None:
+            seen["first_step_at"] = time.time()
+        losses.append(loss)
+        if step % save_every == 0:
+            seam.save_checkpoint(ckpt, model, opt, step)
+        if first_attempt and step == kill_after:
+            if env.rank == 0:
+                (Path(ckpt) / "attempt0.json").write_text(json.dumps([v.hex() for v in losses]))
+            dist.barrier()
+            ctx.cue("lose_node1")
+            while True:  # in a collective when the node goes: the survivors see the loss as an error
+                dist.all_reduce(torch.zeros(1))
+                time.sleep(0.05)
+
+    _train(model, opt, env, steps, first_step=first, on_step=on_step)
+    before = json.loads((Path(ckpt) / "attempt0.json").read_text())
+    return {**seen, "losses": [v.hex() for v in losses], "attempt0": before, "digest": digest(
+        (n, p.to_local() if hasattr(p, "to_local") else p) for n, p in model.named_parameters())}
+
+
+TASKS = {"plan": task_plan, "nodes": task_nodes}

@@ -1,0 +1,57 @@
+# GENERATED from solutions/lab8_multinode/elastic.py by `make starters` (checker/starters.py).
+# This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
+"""Surviving a lost node: a DCP checkpoint every few steps, and a restart that loads it.
+
+When a node dies, torchrun (--max-restarts >= 1, c10d rendezvous) stops the surviving node's workers,
+waits for the node to come back (Slurm or Kubernetes restarts it; here the checker does), and starts
+every worker again. The new workers know nothing: they must find the last complete checkpoint and
+continue from the step after it, with the same weights, optimizer state and data position, so that the
+losses after recovery are bit-identical to a run that was never interrupted.
+
+A checkpoint is complete only once rank 0 has renamed its folder into place and pointed `latest` at it:
+a node lost in the middle of a save leaves a `.partial` folder that nothing reads.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+
+def _commit(root: Path, partial: Path, final: Path) -> None:
+    """Rank 0: move the finished folder into place, then point `latest` at it (each step atomic)."""
+    if final.exists():
+        import shutil
+        shutil.rmtree(final)
+    os.replace(partial, final)
+    tmp = root / "latest.tmp"
+    tmp.write_text(final.name)
+    os.replace(tmp, root / "latest")
+
+
+def save_checkpoint(root, model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int) -> Path:
+    """Every rank: save model and optimizer (sharded, DCP) and the step into root/step_<step>, atomically."""
+    root = Path(root)
+    final, partial = root / f"step_{step}", root / f"step_{step}.partial"
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    dcp.save({"model": model_sd, "optim": optim_sd, "step": torch.tensor(step)}, checkpoint_id=str(partial))
+    if dist.get_rank() == 0:
+        _commit(root, partial, final)
+    dist.barrier()  # nobody trains on (or dies) before the checkpoint is in place
+    return final
+
+
+def latest(root) -> Path | None:
+    """The last complete checkpoint under root, or None."""
+    pointer = Path(root) / "latest"
+    return Path(root) / pointer.read_text().strip() if pointer.exists() else None
+
+
+def resume(root, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
+    """Every rank, at start: load the last complete checkpoint under root into model and optimizer (already
+    sharded the same way) and return its step; 0 if there is none. The next step to run is the returned + 1."""
+    raise NotImplementedError("TODO(lab8): folder = latest(root); None -> 0; else get_state_dict, dcp.load({'model', 'optim', 'step'}, checkpoint_id=folder), set_state_dict, return the step")

@@ -1,0 +1,38 @@
+# GENERATED from solutions/lab8_multinode/hsdp.py by `make starters` (checker/starters.py).
+# This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
+"""HSDP: FSDP2 on a 2-D mesh, replicate across nodes, shard within a node; and flat FSDP for comparison.
+
+Bytes across the inter-node link per step, model of B bytes (fp32: 4 bytes x params), g nodes of n ranks,
+N = g n, FSDP2 with reshard_after_forward=False (one all-gather, one gradient reduce-scatter per step).
+gloo's collectives are rings in rank order (0 -> 1 -> 2 -> 3 -> 0), and ranks are numbered node by node, so
+a ring over all N ranks crosses the link g times; each hop carries (N-1)/N B per all-gather, and gloo runs a
+reduce-scatter as a whole all-reduce (2 (N-1)/N B per hop) of which each rank keeps its slice (measured
+on the veth: all-gather 1.51 B, reduce-scatter 3.02 B, all-reduce 3.02 B at 2 x 2; NCCL's is a true
+reduce-scatter, (N-1)/N B per hop):
+  flat FSDP (N ranks)  g hops x (N-1)/N B x (1 + 2) = 3 g (N-1)/N B              2 x 2: 4.5 B per step
+  HSDP (g x n mesh)    all-gather and reduce-scatter stay inside a node; each of the n replicate groups
+                       (one rank per node) all-reduces its B/n gradient shard: every rank sends
+                       2 (g-1)/g B/n, all of it to another node: n g 2 (g-1)/g B/n = 2 (g-1) B   2 x 2: 2 B
+  DDP                  one all-reduce over N ranks: g hops x 2 (N-1)/N B          2 x 2: 3 B
+With the tiny GPT (B = 0.48 MB) that is 2.2 MB (FSDP) vs 0.96 MB (HSDP) per step, both directions
+together. HSDP's cross-node bytes do not grow with node size n, and its all-gathers (before each forward,
+on the critical path) never leave the node.
+"""
+from __future__ import annotations
+
+import torch
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import fully_shard
+
+
+def make_mesh(nnodes: int, nproc_per_node: int, device_type: str) -> DeviceMesh:
+    """The 2-D mesh HSDP shards on: dim 0 "replicate" across nodes, dim 1 "shard" within a node. A row of
+    the mesh must be one node's ranks (torchrun numbers ranks node by node, so rank = node * per_node + local)."""
+    raise NotImplementedError("TODO(lab8): init_device_mesh(device_type, (nnodes, nproc_per_node), mesh_dim_names=('replicate', 'shard'))")
+
+
+def shard_model(model: torch.nn.Module, mesh: DeviceMesh) -> torch.nn.Module:
+    """fully_shard the whole model as one unit on `mesh` (1-D: FSDP; 2-D: HSDP), keeping the gathered
+    parameters from forward to backward (reshard_after_forward=False): one all-gather and one gradient
+    reduction per step, so the bytes per step are the formula's. In place; returns the model."""
+    raise NotImplementedError("TODO(lab8): fully_shard(model, mesh=mesh, reshard_after_forward=False); return model")

@@ -1,0 +1,16 @@
+"""Lab 8's mutants: one realistic slip each, and the check that must catch it."""
+from . import Mutant
+
+MUTANTS = [
+    Mutant("hsdp_mesh_transposed", "hsdp.py",
+           '    return init_device_mesh(device_type, (nnodes, nproc_per_node), mesh_dim_names=("replicate", "shard"))\n',
+           "    import torch\n    from torch.distributed.device_mesh import DeviceMesh\n"
+           "    ranks = torch.arange(nnodes * nproc_per_node).view(nnodes, nproc_per_node).t()\n"
+           '    return DeviceMesh(device_type, ranks, mesh_dim_names=("replicate", "shard"))\n',
+           "hsdp_internode_bytes", "a row of the mesh is a local rank across nodes: every shard group spans the "
+           "slow link"),
+    Mutant("staging_not_awaited", "async_ckpt.py", "        staged = stage(state_dict)\n",
+           "        staged = state_dict  # written later, from the live tensors\n",
+           "async_checkpoint", "save() returns before the state is copied: the background write reads weights "
+           "the next optimizer steps have changed"),
+]
