@@ -24,9 +24,10 @@ def test_formulas_at_two_by_two():
     assert lab8_eval.formula("fsdp", b, g=2, n=8) > lab8_eval.formula("fsdp", b, g=2, n=2)
 
 
-def test_a_check_that_needs_root_says_how_to_run_it():
-    msg = lab8.needs_root("creating network namespaces needs root")
-    assert msg.startswith("needs root:") and "sudo" in msg and "checker grade lab8" in msg
+def test_without_a_real_link_the_bytes_check_is_not_run_and_says_how_to_run_it():
+    row = lab8_eval.hsdp_internode_bytes(lab8.CHECKS[2], {}, {"link": None, "why_no_link": "not root"})
+    assert row.not_run and not row.passed and "not root" in row.message
+    assert "sudo" in row.hint and "checker grade lab8" in row.hint
 
 
 def _our_namespaces(pid: int) -> list[str]:

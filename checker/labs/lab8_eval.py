@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import statistics
 
-from checker.labs._common import Check, error_result, first_error, run_info
+from checker.labs._common import Check, error_result, first_error, not_run, run_info
 from checker.labs.lab8 import KILL_AFTER, STEPS, needs_root
 from checker.labs.lab8_tasks import NODES, PER_NODE
 from checker.report import CheckResult
@@ -95,8 +95,8 @@ def formula(strategy: str, model_bytes: int, g: int = NODES, n: int = PER_NODE) 
 
 def hsdp_internode_bytes(c: Check, runs, ctx) -> CheckResult:
     if not ctx["link"]:
-        return CheckResult(c.name, False, unit="measured / formula", message=needs_root(
-            ctx.get("why_no_link") or "the bytes come from a veth's counters between two network namespaces"))
+        return not_run(c, ctx.get("why_no_link") or "the bytes come from a veth's counters between two network "
+                       "namespaces, and making them needs root", needs_root("grade as root"))
     rs, err = _results(runs, "nodes")
     err = err or _part_error(rs, "fsdp") or _part_error(rs, "hsdp")
     if err:
