@@ -93,7 +93,8 @@ def markdown(results: dict) -> list[str]:
 
 
 def main() -> None:
-    from .run import OUT as RUN_OUT, write_markdown
+    from .run import OUT as RUN_OUT
+    from .run import write_markdown
     path = RUN_OUT / "results.json"
     results = json.loads(path.read_text()) if path.exists() else {}
     results["lab5"] = lab5_figures()

@@ -26,9 +26,12 @@ from labs.common.model import build_model, count_params, get_config
 from labs.common.optim import make_optimizer, make_scheduler
 from solutions.lab1_baseline import model_state_bytes, train_step
 
-from .lab5_bench import lab5_figures, markdown as lab5_markdown
-from .lab_figures import lab4_figures, lab6_figures, markdown as lab_figures_markdown
-from .lab7_figures import lab7_figures, markdown as lab7_markdown
+from .lab5_bench import lab5_figures
+from .lab5_bench import markdown as lab5_markdown
+from .lab7_figures import lab7_figures
+from .lab7_figures import markdown as lab7_markdown
+from .lab_figures import lab4_figures, lab6_figures
+from .lab_figures import markdown as lab_figures_markdown
 from .profiler_bench import overhead as profiler_overhead
 
 OUT = Path(__file__).resolve().parent

@@ -29,8 +29,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from checker.harness import REPO_ROOT
 from checker.doctor_smoke import smoke_test
+from checker.harness import REPO_ROOT
 from labs.common.dist import DEVICE_CHOICES, pick_device
 
 GiB = 2**30

@@ -107,7 +107,7 @@ def input_stall() -> list[Path]:
         prof = StepProfiler(cpu).attach(model, opt)
         path = RUNS / f"input-{name}" / "trace.json"
         with TraceWindow(path, cpu, wait=6, warmup=1, active=3) as trace:
-            _loop(prof, trace, 10, lambda i: next(loader), model, opt)
+            _loop(prof, trace, 10, lambda i, loader=loader: next(loader), model, opt)
         paths.append(path)
     return paths
 

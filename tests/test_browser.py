@@ -181,8 +181,8 @@ def test_class_report_page_shows_the_grid_and_the_spread(browser, tmp_path):
         return {"name": name, "passed": passed, "value": value, "threshold": threshold, "unit": unit,
                 "message": f"{name}: measured {value}", "hint": ""}
     reports = {}
-    for i, (learner, speed, ok) in enumerate([("ada", 0.97, True), ("bo", 0.62, False), ("cy", None, False),
-                                              ("di", 0.91, True), ("ed", 0.84, True)]):
+    for learner, speed, ok in [("ada", 0.97, True), ("bo", 0.62, False), ("cy", None, False), ("di", 0.91, True),
+                               ("ed", 0.84, True)]:
         reports[learner] = {"passed": ok and speed is not None, "sandbox": "sandboxed: each run in its own bwrap",
                             "checks": [check("throughput", bool(speed and speed >= 0.8), speed, 0.8, "x ref"),
                                        check("reproducible", ok, 0.0 if ok else 3e-3, 0.0, "max abs diff")]}

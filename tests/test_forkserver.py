@@ -67,7 +67,7 @@ def test_a_forked_run_is_our_child_in_its_own_session_and_dies_whole(tmp_path, m
         assert runs, "the run was never seen working in its run folder"
         roots = {pid: ps for pid, ps in runs.items() if ps[0] == os.getpid()}
         assert len(roots) == 1, runs  # one run: one process, a child of the checker
-        for pid, (parent, session, cmd) in roots.items():
+        for pid, (_, session, cmd) in roots.items():
             assert session == pid and "checker.forkserver" in cmd, (pid, session, cmd)  # own session; a fork
         assert set(_in(h.workdir)) == {server}  # nothing of the run is left
     finally:

@@ -31,7 +31,7 @@ def _ranks(rank, world, store, out):
         scheds = [torch.optim.lr_scheduler.LambdaLR(o, lambda s: 1 / (1 + s)) for o in (opt, ref_opt)]
         losses = []
         for x in xs:
-            def closure(model=lin, x=x):
+            def closure(model=lin, x=x, opt=opt, name=name):
                 opt.zero_grad()
                 loss = model(x).square().mean()
                 loss.backward()

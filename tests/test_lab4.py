@@ -141,7 +141,7 @@ def test_the_rendezvous_port_is_free_and_out_of_the_os_s_way(monkeypatch):
     with socket.socket() as held:
         held.bind(("", spawn.LOWEST_PORT))
         monkeypatch.setattr(spawn.random, "SystemRandom", lambda: type("R", (), {  # the held port comes up first
-            "randrange": lambda self, a, b, it=iter([spawn.LOWEST_PORT, spawn.LOWEST_PORT + 1]): next(it)})())
+            "randrange": lambda self, a, b, it=iter([spawn.LOWEST_PORT, spawn.LOWEST_PORT + 1]): next(it)})())  # noqa: B008
         assert spawn.free_port() == spawn.LOWEST_PORT + 1
     monkeypatch.undo()
     ports = {spawn.free_port() for _ in range(20)}

@@ -1,6 +1,5 @@
 """Every mutant of the reference fails the check named beside it (tests/mutants/)."""
 import pytest
-
 from mutants import LABS, grade, learner_tree, mutants, unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]

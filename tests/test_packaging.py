@@ -1,7 +1,7 @@
 """environment.yml (conda, GPU nodes) and pyproject.toml (pip) must ask for the same packages."""
 import re
-import tomllib
 
+import tomllib
 import yaml
 
 from conftest import ROOT

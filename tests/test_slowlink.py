@@ -13,9 +13,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from conftest import ROOT, processes_with
 from labs.common import dist as cdist
 from solutions.lab4_debugging import slowlink
-from conftest import ROOT, processes_with
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +153,7 @@ def _worker(rank: int, port: int, out: str) -> None:
     x = torch.randn(8, 32, generator=torch.Generator().manual_seed(rank))  # ranks differ: averaging matters
     times, grad_diff = ([], []), 0.0
     for step in range(7):
-        for i, ddp in enumerate(models if step % 2 else models[::-1]):  # alternate: drift hits both
+        for ddp in (models if step % 2 else models[::-1]):  # alternate: drift hits both
             ddp.zero_grad()
             dist.barrier()
             t0 = time.perf_counter()

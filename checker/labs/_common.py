@@ -156,6 +156,7 @@ def tiny_model(seed: int, dropout: float = 0.0):
     import dataclasses
 
     import torch
+
     from labs.common.model import build_model, get_config
 
     torch.manual_seed(seed)

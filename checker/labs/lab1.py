@@ -109,6 +109,7 @@ def _draws() -> dict:
 
 def _val_loss(model, data_dir, device) -> float:
     import torch
+
     from labs.common.data import TokenFile
 
     val = TokenFile.open(data_dir, "val")
@@ -149,6 +150,7 @@ def _device_load(device):
     time (~half the device's window: the launch queue holds several steps) instead of device time. None on
     CPU: there every op finishes before the call returns, so any meter's clock is the device's."""
     import torch
+
     from labs.common import dist as cdist
 
     return torch.randn(8192, 8192, device=device) if cdist.is_async(device) else None
@@ -256,6 +258,7 @@ def task_measure(ctx, target, windows=6, steps=8):
 
     # The checker's step profiler splits reference steps into phases (information, not graded).
     import torch
+
     from labs.common import precision
     from labs.common.metrics import device_peak_or_none, flops_per_token
     from labs.common.profiler import StepProfiler
@@ -282,7 +285,7 @@ def task_measure(ctx, target, windows=6, steps=8):
             load @ load
         time.sleep(extra_s)  # steps of different lengths (as a loader's first batches or an eval step make them)
         if not out["meter_error"]:
-            _, out["meter_error"] = ctx.attempt(lambda: meter.step(tokens))
+            _, out["meter_error"] = ctx.attempt(lambda tokens=tokens: meter.step(tokens))
         stamps.append(cdist.stamp(env.device) if env.device.type == "cuda" else clock())
     if not out["meter_error"]:
         tps, out["meter_error"] = ctx.attempt(lambda: meter.tokens_per_s)

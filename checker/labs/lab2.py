@@ -277,6 +277,7 @@ def task_throughput(ctx, target, windows=20, steps=4):
 def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, data_seed=0):
     """The learner's train_step, BucketedDDP, ShardedSampler and checkpoint, at world size 2, with dropout."""
     import torch
+
     from labs.common import dist as cdist
     from labs.common.optim import make_optimizer, make_scheduler
 

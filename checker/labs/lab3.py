@@ -101,6 +101,7 @@ def _unsharded_peak(model):
 
 def _fsdp(ctx, seam, env, comm, steps=4, windows=6):
     import torch
+
     from labs.common import dist as cdist
     from labs.common.comm_bytes import sent
     from labs.common.optim import ADAMW, make_optimizer, param_groups
@@ -175,9 +176,8 @@ def _fsdp(ctx, seam, env, comm, steps=4, windows=6):
 
 
 def task_correctness(ctx, target):
-    from labs.common import dist as cdist
-
     from checker.labs import lab3_zero
+    from labs.common import dist as cdist
     from labs.common.comm_bytes import CommBytes
 
     comm = CommBytes()  # before the learner's code is imported: every spelling of a collective reaches it
@@ -194,6 +194,7 @@ def task_correctness(ctx, target):
 
 def task_deepspeed(ctx, target, steps=3):
     import torch
+
     from labs.common import dist as cdist
 
     env = cdist.init(timeout_s=60)

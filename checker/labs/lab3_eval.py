@@ -105,7 +105,7 @@ def zero1_memory(c: Check, runs) -> CheckResult:
     if not results:
         return error_result(c, first_error(runs, "correctness"), unit="x formula")
     ratios = []
-    for rank, res in enumerate(results):
+    for res in results:
         if res.get("zero1_error"):
             return error_result(c, res["zero1_error"], unit="x formula")
         formula = 8 * res["zero1"]["psi"] / res["zero1"]["world_size"]

@@ -61,6 +61,7 @@ def _toy_batches(env, steps):
 
 def _ddp_reference(model, env):
     import torch
+
     from labs.common import dist as cdist
     return torch.nn.parallel.DistributedDataParallel(model, device_ids=cdist.ddp_device_ids(env.device))
 
@@ -99,6 +100,7 @@ def equivalence(make_opt, env, batches, steps=4, replicated_grads=False) -> dict
 
 def zero1(seam, env, batches) -> dict:
     import torch
+
     from labs.common.optim import ADAMW
 
     out = equivalence(lambda params: seam.ShardedOptimizer(params, torch.optim.SGD, **SGD), env, batches,
@@ -117,6 +119,7 @@ def zero1(seam, env, batches) -> dict:
 def zero2(seam, env, batches, comm) -> dict:
     """Equivalence (SGD), then AdamW: bytes held after a step, bytes sent in one step."""
     import torch
+
     from labs.common.comm_bytes import sent
     from labs.common.optim import ADAMW
 

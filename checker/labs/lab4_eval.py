@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 from checker.labs._common import Check, error_result, first_error, run_info
 from checker.report import CheckResult

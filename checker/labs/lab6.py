@@ -241,6 +241,7 @@ def _pp_part(seam, env, run, ref, ref_losses, seed):
 
 def task_pp(ctx, target, seed=SEED):
     import torch
+
     from labs.common import dist as cdist
 
     env = cdist.init(timeout_s=20)
@@ -284,6 +285,7 @@ def task_pp(ctx, target, seed=SEED):
 def task_pp_timing(ctx, target):
     import torch
     import torch.distributed as dist
+
     from labs.common import dist as cdist
     from labs.common.stage_probe import SleepStage
 

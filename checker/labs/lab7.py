@@ -117,6 +117,7 @@ def _cfg(n_embd, n_head, dropout):
 def _measure(cfg, batch, seq, seed, recompute=None, context=None, seam=None):
     """(bytes per block, output) for the tiny GPT's blocks of `cfg`, training mode."""
     import torch
+
     from labs.common.model import build_model
 
     torch.manual_seed(seed)
@@ -157,6 +158,7 @@ def task_memory(ctx, target, shapes=SHAPES, seed=SEED):
 def _equivalence(seam, seed):
     """Two steps' losses and gradients, each mode vs no recomputation, dropout on and the same seeds."""
     import torch
+
     from labs.common.data import TokenFile, ensure_corpus
     from labs.common.model import build_model
 
@@ -204,6 +206,7 @@ def _plans(seam):
 
 def _batches(n, batch):
     import torch
+
     from labs.common.data import TokenFile, ensure_corpus
 
     data = TokenFile.open(ensure_corpus(256))
@@ -212,6 +215,7 @@ def _batches(n, batch):
 
 def _fresh(seed):
     import torch
+
     from labs.common.model import build_model, get_config
 
     torch.manual_seed(seed)
@@ -279,6 +283,7 @@ def task_timing(ctx, target, reps=TIMING["reps"], seed=SEED):
     import statistics
 
     import torch
+
     from labs.common.model import build_model
 
     seam = seams.load(LAB, target)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from checker.labs._common import Check, error_result, first_error, run_info
-from checker.labs.lab7 import OVERFLOW_AT, PLAN, TIMING
+from checker.labs.lab7 import OVERFLOW_AT, PLAN
 from checker.report import CheckResult
 
 EQUIV_TOL = 1e-6   # recomputation reruns the same ops on the same inputs: measured 0.0 here

@@ -21,7 +21,6 @@ import random
 import subprocess
 import sys
 
-from checker import seams
 from checker.labs import lab8_async, lab8_tasks
 from checker.labs._common import Check, probe
 

@@ -23,6 +23,7 @@ HELD_S = 30.0  # the longest the checker holds a save's file writes back while t
 
 def _setup(seed):
     import torch
+
     from labs.common import dist as cdist
 
     env = cdist.init(timeout_s=30)
@@ -88,7 +89,7 @@ def task_async(ctx, target, root):
         _step(model, opt, n)
     ckpt = seam.AsyncCheckpointer()
     stalls = {"blocking": [], "async": []}
-    for rep in range(REPS):
+    for _ in range(REPS):
         for kind in ("blocking", "async"):
             n += 1
             _step(model, opt, n)

@@ -38,7 +38,6 @@ def _link_bytes(ifname: str | None) -> int | None:
 
 def _train(model, opt, env, steps, first_step=1, on_step=None):
     """AdamW steps first_step..steps on the checker's data; returns the mean loss over ranks of each step."""
-    import torch
     import torch.distributed as dist
 
     losses = []
@@ -92,6 +91,7 @@ def task_plan(ctx, target, endpoint, run_id, max_restarts, addrs):
 def task_nodes(ctx, target, parts, seed, steps, link_ifs, ckpt=None, kill_after=None, save_every=3):
     """Every rank of the two-node job: the learner's interface choice and layout check, then each part."""
     import torch.distributed as dist
+
     from labs.common import dist as cdist
 
     seam = seams.load(LAB, target)

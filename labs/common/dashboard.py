@@ -33,7 +33,7 @@ from typing import Callable
 
 from . import proctree
 from .grade_table import GradeTable, grade_table  # re-exported: one import for the notebooks
-from .live_view import MiB, LiveView, in_kernel, split_rank
+from .live_view import LiveView, MiB, in_kernel, split_rank
 from .steplog import read_log
 
 __all__ = ["command", "launch", "watch", "Run", "Watch", "grade_table", "GradeTable", "in_kernel", "split_rank"]

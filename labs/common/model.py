@@ -12,7 +12,7 @@ Parameter count, ignoring biases and LayerNorms (d = n_embd, L = n_layer, V = vo
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, asdict
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn as nn

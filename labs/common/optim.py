@@ -10,7 +10,6 @@ import math
 
 import torch
 
-
 ADAMW = {"betas": (0.9, 0.95), "foreach": None}
 # foreach=None: torch decides by device. On a GPU, the multi-tensor (foreach) kernels: one launch per group of
 # tensors instead of ~10 per parameter tensor (the tiny model's 26 tensors: ~260 launches of ~5 us each, more

@@ -24,7 +24,7 @@ import torch
 from torch.profiler import profile, schedule
 
 from . import dist as cdist
-from .collectives import length, intersect, union
+from .collectives import intersect, length, union
 
 PHASE_NAMES = ("data", "forward", "backward", "comm", "optimizer")
 COMM = re.compile(cdist.COLLECTIVE_TRACE_NAMES, re.I)

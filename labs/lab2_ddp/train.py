@@ -26,8 +26,8 @@ import torch.distributed as dist
 
 from labs.common import dist as cdist
 from labs.common import precision
-from labs.common.data import TokenFile, ensure_corpus
 from labs.common.collectives import CollectiveTimeline, overlap
+from labs.common.data import TokenFile, ensure_corpus
 from labs.common.metrics import StepLog, device_peak_or_none, mfu
 from labs.common.model import build_model, get_config
 from labs.common.optim import make_optimizer, make_scheduler
