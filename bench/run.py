@@ -93,6 +93,25 @@ def torchrun(nproc: int, module: str, *args: str):
         return json.loads(Path(f"{d}/out.json").read_text())
 
 
+def mutation_figures() -> dict:
+    """The kill rate per lab: every mutant in tests/mutants graded against the check named beside it
+    (`python -m tests.mutants`, the same grades tests/test_mutants.py runs)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "mutants.json"
+        subprocess.run([sys.executable, "-m", "tests.mutants", "--json", str(out)], cwd=OUT.parent, check=True)
+        return json.loads(out.read_text())
+
+
+def mutation_markdown(results: dict) -> list[str]:
+    rows = results.get("mutants") or {}
+    lines = ["", "Mutants of the reference (tests/mutants/), each graded with `--only` the check named beside it:", "",
+             "| lab | mutants | killed | survived | not run here |", "|---|---|---|---|---|"]
+    for lab, r in rows.items():
+        lines.append(f"| {lab} | {r['mutants']} | {r['killed']} | {', '.join(r['survived']) or '-'} | "
+                     f"{', '.join(r.get('not_run', [])) or '-'} |")
+    return lines if rows else []
+
+
 def main() -> None:
     torch.set_num_threads(1)
     peak = cpu_matmul_peak()
@@ -111,6 +130,7 @@ def main() -> None:
         "lab5": lab5_figures(),
         "lab6": lab6_figures(),
         "lab7": lab7_figures(),
+        "mutants": mutation_figures(),
         "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
     (OUT / "results.json").write_text(json.dumps(results, indent=1) + "\n")
@@ -164,7 +184,7 @@ def write_markdown(results: dict) -> str:
         for name, value in g["info"].items():
             lines.append(f"- lab {g['lab'][-1]}, {name}: {value}")
     lines += lab_figures_markdown(results) + lab5_markdown(results)
-    lines += lab7_markdown(results)
+    lines += lab7_markdown(results) + mutation_markdown(results)
     text = "\n".join(lines) + "\n"
     (OUT / "RESULTS.md").write_text(text)
     return text

@@ -95,8 +95,13 @@ def grade(tree: Path, lab: str, check: str, timeout: float = 600, extra=()) -> t
 
 def main() -> None:
     """Grade every mutant of the given labs (all by default); print each verdict and the kill rate per lab."""
+    import argparse
     import tempfile
-    labs = sys.argv[1:] or [lab for lab in LABS if mutants(lab)]
+    ap = argparse.ArgumentParser(prog="python -m tests.mutants")
+    ap.add_argument("labs", nargs="*", help="labs to grade (default: every lab with mutants)")
+    ap.add_argument("--json", help="also write the summary here")
+    args = ap.parse_args()
+    labs = args.labs or [lab for lab in LABS if mutants(lab)]
     summary = {}
     for lab in labs:
         killed, rows = 0, []
@@ -114,5 +119,7 @@ def main() -> None:
         summary[lab] = {"mutants": len(rows), "killed": killed, "survived": [r[0] for r in rows if r[2] == "SURVIVED"],
                         "not_run": [r[0] for r in rows if r[2] == "not run"]}
     print(json.dumps(summary, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=1))
 
 
