@@ -67,7 +67,10 @@ def test_every_cited_readme_section_exists():
         for m in CITATION.finditer(f.read_text(errors="replace")):
             name, line = m[1], f.read_text()[:m.start()].count("\n") + 1
             context = f.read_text()[max(0, m.start() - 20):m.start()]
-            if "lab README" in context + m[0]:  # every lab's README must have it
+            folder = re.search(r"([\w.-]+(?:/[\w.-]+)*)/$", context)  # `labs/lab7_memory/README.md, 'On a GPU'`
+            if folder and (ROOT / folder[1] / "README.md").exists():  # the README the citation names by its path
+                where = [[ROOT / folder[1] / "README.md"]]
+            elif "lab README" in context + m[0]:  # every lab's README must have it
                 where = lab_readmes
             else:  # the README of the file's own folder (a lab's) or the top-level one
                 own = next((p / "README.md" for p in f.parents if (p / "README.md").exists()), ROOT / "README.md")

@@ -5,6 +5,7 @@ model       a small GPT that knows nothing of parallelism
 data        generated Markov-chain token files with a known loss floor, a resumable sampler
 dist        device + backend choice, process-group init/teardown, rank-0 logging
 optim       the AdamW + learning-rate schedule every lab uses (16 bytes/parameter of model state)
+precision   one switch for fp32 / bf16 mixed precision: autocast, FSDP2's and DeepSpeed's settings, the peak to use
 metrics     FLOPs per token, MFU (datasheet or measured peak), the JSONL step log
 steplog     the JSONL step log and its reader, without torch (metrics re-exports both)
 checkpoint  atomic writes, RNG state capture
@@ -13,6 +14,7 @@ pipeline    a dataset whose samples cost CPU time to prepare (lab 1's input-pipe
 Measuring a run:
 profiler    where a step's time goes (data, forward, backward, comm, optimizer), input stall, CPU use
 collectives all-reduce timestamps and the communication time hidden behind backward
+comm_bytes  bytes each rank sends, counted from the collectives it issues (ZeRO, FSDP, DDP side by side)
 trace       a short torch.profiler window exported for Perfetto
 trace_plot  exported traces drawn as a timeline PNG (docs/reading-a-trace.md)
 stage_probe pipeline/tensor-parallel instruments: a stage of known cost, an activation meter
