@@ -270,7 +270,9 @@ def grade(h, checks):
     busy = None
     if isinstance(launch, list):
         busy = _hold(sc.BUSY_PORT)  # "another job" holds torchrun's default port, as on a shared node
-        phase2 += [{**job_spec(7, f"fixed7_job{j}"), "launch": launch} for j in range(2)]
+        # The two jobs and the port's holder must share one network, as jobs on one node do: in a sandbox of
+        # its own each job would have a loopback to itself, and no launch could ever clash.
+        phase2 += [{**job_spec(7, f"fixed7_job{j}"), "launch": launch, "sandbox": False} for j in range(2)]
     try:
         runs.update(h.run_many(phase2, parallel=3))
     finally:
