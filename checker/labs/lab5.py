@@ -225,7 +225,9 @@ def grade(h, checks):
     deadline = time.monotonic() + DEADLINE_S * float(os.environ.get("CHECKER_BUDGET_SCALE", "1"))  # a site's slow requeue
     job, said = slurm.sbatch(script, ["--job-name=checker-lab5-preempt", f"--output={runs}/slurm-%j.log"],
                              {**env, "LAB5_TRAIN_ARGS": PREEMPT_ARGS})
-    sweep = h.run("sweep", "sweep", dict(runs=str(runs), train_args=TRAIN_ARGS, world_sizes=SWEEP), budget_s=30)
+    # submit_sweep calls sbatch, which must reach slurmctld on this machine's network: not from a sandbox's loopback
+    sweep = h.run("sweep", "sweep", dict(runs=str(runs), train_args=TRAIN_ARGS, world_sizes=SWEEP), budget_s=30,
+                  sandbox=False)
     array = sweep.result.get("array") if not sweep.error() else None
     submitted = [j for j in (job, array) if j]
     notes: list[str] = []
