@@ -77,3 +77,23 @@ def no_leftovers(marker: str, wait_s: float = 5.0) -> list[int]:
     while (found := processes_with(marker)) and time.monotonic() < deadline:
         time.sleep(0.1)
     return found
+
+
+COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
+               "broadcast", "send", "isend", "barrier")
+
+
+@pytest.fixture(autouse=True)
+def collectives_put_back():
+    """A test that wraps or fakes torch.distributed's collectives in this process puts the real ones back:
+    a fake left behind makes a later test's collectives silently do nothing."""
+    if "torch.distributed" not in sys.modules:
+        yield
+        return
+    dist = sys.modules["torch.distributed"]
+    before = {n: getattr(dist, n, None) for n in COLLECTIVES}
+    yield
+    left = [n for n, f in before.items() if getattr(dist, n, None) is not f]
+    for n in left:
+        setattr(dist, n, before[n])
+    assert not left, f"this test left torch.distributed.{', '.join(left)} replaced (put back now)"

@@ -48,7 +48,7 @@ def mistakes_report(tmp_path_factory):
 
 
 @pytest.mark.parametrize("check,needle", [
-    ("reproducible", "seed argument is ignored"),
+    ("reproducible", "seed it with the seed you are given"),
     ("resume_exact", "first differs at step"),
     ("throughput", "yours"),
     ("throughput_meter", "over the same 8 steps after warm-up"),

@@ -77,6 +77,7 @@ def _ranks(rank, world, store, out):
     comm.start()
     dist.all_reduce(t)
     res["comm"]["sent"] = sent(comm.stop())
+    dist.barrier()  # both ranks past their last collective before either tears gloo down
     dist.destroy_process_group()
     with open(f"{out}.{rank}", "w") as f:
         json.dump(res, f)

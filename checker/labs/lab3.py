@@ -58,7 +58,7 @@ CHECKS = [
           "set_state_dict), written to a temporary folder and renamed when every rank is done."),
     Check("throughput", "FSDP2 tokens/s >= 0.3x torch DDP in the same run (the price of ZeRO-3 on gloo)",
           f"FSDP2 is far slower than expected: wrap per block, not per Linear ({WHERE}/fsdp.py)."),
-    Check("zero2_throughput", "Zero2Optimizer tokens/s >= 0.9x torch DDP (median of interleaved windows): the same "
+    Check("zero2_throughput", "Zero2Optimizer tokens/s >= 0.8x torch DDP (median of interleaved windows): the same "
           "bytes as DDP's all-reduce, so no slower",
           f"Launch each bucket's reduce-scatter from the gradient hook (async) so it overlaps backward, and "
           f"all-gather whole buckets, not tensors ({WHERE}/zero2.py)."),
@@ -99,7 +99,7 @@ def _unsharded_peak(model):
     return peak
 
 
-def _fsdp(ctx, seam, env, comm, steps=4, windows=6):
+def _fsdp(ctx, seam, env, comm, steps=4, windows=12):
     import torch
 
     from labs.common import dist as cdist

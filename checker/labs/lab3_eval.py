@@ -8,7 +8,8 @@ BYTES_TOL = 0.03        # measured bytes within 3% of the formula
 FSDP_TOL = 1e-5         # FSDP2 vs DDP losses: reduce-scatter and all-reduce sum in different orders
 RESHARD_TOL = 1e-4      # losses after resuming at another world size
 THROUGHPUT_MIN = 0.3    # FSDP2 / DDP tokens/s: measured ~0.45 for tiny on 2 CPU ranks (gloo)
-ZERO2_MIN = 0.9         # Zero2Optimizer / DDP tokens/s: the same bytes as DDP's all-reduce
+ZERO2_MIN = 0.8         # Zero2Optimizer / DDP tokens/s: the same bytes as DDP's all-reduce; the reference
+                        # measures 0.97-1.13 (0.86 once under load), one bucket per tensor 0.30-0.40
 SGD_TOL = 1e-6          # Zero2 / ShardedOptimizer + SGD vs DDP + SGD: sums of N values in another order
 SLICE_TOL = 0.002       # bytes per rank vs 8Ψ/N, 4Ψ/N: padding is <= N-1 elements per bucket (tiny: 0.1%/100 buckets)
 COMM_TOL = 0.01         # bytes sent per rank per step vs DDP's 2·4Ψ(N-1)/N; all-reduce + slice sends 1.5x
