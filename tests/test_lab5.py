@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from checker import slurm
-from checker.labs import lab5
+from checker.labs import lab5, lab5_eval
 from checker.report import CheckResult
 from conftest import ROOT
 from solutions.lab5_scheduler import jobmetrics, report
@@ -58,7 +58,7 @@ def test_a_requeued_job_sums_its_waits_and_runs(tmp_path):
     assert (row["state"], row["runs"], row["queue_wait_s"], row["elapsed_s"]) == ("COMPLETED", 2, 19.0, 27.0)
     assert (row["steps"], row["final_loss"], row["tokens_per_s"]) == (3, 3.0, 1024 / 0.05)
     # the checker's own reading agrees
-    want = lab5._expected_row("2", slurm.parse_records(REQUEUED), tmp_path)
+    want = lab5_eval._expected_row("2", slurm.parse_records(REQUEUED), tmp_path)
     assert (want["queue_wait_s"], want["elapsed_s"], want["runs"]) == (19.0, 27.0, 2)
 
 
@@ -83,11 +83,11 @@ def _preempt_verdict(tmp_path, preempted, reference, state="COMPLETED"):
     _log(tmp_path / "8" / "log.jsonl", [(0, 0, reference)])
     rec = [{"JobId": "7", "JobState": state}]
     check = next(c for c in lab5.CHECKS if c.name == "preempt_resume")
-    return lab5.check_preempt(check, "7", "", tmp_path, "8", rec, [], ["warning sent"])
+    return lab5_eval.check_preempt(check, "7", "", tmp_path, "8", rec, [], ["warning sent"])
 
 
 def test_preempt_resume_passes_only_bit_identical_losses_over_two_runs(tmp_path, monkeypatch):
-    monkeypatch.setattr(lab5, "STEPS", 4)
+    monkeypatch.setattr(lab5_eval, "STEPS", 4)
     ref = [(s, 4.0 - s / 10) for s in range(1, 5)]
     ok = _preempt_verdict(tmp_path, [(0, 0, ref[:2]), (1, 2, ref[2:])], ref)
     assert isinstance(ok, CheckResult) and ok.passed, ok.message

@@ -9,29 +9,36 @@ step logs. No Slurm: every check that needs it is NOT RUN, with how to start one
 """
 from __future__ import annotations
 
-import json
 import os
 import re
-import statistics
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 
 from checker import seams, slurm
-from checker.labs._common import Check, cannot_run, error_result, probe
+from checker.labs._common import Check, cannot_run, probe
+from checker.labs.lab5_eval import (
+    DEADLINE_S,
+    LAB,
+    STEPS,
+    check_manifests,
+    check_metrics,
+    check_preempt,
+    check_scaling,
+    read_events,
+    scaling_info,
+    steps_of_run,
+    todo_prefix,
+)
 from checker.report import CheckResult
 
-LAB = "lab5"
 WORLD_SIZE = 2          # ranks per training job (the sweep also runs 1)
 SWEEP = [1, 2]
-STEPS = 40
 TRAIN_ARGS = f"--steps {STEPS} --ckpt-every 10"
 # The preempted job idles 50 ms a step (sleeping changes no number), so the checker's two interruptions
 # land mid-run: at step WARN_AT of run 1 and WARN_AT steps into run 2.
 PREEMPT_ARGS = f"{TRAIN_ARGS} --step-sleep 0.05"
 WARN_AT = 8
-DEADLINE_S = 150
 GRADE_SECONDS = 120  # two requeue round trips (~7 s each on slurm_local.sh's settings) and four jobs in one queue
 WHERE = "labs/lab5_scheduler"
 MIN_SIGNAL_LEAD_S = 60  # a warning must leave time to checkpoint: Slurm may deliver it up to 60 s late
@@ -125,47 +132,6 @@ def script_problems(text: str) -> list[str]:
         problems.append(f"--signal={sig}: {m[3]} s of warning; Slurm may send it up to 60 s late, so ask for >= "
                         f"{MIN_SIGNAL_LEAD_S}")
     return problems
-
-
-def todo_prefix(files) -> str:
-    """'not written yet: TODO(lab5): ...; ' for the first TODO left in these learner files, else ''."""
-    for f in files:
-        m = re.search(r"TODO\(lab5\):[^\n]*", f.read_text(errors="replace")) if f.is_file() else None
-        if m:
-            return f"not written yet: {m[0].strip()} ({f.name}); "
-    return ""
-
-
-def _records(log: Path):
-    """Every JSON record of a training log, in order (a line cut short by a kill is skipped)."""
-    if log.exists():
-        for line in log.read_text(errors="replace").splitlines():
-            try:
-                yield json.loads(line)
-            except ValueError:
-                continue
-
-
-def read_events(log: Path) -> tuple[list[dict], dict[int, dict]]:
-    """(event records in order, {step: last record}) of a training log, read by the checker."""
-    events, steps = [], {}
-    for r in _records(log):
-        if "event" in r:
-            events.append(r)
-        elif isinstance(r.get("step"), int):
-            steps[r["step"]] = r
-    return events, steps
-
-
-def steps_of_run(log: Path, restart: int) -> int:
-    """How many steps the run with this SLURM_RESTART_COUNT has logged so far."""
-    n, current = 0, None
-    for r in _records(log):
-        if r.get("event") == "start":
-            current = r.get("restart_count")
-        elif current == restart and "loss" in r:
-            n += 1
-    return n
 
 
 def preempt(job: str, log: Path, deadline: float, notes: list[str], warn_at: int = WARN_AT) -> None:
@@ -265,7 +231,7 @@ def grade(h, checks):
             else:
                 rep = h.run("report", "report", dict(csv_path=str(csv_path), out=str(runs / "report")), budget_s=60)
                 results["scaling_curve"] = check_scaling(byname["scaling_curve"], rep, finished, runs, records)
-                info += _scaling_info(rep)
+                info += scaling_info(rep)
     return [results[c.name] for c in checks], info
 
 
@@ -275,161 +241,3 @@ def _sweep_job(tasks, runs, world_size):
         if any(e.get("event") == "start" and e.get("world_size") == world_size for e in events):
             return t
     return None
-
-
-def _slurm_log_tail(runs: Path, job: str, n: int = 12) -> str:
-    p = runs / f"slurm-{job}.log"
-    return "\n".join(p.read_text(errors="replace").splitlines()[-n:]) if p.exists() else ""
-
-
-def check_preempt(check, job, said, runs, ref, records, left, notes) -> CheckResult:
-    def fail(msg, value=None, details=""):
-        return CheckResult(check.name, False, value, 0.0, "max |loss diff|", msg, check.hint, details)
-
-    if not job:
-        return fail(f"sbatch refused the script: {said}")
-    tail = _slurm_log_tail(runs, job)
-    todo = re.search(r"TODO\(lab5\)[^\n]*", tail)
-    if todo:
-        return fail(f"not written yet: {todo[0]} (the job's log, {runs.name}/slurm-{job}.log)", details=tail)
-    if job in left:
-        return fail(f"job {job} was still queued or running after {DEADLINE_S} s; cancelled. "
-                    f"{'; '.join(notes)}", details=tail)
-    mine = slurm.finished(job, records)
-    if not mine or mine[-1]["JobState"] != "COMPLETED":
-        state = mine[-1]["JobState"] if mine else "unknown (no jobcomp record)"
-        return fail(f"job {job} ended {state}; {'; '.join(notes) or 'it was never preempted'}", details=tail)
-    events, steps = read_events(runs / job / "log.jsonl")
-    starts = [e for e in events if e.get("event") == "start"]
-    if len(starts) < 2:
-        return fail(f"the log shows {len(starts)} run(s), not 2 or more: the warning did not lead to a requeue "
-                    f"({'; '.join(notes)})", details=tail)
-    if starts[1].get("resumed_from", 0) == 0:
-        return fail("run 2 started from step 0: it did not find (or load) the checkpoint run 1 left", details=tail)
-    if ref is None:
-        return fail("the uninterrupted reference (your sweep's 2-rank job) did not run: see metrics_complete")
-    _, ref_steps = read_events(runs / ref / "log.jsonl")
-    if sorted(steps) != list(range(1, STEPS + 1)) or sorted(ref_steps) != list(range(1, STEPS + 1)):
-        return fail(f"steps logged: preempted job {len(steps)}, reference {len(ref_steps)}, expected {STEPS} each")
-    diffs = [abs(steps[s]["loss"] - ref_steps[s]["loss"]) for s in range(1, STEPS + 1)]
-    first = next((s for s in range(1, STEPS + 1) if diffs[s - 1] != 0), None)
-    runs_seen = f"{len(starts)} runs (resumed at {', '.join(str(e.get('resumed_from')) for e in starts[1:])})"
-    if first is not None:
-        return fail(f"{runs_seen}; losses diverge from the uninterrupted job {ref} at step {first}: the resume "
-                    "lost state (optimizer moments, sampler position, RNG) or the ranks stopped at different steps",
-                    max(diffs))
-    return CheckResult(check.name, True, 0.0, 0.0, "max |loss diff|",
-                       f"{runs_seen}; all {STEPS} losses bit-identical to job {ref}")
-
-
-def _expected_row(job: str, records: list[dict], runs: Path) -> dict:
-    mine = slurm.finished(job, records)
-
-    def secs(a, b):
-        return (datetime.fromisoformat(b) - datetime.fromisoformat(a)).total_seconds()
-    _, steps = read_events(runs / job / "log.jsonl")
-    rates = [r["tokens"] / r["step_s"] for r in steps.values() if r.get("step_s") and r.get("tokens")]
-    return {"state": mine[-1]["JobState"], "runs": len(mine),
-            "queue_wait_s": sum(secs(r["SubmitTime"], r["StartTime"]) for r in mine),
-            "elapsed_s": sum(secs(r["StartTime"], r["EndTime"]) for r in mine),
-            "tokens_per_s": statistics.median(rates) if rates else None}
-
-
-def check_metrics(check, col, csv_path, finished, runs, records, sweep, array) -> CheckResult:
-    import csv
-
-    def fail(msg, value=None, details=""):
-        return CheckResult(check.name, False, value, 0, "wrong or missing cells", msg, check.hint, details)
-
-    if sweep.error():
-        return error_result(check, sweep.error(), "wrong or missing cells")
-    if col.error():
-        return error_result(check, col.error(), "wrong or missing cells")
-    if len(finished) < 2:
-        return fail(f"only {len(finished)} of the checker's jobs finished (array {array}): nothing to collect")
-    try:
-        with open(csv_path, newline="") as f:
-            rows = {r.get("job_id"): r for r in csv.DictReader(f)}
-    except OSError as e:
-        return fail(f"no CSV at {csv_path.name}: {e}")
-    wrong = []
-    for job in finished:
-        row = rows.get(job)
-        if row is None:
-            wrong.append(f"job {job}: no row")
-            continue
-        want = _expected_row(job, records, runs)
-        for key, tol in (("state", None), ("runs", 0), ("queue_wait_s", 1.0), ("elapsed_s", 1.0), ("tokens_per_s", 0.01)):
-            got = row.get(key)
-            if got in (None, ""):
-                wrong.append(f"job {job}: {key} empty")
-            elif tol is None:
-                if got != want[key]:
-                    wrong.append(f"job {job}: {key} {got!r}, the jobcomp record says {want[key]!r}")
-            elif want[key] is not None:
-                try:
-                    ok = abs(float(got) - want[key]) <= (tol * want[key] if key == "tokens_per_s" else tol)
-                except ValueError:
-                    ok = False
-                if not ok:
-                    wrong.append(f"job {job}: {key} {got}, the checker reads {want[key]:.1f}")
-    if wrong:
-        return fail("; ".join(wrong[:4]) + (f"; and {len(wrong) - 4} more" if len(wrong) > 4 else ""), len(wrong))
-    return CheckResult(check.name, True, 0, 0, "wrong or missing cells",
-                       f"{len(finished)} jobs, every cell equal to the checker's reading")
-
-
-def check_scaling(check, rep, jobs, runs, records) -> CheckResult:
-    """Recompute the table from every COMPLETED job the CSV holds (the preempted one is a 2-rank job too)."""
-    def fail(msg, value=None):
-        return CheckResult(check.name, False, value, 0.01, "max |efficiency diff|", msg, check.hint)
-
-    if rep.error():
-        return error_result(check, rep.error(), "max |efficiency diff|")
-    per_size: dict[int, list[float]] = {}
-    for j in jobs:
-        _, steps = read_events(runs / j / "log.jsonl")
-        row = _expected_row(j, records, runs)
-        if steps and row["state"] == "COMPLETED" and row["tokens_per_s"]:
-            per_size.setdefault(next(iter(steps.values()))["world_size"], []).append(row["tokens_per_s"])
-    by_size = {size: statistics.median(v) for size, v in per_size.items()}
-    if len(by_size) < 2:
-        return fail(f"the sweep completed at world sizes {sorted(by_size)}: a curve needs 2 or more")
-    base = min(by_size)
-    table = {int(t["world_size"]): t for t in rep.result.get("table", [])}
-    diffs = []
-    for size, tps in by_size.items():
-        want = tps / (size / base * by_size[base])
-        if size not in table:
-            return fail(f"scaling_table has no world size {size}")
-        diffs.append(abs(float(table[size]["efficiency"]) - want))
-    png, md = Path(rep.result.get("png", "")), Path(rep.result.get("md", ""))
-    if not png.is_file() or png.read_bytes()[:8] != b"\x89PNG\r\n\x1a\n":
-        return fail(f"write_report's plot {png.name or '(none)'} is not a PNG file")
-    if not md.is_file() or "|" not in md.read_text():
-        return fail(f"write_report's table {md.name or '(none)'} is not a markdown table")
-    if max(diffs) > 0.01:
-        return fail(f"efficiency differs from tokens/s(N) / (N x tokens/s(1)) by {max(diffs):.3f}", max(diffs))
-    effs = ", ".join(f"{s} ranks {table[s]['efficiency']:.0%}" for s in sorted(by_size))
-    return CheckResult(check.name, True, max(diffs), 0.01, "max |efficiency diff|", f"efficiency {effs}; plot and table written")
-
-
-def _scaling_info(rep) -> list[tuple[str, str]]:
-    if rep.error():
-        return []
-    return [(f"sweep {t['world_size']} rank(s)", f"{t['tokens_per_s']:,.0f} tokens/s, efficiency {t['efficiency']:.0%}")
-            for t in rep.result.get("table", [])]
-
-
-def check_manifests(check, h) -> CheckResult:
-    from checker.labs import lab5_k8s
-
-    folder = h.root / h.target / seams.SEAMS[LAB].folder / "k8s"
-    problems = [str(p) for p in lab5_k8s.validate_manifests(folder)]
-    if problems:
-        return CheckResult(check.name, False, len(problems), 0, "problems", todo_prefix(sorted(folder.glob("*.yaml")))
-                           + "; ".join(problems[:3])
-                           + (f"; and {len(problems) - 3} more (-v)" if len(problems) > 3 else ""), check.hint,
-                           "\n".join(problems))
-    return CheckResult(check.name, True, 0, 0, "problems", f"{folder.name}/: valid against Kubernetes "
-                       f"{lab5_k8s.K8S_VERSION}, Job/Service/PyTorchJob consistent")
