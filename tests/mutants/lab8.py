@@ -13,4 +13,10 @@ MUTANTS = [
            "        staged = state_dict  # written later, from the live tensors\n",
            "async_checkpoint", "save() returns before the state is copied: the background write reads weights "
            "the next optimizer steps have changed"),
+    Mutant("save_waits_for_its_write", "async_ckpt.py",
+           "        self.pending = self.pool.submit(_write, Path(root), step, staged, self.group)\n",
+           "        self.pending = self.pool.submit(_write, Path(root), step, staged, self.group)\n"
+           "        self.wait()  # returns once the write is done\n",
+           "async_checkpoint", "save() waits for its own write: an async save that stalls training as long as a "
+           "blocking one"),
 ]
