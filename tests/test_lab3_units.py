@@ -13,6 +13,7 @@ def _ranks(rank, world, store, out):
     import torch
     import torch.distributed as dist
 
+    from labs.common import dist as cdist
     from labs.common.comm_bytes import CommBytes, sent
     comm = CommBytes()
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
@@ -77,8 +78,7 @@ def _ranks(rank, world, store, out):
     comm.start()
     dist.all_reduce(t)
     res["comm"]["sent"] = sent(comm.stop())
-    dist.barrier()  # both ranks past their last collective before either tears gloo down
-    dist.destroy_process_group()
+    cdist.teardown()  # a barrier first: a rank leaving while its peer still talks aborts the peer
     with open(f"{out}.{rank}", "w") as f:
         json.dump(res, f)
 

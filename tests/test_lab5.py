@@ -107,6 +107,7 @@ def test_ranks_stop_together_when_only_one_is_signalled(tmp_path):
     code = (
         "import os, signal, time\n"
         "import torch, torch.distributed as dist\n"
+        "from labs.common import dist as cdist\n"
         "from solutions.lab5_scheduler.preemption import PreemptionFlag\n"
         "flag = PreemptionFlag().install()\n"
         "dist.init_process_group('gloo')\n"
@@ -117,8 +118,7 @@ def test_ranks_stop_together_when_only_one_is_signalled(tmp_path):
         "    if flag.should_stop(torch.device('cpu')):\n"
         "        break\n"
         "os.write(1, f'rank {rank} stopped at {step} received={flag.received}\\n'.encode())  # one write: no interleaving\n"
-        "dist.barrier()  # both ranks past the last collective before gloo is torn down\n"
-        "dist.destroy_process_group()\n")
+        "cdist.teardown()\n")
     r = subprocess.run([sys.executable, "-m", "checker.spawn", "--nproc=2", "--", sys.executable, "-c", code],
                        cwd=ROOT, capture_output=True, text=True, timeout=80)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -80,10 +80,12 @@ def _weights(model) -> str:
     return digest(model.named_parameters())
 
 
-def _timed_saves(seam, ckpt, model, opt, root, n, stalls):
-    """REPS blocking and async saves, interleaved, each after a training step; the time each held training."""
+def _timed_saves(seam, ckpt, model, opt, root, n) -> tuple[int, dict]:
+    """REPS blocking and async saves, interleaved, each after a training step: (the last step, the seconds
+    each kind held training)."""
     import torch.distributed as dist
 
+    stalls = {"blocking": [], "async": []}
     for _ in range(REPS):
         for kind in ("blocking", "async"):
             n += 1
@@ -98,6 +100,7 @@ def _timed_saves(seam, ckpt, model, opt, root, n, stalls):
             stalls[kind].append(time.perf_counter() - t0)
             if kind == "async":
                 ckpt.wait()  # outside the timer: saves are rarer than writes are long
+    return n, stalls
 
 
 def task_async(ctx, target, root):
@@ -114,10 +117,8 @@ def task_async(ctx, target, root):
         n += 1
         _step(model, opt, n)
     ckpt = seam.AsyncCheckpointer()
-    stalls = {"blocking": [], "async": []}
     with _slowed_writes(threading.Event(), hold_s=WRITE_S):  # never set: each write waits WRITE_S
-        _timed_saves(seam, ckpt, model, opt, root, n, stalls)
-    n += 2 * REPS
+        n, stalls = _timed_saves(seam, ckpt, model, opt, root, n)
     out["stalls"] = stalls
     out["stall_ratio"] = statistics.median(stalls["async"]) / statistics.median(stalls["blocking"])
     # A save whose write is slowed while training goes on: it must hold the weights of the step it was taken at.
