@@ -21,7 +21,7 @@ data: $(STAMP)  ## the generated Markov corpora for the tiny and small models
 	@echo "set up: \`make lab\` opens JupyterLab; grade yourself with \`.venv/bin/checker grade lab1\`"
 
 demo: setup data  ## grade every reference solution on this machine and print the report cards
-	@if [ "$$(id -u)" = 0 ]; then labs/common/slurm_local.sh up; \
+	@if [ "$$(id -u)" = 0 ]; then checker/slurm_local.sh up; \
 	 else echo "not root: no local Slurm started; without a Slurm answering, lab 5's scheduler checks are NOT RUN, each saying how to run it"; fi
 	$(BIN)/checker grade --all --solutions
 
@@ -44,10 +44,10 @@ slides: setup  ## one self-contained HTML deck per lab -> build/slides/ (figures
 	$(BIN)/python slides/build.py
 
 slurm-up:  ## a real single-node Slurm on this machine for lab 5 (root: installs munge + Slurm, starts the daemons)
-	labs/common/slurm_local.sh up
+	checker/slurm_local.sh up
 
 slurm-down:  ## stop it
-	labs/common/slurm_local.sh down
+	checker/slurm_local.sh down
 
 clean:
 	rm -rf $(VENV) data runs build .pytest_cache

@@ -55,7 +55,7 @@ def _rel(events: list[dict], t0: float) -> list[dict]:
 
 
 def lab6_figures() -> dict:
-    from labs.common.schedule_timeline import bubble_fraction, ideal_bubble, window
+    from labs.instruments.schedule_timeline import bubble_fraction, ideal_bubble, window
     ms = [1, 2, 4, 8, 16]
     pp = _torchrun("solutions.lab6_model_parallel.pp_timeline", "--micro-batches", *map(str, ms),
                    "--repeats", "3", "--gpt-m", str(GPT_M))

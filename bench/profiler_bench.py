@@ -19,7 +19,7 @@ import torch
 from labs.common.data import BatchSampler, TokenFile, ensure_corpus
 from labs.common.model import build_model
 from labs.common.optim import make_optimizer, make_scheduler
-from labs.common.profiler import StepProfiler
+from labs.instruments.profiler import StepProfiler
 from solutions.lab1_baseline import train_step
 
 CPU = torch.device("cpu")

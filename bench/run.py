@@ -175,7 +175,8 @@ def write_markdown(results: dict) -> str:
     for g in results["grades"]:
         lines.append(f"| `checker grade {g['lab']} --solutions` | {g['exit']} | {g['wall_s']} | {g['checker_s']} |")
     prof = results["profiler"]
-    lines += ["", f"Step profiler (labs/common/profiler.py), always on: `tiny`, {prof['pairs']} interleaved pairs of "
+    lines += ["", "Step profiler (labs/instruments/profiler.py), always on: "
+              f"`tiny`, {prof['pairs']} interleaved pairs of "
               f"{prof['steps_per_window']}-step windows (A B A B ...): {prof['tokens_per_s_without']:,} tokens/s "
               f"without, {prof['tokens_per_s_with']:,} with; overhead {prof['overhead']:.1%} (median of the pairs' "
               f"ratios; {prof['overhead_of_medians']:.1%} from the medians). Its bookkeeping alone: "

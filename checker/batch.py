@@ -40,13 +40,13 @@ LEARNER_BUDGET_S = 600  # one learner's whole grade: above the sum of any lab's 
 
 
 def _course_tree(lab: str, submission: Path, into: Path) -> Path:
-    """A private root: labs/ = the course's shared core + this learner's lab folder. No solutions/: the
+    """A private root: labs/ = the course's shared packages + this learner's lab folder. No solutions/: the
     checker's own reference runs import the course's (on the runs' PYTHONPATH). Symlinks in the submission
     are copied as links, never followed (a link to its parent folder would copy forever)."""
     folder = seams.SEAMS[lab].folder
     (into / "labs").mkdir(parents=True)
     (into / "labs" / "__init__.py").write_text("")
-    (into / "labs" / "common").symlink_to(REPO_ROOT / "labs" / "common")  # never the learner's copy of the core
+    seams.link_shared(into / "labs", REPO_ROOT)  # never the learner's copy of the core
     if (submission / folder).is_dir():
         shutil.copytree(submission / folder, into / "labs" / folder, symlinks=True,
                         ignore=shutil.ignore_patterns("__pycache__"))

@@ -128,9 +128,9 @@ def grade_lab(lab: str, args, console: Console) -> LabReport:
         changed = sandbox.changed_files(before, sandbox.course_digest())
         if changed:  # the grader or the reference was rewritten while learner code ran: nothing it measured counts
             for r in results:
-                r.passed, r.message = False, (f"the course's own files changed during this grade ({', '.join(changed[:3])})"
-                                              ": learner code must not write to checker/, solutions/ or labs/common/; "
-                                              "restore them (git checkout) and grade again")
+                r.passed, r.message = False, (
+                    f"the course's own files changed during this grade ({', '.join(changed[:3])}): learner code must not "
+                    "write to checker/, solutions/ or the shared labs/ packages; restore them (git checkout), grade again")
     finally:
         if h is not None:
             h.close()

@@ -24,7 +24,8 @@ import time
 import torch
 import torch.distributed as dist
 
-from checker.harness import REPO_ROOT, _children_of, _signal_all, become_subreaper
+from checker.harness import REPO_ROOT, become_subreaper
+from labs.instruments import proctree
 
 HOST = "127.0.0.1"  # both ranks on this node: the loopback needs no interface choice
 SIZES = [2**k for k in range(10, 25, 2)]  # 1 KiB .. 16 MiB, x4 apart: 8 sizes
@@ -91,13 +92,13 @@ def worker(rank: int, world: int, port: int, prefer: str, backend: str, crash: s
 def _kill_all(procs: list[subprocess.Popen]) -> None:
     """SIGKILL every rank's session and anything it started, then reap: nothing outlives the doctor."""
     pids = {p.pid for p in procs}
-    pids |= _children_of(pids)
+    pids |= set(proctree.descendants(*pids, zombies=True))
     for p in procs:
         try:
             os.killpg(p.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-    _signal_all(pids, signal.SIGKILL)
+    proctree.signal_each(pids, signal.SIGKILL)
     for p in procs:
         p.wait()
 

@@ -190,8 +190,9 @@ class ForkServer:
         if "pid" not in reply:
             self.ready, self.why_not = False, reply.get("error", "stopped answering")
             return None
-        from checker.harness import parent_of  # (harness imports this module)
-        if parent_of(reply["pid"]) != os.getpid():  # not ours to wait for (even as a zombie): don't use it
+        from labs.instruments import proctree  # here, in the checker: the server itself imports nothing of labs
+
+        if proctree.parent(reply["pid"]) != os.getpid():  # not ours to wait for (even as a zombie): don't use it
             try:
                 os.killpg(reply["pid"], signal.SIGKILL)
             except (ProcessLookupError, PermissionError):

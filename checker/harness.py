@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable
 
 from checker import channel, forkserver, limits, placement, sandbox
+from labs.instruments import proctree
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 _PR_SET_CHILD_SUBREAPER = 36
@@ -45,39 +46,10 @@ def become_subreaper() -> bool:
     return False
 
 
-def parent_of(pid: int) -> int | None:
-    """The parent's pid, from /proc (ppid is field 4 of /proc/PID/stat); None if the process is gone."""
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _children_of(pids: set[int]) -> set[int]:
-    """All live descendants of `pids`, from /proc."""
-    parent = {}
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if entry.isdigit() and (pp := parent_of(int(entry))) is not None:
-            parent[int(entry)] = pp
-    found, frontier = set(), set(pids)
-    while frontier:
-        frontier = {p for p, pp in parent.items() if pp in frontier and p not in found}
-        found |= frontier
-    return found
-
-
-def _signal_all(pids, sig) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
 def reap_orphans(spare: set[int] = frozenset()) -> None:
     """Kill and reap anything of ours still alive (only descendants of this process, but not `spare`)."""
-    strays = _children_of({os.getpid()}) - set(spare)
-    _signal_all(strays, signal.SIGKILL)
+    strays = set(proctree.descendants(os.getpid(), zombies=True)) - set(spare)
+    proctree.signal_each(strays, signal.SIGKILL)
     for _ in strays:
         try:
             os.waitpid(-1, os.WNOHANG)
@@ -335,19 +307,19 @@ class Harness:
 
     def _kill(self, st: dict, dump_stacks: bool = False) -> str:
         proc = st["proc"]
-        pids = {proc.pid} | _children_of({proc.pid})
+        pids = {proc.pid, *proctree.descendants(proc.pid, zombies=True)}
         stacks = ""
         if dump_stacks:
-            _signal_all(pids, signal.SIGUSR1)  # each worker's faulthandler writes its stacks
+            proctree.signal_each(pids, signal.SIGUSR1)  # each worker's faulthandler writes its stacks
             time.sleep(1.0)
             stacks = "\n".join(p.read_text(errors="replace")[-4000:]
                                for p in sorted(self.workdir.glob(f"{st['out'].name}.stacks.*")))
-        pids |= _children_of(pids)
+        pids |= set(proctree.descendants(*pids, zombies=True))
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        _signal_all(pids, signal.SIGKILL)
+        proctree.signal_each(pids, signal.SIGKILL)
         proc.wait()
         return stacks
 

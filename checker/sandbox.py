@@ -82,12 +82,15 @@ def python_prefixes() -> list[Path]:
 
 def course_digest(root: Path | None = None) -> dict[str, str]:
     """sha256 of every file of what learner code must never change: the grader (checker/), the reference
-    (solutions/) and the shared core (labs/common/). ~300 files, ~2 MB: tens of milliseconds."""
+    (solutions/) and the course's shared packages (labs/common, labs/instruments, labs/notebook). ~300 files,
+    ~2 MB: tens of milliseconds."""
     import hashlib
 
     root = Path(root) if root else Path(__file__).resolve().parents[1]
     out = {}
-    for part in ("checker", "solutions", "labs/common"):
+    from checker.seams import SHARED
+
+    for part in ("checker", "solutions", *(f"labs/{p}" for p in SHARED)):
         for f in sorted((root / part).rglob("*")):
             if f.is_file() and "__pycache__" not in f.parts and not f.name.endswith(".pyc"):
                 try:

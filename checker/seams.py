@@ -9,6 +9,25 @@ from __future__ import annotations
 import importlib
 import os
 from dataclasses import dataclass
+from pathlib import Path
+
+# The course's own packages under labs/, not exercises: the training core, the instruments that measure a run,
+# the notebook UI. A learner's tree links the course's copies in (link_shared), learner code may import them,
+# and a graded run must leave them unchanged (checker/sandbox.py's digest).
+SHARED = ("common", "instruments", "notebook")
+
+
+def link_shared(labs_dir: Path, root: Path | None = None) -> None:
+    """Make labs_dir/<package> a link to the course's own copy, for every shared package."""
+    root = Path(root) if root else Path(__file__).resolve().parents[1]
+    for package in SHARED:
+        if not (labs_dir / package).exists():
+            (labs_dir / package).symlink_to(root / "labs" / package)
+
+
+def is_shared(module: str) -> bool:
+    """Is `module` (a dotted name) part of a shared package?"""
+    return any(module == f"labs.{p}" or module.startswith(f"labs.{p}.") for p in SHARED)
 
 
 @dataclass(frozen=True)
@@ -70,6 +89,9 @@ SEAMS: dict[str, Seam] = {
         "configure_network": "configure_network(master_addr) -> None; every rank, before join: the interface to use",
         "launch_args": "launch_args(nproc) -> [torchrun options]; jobs must coexist on one node",
         "train_step": "train_step(ddp, optimizer, micro_batches) -> float; .grad = the global batch's mean gradient",
+        "Job": "Job(**settings): one run's settings (steps, sizes, the incident's conditions); the checker sets them",
+        "run": "run(job, on_saved=None) -> {losses, model, env, ...}; every rank: the whole job, calling the "
+               "functions above through their incidentN modules (so the checker can time after_step and train_step)",
     }),
     "lab5": Seam("lab5", "lab5_scheduler", "Training under a scheduler: Slurm and Kubernetes", {
         "train.sbatch": "the batch script (a file, not a function): #SBATCH --requeue, --open-mode=append, "
@@ -171,7 +193,7 @@ def _guard_imports() -> None:
 
     def guarded(name, globals=None, locals=None, fromlist=(), level=0):
         importer = (globals or {}).get("__name__") or ""
-        if level == 0 and _is_reference(name) and importer.startswith("labs.") and not importer.startswith("labs.common"):
+        if level == 0 and _is_reference(name) and importer.startswith("labs.") and not is_shared(importer):
             path = importer.replace(".", "/") + ("/__init__.py" if "__path__" in globals else ".py")
             msg = (f"your {path} imports the reference {name}: graded code must be your own "
                    f"(write the TODOs in labs/; the reference is what the checker compares you against)")
@@ -206,6 +228,14 @@ def check_own_code(lab: str) -> None:
     after each task on the learner's code, so an import caught and swallowed by the learner still fails)."""
     if _REFERENCE_IMPORTS:
         raise ReferenceImportError(_REFERENCE_IMPORTS[0])
+
+
+def wrap(fn, wrapper) -> None:
+    """Replace the seam function `fn` in the module that defines it by wrapper(fn), so that code calling it
+    through that module (module.fn(...)) runs the wrapper: how the checker times a learner's function in place."""
+    import sys
+
+    setattr(sys.modules[fn.__module__], fn.__name__, wrapper(fn))
 
 
 def load(lab: str, target: str):

@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-HINT_START = "start Slurm: `make slurm-up` (as root; labs/common/slurm_local.sh), or grade on the workshop's cluster"
+HINT_START = "start Slurm: `make slurm-up` (as root; checker/slurm_local.sh), or grade on the workshop's cluster"
 
 
 def _run(cmd: list[str], timeout: float = 15, env: dict | None = None) -> subprocess.CompletedProcess:

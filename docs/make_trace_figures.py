@@ -2,7 +2,7 @@
 
     .venv/bin/python docs/make_trace_figures.py        # -> docs/img/trace-*.png; traces kept in runs/trace-figures/
 
-Four scenes, each recorded with labs.common.trace.TraceWindow and drawn with labs.common.trace_plot:
+Four scenes, each recorded with labs.instruments.trace.TraceWindow and drawn with labs.instruments.trace_plot:
     bucketed     lab 2's train.py, BucketedDDP with 50 KB buckets: all-reduces launched during backward
     naive        lab 2's train.py, NaiveDDP: every all-reduce after backward, the training thread blocked
     straggler    BucketedDDP where rank 1's input pipeline costs an extra 25 ms a step: rank 0 waits
@@ -63,8 +63,8 @@ def straggler_worker() -> None:
     from labs.common.data import TokenFile, ensure_corpus
     from labs.common.model import build_model
     from labs.common.optim import make_optimizer
-    from labs.common.profiler import StepProfiler
-    from labs.common.trace import TraceWindow
+    from labs.instruments.profiler import StepProfiler
+    from labs.instruments.trace import TraceWindow
     from solutions.lab2_ddp import BucketedDDP
 
     env = cdist.init()
@@ -88,8 +88,8 @@ def input_stall() -> list[Path]:
     from labs.common.model import build_model
     from labs.common.optim import make_optimizer
     from labs.common.pipeline import WindowDataset
-    from labs.common.profiler import StepProfiler
-    from labs.common.trace import TraceWindow
+    from labs.instruments.profiler import StepProfiler
+    from labs.instruments.trace import TraceWindow
     from solutions.lab1_baseline import make_loader
 
     torch.set_num_threads(1)
@@ -113,7 +113,7 @@ def input_stall() -> list[Path]:
 
 
 def main() -> None:
-    from labs.common.trace_plot import plot_traces
+    from labs.instruments.trace_plot import plot_traces
 
     IMG.mkdir(parents=True, exist_ok=True)
     plot_traces(lab2("bucketed"), steps=2, out=IMG / "trace-bucketed.png",

@@ -304,12 +304,12 @@ def lab6_bubble(r):
     ax.set_ylim(0, 0.6)
     ax.legend()
     return fig, (f"p = {pp['p']} stages that sleep {pp['forward_ms']:g} ms forward + {pp['backward_ms']:g} ms backward "
-                 f"per micro-batch (labs/common/stage_probe.py); least idle of 3 steps")
+                 f"per micro-batch (labs/instruments/stage_probe.py); least idle of 3 steps")
 
 
 @figure("lab6_timeline", "lab6")
 def lab6_timeline(r):
-    from labs.common.schedule_timeline import plot_schedule
+    from labs.instruments.schedule_timeline import plot_schedule
     pp = need(r, "lab6", "pipeline")
     fig, axes = plt.subplots(2, 1, figsize=(9.5, 3.6), sharex=True)
     for ax, s in zip(axes, ("gpipe", "1f1b")):

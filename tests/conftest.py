@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from checker.seams import link_shared
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -49,7 +51,7 @@ def lab_tree(tmp_path):
             shutil.copytree(ROOT / src / lab_folder, tmp_path / part / lab_folder,
                             ignore=shutil.ignore_patterns("__pycache__", "*.ipynb"))
         # the shared core is not an exercise: the copy imports the course's own
-        (tmp_path / "labs" / "common").symlink_to(ROOT / "labs" / "common")
+        link_shared(tmp_path / "labs", ROOT)
         return tmp_path
     return make
 
@@ -82,7 +84,7 @@ def no_leftovers(marker: str, wait_s: float = 5.0) -> list[int]:
 def _wrapped_collectives() -> tuple[str, ...]:
     """What the course's instruments replace in torch.distributed: CommBytes' ops (CollectiveTimeline's
     all_reduce among them), and barrier."""
-    from labs.common.comm_bytes import LISTS, OPS
+    from labs.instruments.comm_bytes import LISTS, OPS
     return (*OPS, *LISTS, "barrier")
 
 

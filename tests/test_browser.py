@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
-from labs.common import proctree
+from labs.instruments import proctree
 
 CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = ROOT / "build" / "screenshots"

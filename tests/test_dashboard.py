@@ -1,4 +1,4 @@
-"""labs/common/dashboard.py without a browser: a fake 2-rank "training" run, its plot data, Stop, watch, the grade table."""
+"""labs/notebook/dashboard.py without a browser: a fake 2-rank "training" run, its plot data, Stop, watch, the grade table."""
 from __future__ import annotations
 
 import _thread
@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from labs.common import proctree
-from labs.common.dashboard import Run, command, launch, split_rank, watch
-from labs.common.grade_table import grade_table
 from labs.common.metrics import read_log
+from labs.instruments import proctree
+from labs.notebook.dashboard import Run, command, launch, split_rank, watch
+from labs.notebook.grade_table import grade_table
 
 # A launcher in the manner of torchrun: two ranks, each with RANK in its environment, each prefixing its
 # lines; rank 0 (and rank 1, for its own memory) append a step record to LOG every 0.1 s.

@@ -1,6 +1,7 @@
-"""The claims in docs and docstrings that drift as the code moves: every module of labs/common is listed in
-its package docstring; every relative link, anchor and cited README section resolves; no file cites a
-document the repository does not hold; what is said about the checker's ports is what spawn.free_port does."""
+"""The claims in docs and docstrings that drift as the code moves: every module of labs/common, labs/instruments
+and labs/notebook is listed in its package docstring; every relative link, anchor and cited README section
+resolves; no file cites a document the repository does not hold; what is said about the checker's ports is what
+spawn.free_port does."""
 from __future__ import annotations
 
 import re
@@ -30,13 +31,15 @@ def slug(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
 
 
-def test_labs_common_docstring_lists_every_module():
-    import labs.common
+@pytest.mark.parametrize("package", ["common", "instruments", "notebook"])
+def test_each_shared_package_docstring_lists_every_module(package):
+    import importlib
 
-    listed = {line.split()[0] for line in labs.common.__doc__.splitlines() if line and not line.endswith(":")}
-    modules = {p.stem for p in (ROOT / "labs" / "common").glob("*.py") if p.stem != "__init__"}
-    assert modules - listed == set(), f"labs/common/__init__.py does not list {sorted(modules - listed)}"
-    assert listed - modules - {"The"} == set(), f"it lists modules that are not there: {sorted(listed - modules)}"
+    doc = importlib.import_module(f"labs.{package}").__doc__
+    listed = {m.group(1) for line in doc.splitlines() if (m := re.match(r"([a-z_]+) +\S", line))}
+    modules = {p.stem for p in (ROOT / "labs" / package).glob("*.py") if p.stem != "__init__"}
+    assert modules - listed == set(), f"labs/{package}/__init__.py does not list {sorted(modules - listed)}"
+    assert listed - modules == set(), f"it lists modules that are not there: {sorted(listed - modules)}"
 
 
 @pytest.mark.parametrize("md", tracked("*.md"), ids=lambda p: str(p.relative_to(ROOT)))

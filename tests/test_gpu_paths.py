@@ -264,7 +264,7 @@ def test_overlap_on_a_gpu_is_read_on_the_device_clock(monkeypatch, wait_in_hook,
     12-14; waiting for it inside the hook stalls the compute stream 12.02-14: 0.01 s of 2 s was hidden."""
     import torch.distributed as dist
 
-    from labs.common.collectives import CollectiveTimeline, overlap_fraction
+    from labs.instruments.collectives import CollectiveTimeline, overlap_fraction
 
     if wait_in_hook:  # origin, fwd end, launch, after call, wait start, wait end (stream resumes at 14), bwd end
         _fake_device_clock(monkeypatch, [10, 11, 12, 12.01, 12.02, 14.0, 15])
@@ -292,7 +292,7 @@ def test_overlap_on_a_gpu_is_read_on_the_device_clock(monkeypatch, wait_in_hook,
 def test_sleep_stage_synchronises_the_device_around_each_timestamp(monkeypatch):
     """A received activation is on the GPU only once the stream has waited for it: the stage syncs the device
     before its start stamp and after its compute (forward and backward), so the host clock reads device time."""
-    from labs.common import stage_probe
+    from labs.instruments import stage_probe
 
     order = []
     monkeypatch.setattr(stage_probe.cdist, "synchronize", lambda d: order.append("sync"))

@@ -1,6 +1,7 @@
 """Lab 1's classic mistakes, one per file, each failing exactly the check meant to catch it."""
 import pytest
 
+from checker.seams import link_shared
 from conftest import load_json, run_checker
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -38,7 +39,7 @@ def mistakes_report(tmp_path_factory):
         (tree / part).mkdir()
         (tree / part / "__init__.py").write_text("")
         shutil.copytree(ROOT / "solutions" / "lab1_baseline", tree / part / "lab1_baseline")
-    (tree / "labs" / "common").symlink_to(ROOT / "labs" / "common")
+    link_shared(tree / "labs", ROOT)
     for rel, old, new in MISTAKES:
         p = tree / "labs" / "lab1_baseline" / rel
         assert old in p.read_text()

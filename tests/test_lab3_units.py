@@ -14,7 +14,7 @@ def _ranks(rank, world, store, out):
     import torch.distributed as dist
 
     from labs.common import dist as cdist
-    from labs.common.comm_bytes import CommBytes, sent
+    from labs.instruments.comm_bytes import CommBytes, sent
     comm = CommBytes()
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     from solutions.lab3_sharding import ShardedOptimizer, Zero2Optimizer

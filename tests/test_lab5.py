@@ -127,7 +127,7 @@ def test_ranks_stop_together_when_only_one_is_signalled(tmp_path):
 
 
 def test_slurm_script_refuses_without_root_and_unknown_commands():
-    script = ROOT / "labs/common/slurm_local.sh"
+    script = ROOT / "checker/slurm_local.sh"
     r = subprocess.run(["bash", str(script), "frobnicate"], capture_output=True, text=True)
     assert r.returncode == 2 and "usage" in r.stderr
     r = subprocess.run(["bash", str(script), "status"], capture_output=True, text=True)

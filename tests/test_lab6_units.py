@@ -6,7 +6,7 @@ import pytest
 
 from checker.labs.lab6 import _expected_shard
 from checker.labs.lab6_eval import replayed_bubble, tp_expected_bytes
-from labs.common.schedule_timeline import bubble_fraction, ideal_bubble, peak_live
+from labs.instruments.schedule_timeline import bubble_fraction, ideal_bubble, peak_live
 
 
 def _ideal(order_of, p, m, tf=1.0, tb=2.0):

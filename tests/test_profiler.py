@@ -6,13 +6,13 @@ import pytest
 import torch
 
 from labs.common import dist as cdist
-from labs.common.collectives import CollectiveTimeline, Span, intersect, overlap_fraction, subtract, union
 from labs.common.data import TokenFile, ensure_corpus
 from labs.common.model import build_model
 from labs.common.optim import make_optimizer, make_scheduler
 from labs.common.pipeline import WindowDataset
-from labs.common.profiler import CpuUtilisation, StepProfiler
-from labs.common.trace import COMM, TraceWindow, overlap_from_trace, read_trace
+from labs.instruments.collectives import CollectiveTimeline, Span, intersect, overlap_fraction, subtract, union
+from labs.instruments.profiler import CpuUtilisation, StepProfiler
+from labs.instruments.trace import COMM, TraceWindow, overlap_from_trace, read_trace
 from solutions.lab1_baseline import train_step
 
 CPU = torch.device("cpu")
@@ -100,7 +100,7 @@ def one_rank_group(tmp_path):
 
 
 def test_bucketed_trace_is_valid_json_with_the_phases_and_the_all_reduces(tmp_path, one_rank_group):
-    from labs.common.trace_plot import plot_traces
+    from labs.instruments.trace_plot import plot_traces
     from solutions.lab2_ddp import BucketedDDP
 
     timeline = CollectiveTimeline()

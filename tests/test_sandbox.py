@@ -51,13 +51,15 @@ def test_inside_the_sandbox_only_loopback_the_course_read_only_and_own_pids(tmp_
 
 
 def test_the_digest_sees_any_change_to_the_course(tmp_path):
-    for part in ("checker", "solutions", "labs/common"):
+    for part in ("checker", "solutions", "labs/common", "labs/instruments", "labs/notebook"):
         (tmp_path / part).mkdir(parents=True)
         (tmp_path / part / "a.py").write_text("x = 1\n")
     before = sandbox.course_digest(tmp_path)
     (tmp_path / "checker" / "a.py").write_text("x = 1\nCHECKS_PASS = True\n")
     (tmp_path / "solutions" / "b.py").write_text("")
-    assert sandbox.changed_files(before, sandbox.course_digest(tmp_path)) == ["checker/a.py", "solutions/b.py"]
+    (tmp_path / "labs" / "instruments" / "a.py").write_text("x = 2\n")
+    assert sandbox.changed_files(before, sandbox.course_digest(tmp_path)) == [
+        "checker/a.py", "labs/instruments/a.py", "solutions/b.py"]
 
 
 def test_the_first_final_result_wins_and_a_slow_clock_is_refused(tmp_path):

@@ -128,7 +128,7 @@ def run_info(runs) -> list[tuple[str, str]]:
 
 
 def profile_info(label: str, prof: dict | None) -> list[tuple[str, str]]:
-    """Information rows from a worker's StepProfiler summary (labs.common.profiler; torch-free here, the
+    """Information rows from a worker's StepProfiler summary (labs.instruments.profiler; torch-free here, the
     checker's own process never imports torch): where a step went, MFU, CPU utilisation."""
     if not prof or not prof.get("step_s"):
         return []
@@ -193,12 +193,12 @@ class CollectiveRecorder:
     Installed by the worker *before* it imports learner code, so `dist.all_reduce(...)` and
     `from torch.distributed import all_reduce` both reach it. The checker reads its own record;
     it never asks the learner's wrapper how many collectives it launched. Besides each launch it keeps
-    when each collective completed and when the host sat waiting for it (labs.common.collectives), from
+    when each collective completed and when the host sat waiting for it (labs.instruments.collectives), from
     which `overlap` gets the communication time hidden behind backward.
     """
 
     def __init__(self):
-        from labs.common.collectives import CollectiveTimeline
+        from labs.instruments.collectives import CollectiveTimeline
 
         self._timeline = CollectiveTimeline()
         self.spans: list = []
@@ -227,6 +227,6 @@ class CollectiveRecorder:
 
     def overlap(self, compute) -> tuple[float, float]:
         """(seconds of the last window's communication hidden behind `compute`, seconds in all)."""
-        from labs.common.collectives import overlap
+        from labs.instruments.collectives import overlap
 
         return overlap(self.spans, compute)

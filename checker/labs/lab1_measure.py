@@ -85,7 +85,7 @@ def task_measure(ctx, target, windows=6, steps=8):
 
     from labs.common import precision
     from labs.common.metrics import device_peak_or_none, flops_per_token
-    from labs.common.profiler import StepProfiler
+    from labs.instruments.profiler import StepProfiler
     env, data, model, opt, sched, sampler = _setup(torch.manual_seed, SEED)
     prof = StepProfiler(env.device).attach(model, opt)
     ref_step = _step_in(env, ref.train_step)

@@ -122,7 +122,7 @@ def _equivalence(ctx, seam, rec, make, env, steps=3):
         ids = range(s * BATCH * world, (s + 1) * BATCH * world)
         x, y = data.batch(list(ids)[rank * BATCH:(rank + 1) * BATCH], SEQ, env.device)
         opt.zero_grad(set_to_none=True)
-        rec.start(env.device)  # marks on the device's clock on a GPU (labs/common/collectives.py)
+        rec.start(env.device)  # marks on the device's clock on a GPU (labs/instruments/collectives.py)
         _, loss = ddp(x, y)
         t_forward_end = rec.now()
         loss.backward()
@@ -259,7 +259,7 @@ def task_throughput(ctx, target, windows=20, steps=4):
 
     for name in setups:
         window(name)  # warm-up
-    from labs.common.profiler import CpuUtilisation
+    from labs.instruments.profiler import CpuUtilisation
     cpu = CpuUtilisation()  # this rank's CPU seconds per wall second over the timed windows (information)
     rates = {name: [] for name in setups}
     for w in range(windows):  # the graded pair alternates A B B A ...; naive (4x slower) is timed once, for the record

@@ -103,8 +103,8 @@ def _fsdp(ctx, seam, env, comm, steps=4, windows=12):
     import torch
 
     from labs.common import dist as cdist
-    from labs.common.comm_bytes import sent
     from labs.common.optim import ADAMW, make_optimizer, param_groups
+    from labs.instruments.comm_bytes import sent
 
     ddp_model = tiny_model(0).to(env.device)
     fsdp_model, zero2_model = copy.deepcopy(ddp_model), copy.deepcopy(ddp_model)
@@ -157,7 +157,7 @@ def _fsdp(ctx, seam, env, comm, steps=4, windows=12):
            "psi": _psi(ddp_model), "tensors": len(list(ddp_model.parameters()))}
     out["learner_bytes"], out["learner_bytes_error"] = ctx.attempt(lambda: seam.model_state_bytes(fsdp, fsdp_opt))
     from labs.common.metrics import device_peak_flops, flops_per_token
-    from labs.common.profiler import CpuUtilisation
+    from labs.instruments.profiler import CpuUtilisation
     cpu = CpuUtilisation()  # this rank's CPU seconds per wall second over the timed windows (information)
     rates = {name: [] for name in opts}
     if "zero2" in opts:
@@ -178,7 +178,7 @@ def _fsdp(ctx, seam, env, comm, steps=4, windows=12):
 def task_correctness(ctx, target):
     from checker.labs import lab3_zero
     from labs.common import dist as cdist
-    from labs.common.comm_bytes import CommBytes
+    from labs.instruments.comm_bytes import CommBytes
 
     comm = CommBytes()  # before the learner's code is imported: every spelling of a collective reaches it
     env = cdist.init(timeout_s=30)

@@ -120,8 +120,8 @@ def zero2(seam, env, batches, comm) -> dict:
     """Equivalence (SGD), then AdamW: bytes held after a step, bytes sent in one step."""
     import torch
 
-    from labs.common.comm_bytes import sent
     from labs.common.optim import ADAMW
+    from labs.instruments.comm_bytes import sent
 
     out = equivalence(lambda params: seam.Zero2Optimizer(params, torch.optim.SGD, bucket_cap_mb=BUCKET_MB, **SGD),
                       env, batches)

@@ -104,7 +104,6 @@ def task_job(ctx, target, job, on_saved_cue=False, parts=()):
             out["shards"], out["shards_error"] = ctx.attempt(lambda: _shard_cases(seam))
         if "launch_args" in parts:
             out["launch_args"], out["launch_args_error"] = ctx.attempt(lambda: list(seam.launch_args(WORLD_SIZE)))
-    jobmod = importlib.import_module(f"{target}.{seams.SEAMS[LAB].folder}.job")
     timers = {"after_step": 0.0, "train_step": 0.0}
     tokens = {"after_step": 0, "train_step": 0}  # token positions the model ran forward inside each
     started: list[bool] = []
@@ -120,8 +119,8 @@ def task_job(ctx, target, job, on_saved_cue=False, parts=()):
             hooked.add(id(model))
             model.register_forward_pre_hook(on_forward)
 
-    def timed(mod, name):
-        fn = getattr(mod, name)
+    def timed(fn):
+        name = fn.__name__
 
         def wrapper(*a, **k):
             if not started:  # count from the first training step on (not the job's link check)
@@ -135,10 +134,10 @@ def task_job(ctx, target, job, on_saved_cue=False, parts=()):
             finally:
                 timers[name] += time.perf_counter() - t0
                 phase.pop()
-        setattr(mod, name, wrapper)
+        return wrapper
 
-    timed(jobmod.incident3, "after_step")
-    timed(jobmod.incident8, "train_step")
+    seams.wrap(seam.after_step, timed)
+    seams.wrap(seam.train_step, timed)
 
     def saved():
         out["saved"] = True
@@ -147,7 +146,7 @@ def task_job(ctx, target, job, on_saved_cue=False, parts=()):
         ctx.cue("saved")
 
     try:
-        res = jobmod.run(jobmod.Job(**job), on_saved=saved if on_saved_cue else None)
+        res = seam.run(seam.Job(**job), on_saved=saved if on_saved_cue else None)
     except BaseException:
         traceback.print_exc()  # into the run's log, as torchrun would show it
         raise
@@ -177,7 +176,7 @@ def pristine_tree(workdir: Path) -> Path:
     root = workdir / "pristine"
     (root / "labs").mkdir(parents=True, exist_ok=True)
     (root / "labs" / "__init__.py").write_text("")
-    (root / "labs" / "common").symlink_to(REPO_ROOT / "labs" / "common")
+    seams.link_shared(root / "labs", REPO_ROOT)
     for path, text in generate(REPO_ROOT).items():
         rel = path.relative_to(REPO_ROOT / "labs")
         if rel.parts[0] == seams.SEAMS[LAB].folder:

@@ -6,7 +6,7 @@ Three runs at world size 2 (ranks started by checker/spawn.py, the harness defau
              (installed before the learner's code is imported), bytes counted from the tensors;
   pp         the learner's split_stages + pipeline_step (GPipe, 1F1B) and torch_schedule (GPipe, 1F1B) vs
              the unsplit model on the same batch: per-micro-batch losses and every gradient;
-  pp_timing  the learner's pipeline_step driving the checker's SleepStage (labs/common/stage_probe.py): a stage
+  pp_timing  the learner's pipeline_step driving the checker's SleepStage (labs/instruments/stage_probe.py): a stage
              whose forward and backward are fixed sleeps and which records when each micro-batch ran. From
              those timestamps the checker computes the bubble and the live activations; it never asks the
              schedule. It runs alone, after the others, so the timestamps are not stretched by their CPU use.
@@ -287,7 +287,7 @@ def task_pp_timing(ctx, target):
     import torch.distributed as dist
 
     from labs.common import dist as cdist
-    from labs.common.stage_probe import SleepStage
+    from labs.instruments.stage_probe import SleepStage
 
     env = cdist.init(timeout_s=20)
     seam = seams.load(LAB, target)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from checker.labs._common import Check, error_result, first_error, run_info
 from checker.labs.lab6 import N_MICRO, TIMING, TOL
 from checker.report import CheckResult
-from labs.common.schedule_timeline import bubble_fraction, busy, ideal_bubble, peak_live
+from labs.instruments.schedule_timeline import bubble_fraction, busy, ideal_bubble, peak_live
 
 # The schedule's bubble: each stage's micro-batches replayed in the order they ran, each taking as long as it took,
 # each starting as soon as its stage is free and its input (forward: the previous stage's forward; backward: the next

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from checker.harness import _children_of
+from labs.instruments import proctree
 
 
 def _start(node: dict, worker: list[str], log) -> subprocess.Popen:
@@ -50,7 +50,7 @@ def main(spec_path: str) -> int:
         while any(p.poll() is None for p in procs):
             if kill and Path(kill["cue"]).exists():
                 n = kill["node"]
-                workers = _children_of({procs[n].pid})
+                workers = proctree.descendants(procs[n].pid)
                 for pid in workers:
                     try:
                         os.kill(pid, signal.SIGKILL)

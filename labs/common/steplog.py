@@ -1,5 +1,5 @@
 """The JSONL step log every training script writes, and its reader. No torch here: a notebook kernel
-that only watches a run (labs/common/dashboard.py) reads logs without loading it. labs.common.metrics
+that only watches a run (labs/notebook/dashboard.py) reads logs without loading it. labs.common.metrics
 re-exports both."""
 from __future__ import annotations
 

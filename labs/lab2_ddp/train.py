@@ -26,13 +26,13 @@ import torch.distributed as dist
 
 from labs.common import dist as cdist
 from labs.common import precision
-from labs.common.collectives import CollectiveTimeline, overlap
 from labs.common.data import TokenFile, ensure_corpus
 from labs.common.metrics import StepLog, device_peak_or_none, mfu
 from labs.common.model import build_model, get_config
 from labs.common.optim import make_optimizer, make_scheduler
-from labs.common.profiler import StepProfiler, format_phases
-from labs.common.trace import TraceWindow
+from labs.instruments.collectives import CollectiveTimeline, overlap
+from labs.instruments.profiler import StepProfiler, format_phases
+from labs.instruments.trace import TraceWindow
 
 from ..lab1_baseline import ThroughputMeter, model_state_bytes, seed_everything
 from .bucketed import BucketedDDP

@@ -6,13 +6,13 @@
     torchrun --nproc_per_node 2 -m labs.lab6_model_parallel.pp_timeline --micro-batches 1 2 4 8 16 32
 
 Three measurements, written to --out (rank 0) for lab6.ipynb to draw:
-    sleep   your pipeline_step on labs.common.stage_probe.SleepStage: each stage sleeps forward-ms per
+    sleep   your pipeline_step on labs.instruments.stage_probe.SleepStage: each stage sleeps forward-ms per
             micro-batch forward and backward-ms per backward and records when each ran. The timeline of
             every rank, for each schedule and each micro-batch count (the least idle of --repeats steps:
             noise only ever adds idle time), gives the bubble vs (p-1)/(m+p-1).
     torch   the same stages driven by your torch_schedule (torch.distributed.pipelining), for comparison.
     gpt     the tiny GPT cut by your split_stages, one step per schedule: the bytes autograd holds for
-            backward at their peak (labs.common.stage_probe.SavedTensorBytes). GPipe holds m micro-batches'
+            backward at their peak (labs.instruments.stage_probe.SavedTensorBytes). GPipe holds m micro-batches'
             activations on every stage, 1F1B at most p - stage of them.
 Sleeping stages make the schedule, not the machine, what is timed: with 2 ranks on 2 busy cores a real
 stage's compute varies by +-15%; a sleep by well under 1%, plus ~1 ms of wake-up when the cores are busy.
@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from labs.common import dist as cdist
 from labs.common.data import TokenFile, ensure_corpus
 from labs.common.model import build_model, get_config
-from labs.common.stage_probe import SavedTensorBytes, SleepStage
+from labs.instruments.stage_probe import SavedTensorBytes, SleepStage
 
 from .schedules import pipeline_step
 from .stages import split_stages, sync_tied_grads
@@ -101,7 +101,7 @@ def main(argv=None) -> None:
     every = [None] * env.world_size
     dist.all_gather_object(every, out)
     if env.is_main:
-        from labs.common.schedule_timeline import bubble_fraction, ideal_bubble
+        from labs.instruments.schedule_timeline import bubble_fraction, ideal_bubble
         merged = {k: out[k] for k in ("p", "forward_s", "backward_s")}
         merged["sleep"] = {s: {m: min(([r["sleep"][s][m][k] for r in every] for k in range(args.repeats)),
                                       key=bubble_fraction) for m in args.micro_batches} for s in out["sleep"]}

@@ -8,7 +8,7 @@
 Every rank builds the same unsharded model (same seed, dropout 0), runs one forward and backward of one
 batch, then does the same with your `parallelize` and your `parallelize_dtensor`. Measured per rank:
     params        bytes of the tensors each rank holds (a DTensor's local shard), split layers vs the rest
-    activations   bytes autograd saved for backward (labs.common.stage_probe.SavedTensorBytes), at their peak
+    activations   bytes autograd saved for backward (labs.instruments.stage_probe.SavedTensorBytes), at their peak
     all-reduces   how many your layers launched, forward and backward, and of what size
     max diff      logits and loss against the unsharded model
 What to expect at N=2 with tiny: the split layers' bytes halve (their row-parallel biases stay whole); the
@@ -27,10 +27,10 @@ import torch
 import torch.distributed as dist
 
 from labs.common import dist as cdist
-from labs.common.collectives import CollectiveTimeline
 from labs.common.data import TokenFile, ensure_corpus
 from labs.common.model import build_model, get_config
-from labs.common.stage_probe import SavedTensorBytes
+from labs.instruments.collectives import CollectiveTimeline
+from labs.instruments.stage_probe import SavedTensorBytes
 
 from .tensor_parallel import parallelize
 from .tp_dtensor import parallelize_dtensor

@@ -28,8 +28,8 @@ from labs.common.metrics import StepLog, device_peak_or_none, flops_per_token, m
 from labs.common.model import build_model, count_params, get_config
 from labs.common.optim import make_optimizer, make_scheduler
 from labs.common.pipeline import WindowDataset
-from labs.common.profiler import StepProfiler, format_phases
-from labs.common.trace import TraceWindow
+from labs.instruments.profiler import StepProfiler, format_phases
+from labs.instruments.trace import TraceWindow
 
 from .meters import ThroughputMeter, model_state_bytes
 from .pipeline import make_loader

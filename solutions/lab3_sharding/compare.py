@@ -4,7 +4,7 @@
     torchrun --nproc_per_node 2 -m solutions.lab3_sharding.compare --strategies ddp,fsdp --profile --out runs/lab3/p.json
 
 For each of DDP, ZeRO-1 and ZeRO-2 (yours), FSDP2 (yours), DeepSpeed ZeRO 1/2/3: train a few steps,
-count the bytes this rank holds from its tensors and the bytes it sends in one step (labs.common.comm_bytes;
+count the bytes this rank holds from its tensors and the bytes it sends in one step (labs.instruments.comm_bytes;
 torch DDP's all-reduce, issued by its C++ reducer, is added from its formula 2·4Ψ(N−1)/N), time a window, save a checkpoint in the strategy's own
 format and list its files. FSDP2 also exports a full state dict for inference (loaded back into a
 plain GPT), and DeepSpeed's ZeRO-3 checkpoint is consolidated into one fp32 state dict (its
@@ -25,13 +25,13 @@ import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
 from labs.common import dist as cdist
-from labs.common.comm_bytes import CommBytes, sent
 from labs.common.data import TokenFile, ensure_corpus
 from labs.common.metrics import device_peak_flops, mfu
 from labs.common.model import build_model, count_params
 from labs.common.optim import ADAMW, make_optimizer, make_scheduler, param_groups
-from labs.common.profiler import StepProfiler
-from labs.common.trace import TraceWindow
+from labs.instruments.comm_bytes import CommBytes, sent
+from labs.instruments.profiler import StepProfiler
+from labs.instruments.trace import TraceWindow
 
 from . import dcp_state
 from .deepspeed_zero import make_engine

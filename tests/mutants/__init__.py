@@ -20,6 +20,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from checker.seams import link_shared
+
 ROOT = Path(__file__).resolve().parents[2]
 LABS = ("lab1", "lab2", "lab3", "lab4", "lab5", "lab6", "lab7", "lab8")
 
@@ -68,8 +70,7 @@ def learner_tree(dest: Path, lab: str, mutant: Mutant | None) -> Path:
         (dest / part / "__init__.py").write_text("")
         shutil.copytree(ROOT / "solutions" / folder, dest / part / folder,
                         ignore=shutil.ignore_patterns("__pycache__", "*.ipynb"))
-    if not (dest / "labs" / "common").exists():
-        (dest / "labs" / "common").symlink_to(ROOT / "labs" / "common")
+    link_shared(dest / "labs", ROOT)
     if mutant is not None:
         path = dest / "labs" / folder / mutant.file
         text = path.read_text()

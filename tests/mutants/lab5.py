@@ -1,6 +1,6 @@
 """Lab 5's mutants: one realistic slip per TODO, and the check that must catch it.
 
-Every check but k8s_manifests_valid needs a running Slurm (`sudo labs/common/slurm_local.sh up`; CI starts
+Every check but k8s_manifests_valid needs a running Slurm (`sudo checker/slurm_local.sh up`; CI starts
 one): without it those checks fail with "no Slurm here", which would count as a kill of nothing. The
 mutants that need Slurm are therefore graded only where `checker.slurm.unavailable()` is None
 (tests/test_mutants.py skips them elsewhere, and `python -m tests.mutants` reports them as not run).

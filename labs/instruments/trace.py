@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 from torch.profiler import profile, schedule
 
-from . import dist as cdist
+from labs.common import dist as cdist
+
 from .collectives import intersect, length, union
 
 PHASE_NAMES = ("data", "forward", "backward", "comm", "optimizer")
@@ -83,7 +84,7 @@ def spans_of(events, pattern) -> list[tuple[float, float]]:
 
 def overlap_from_trace(events) -> float | None:
     """Communication time hidden behind compute, from a trace alone (the GPU's way to get what
-    labs.common.collectives measures from host timestamps on CPU).
+    labs.instruments.collectives measures from host timestamps on CPU).
 
     GPU: collective kernels (NCCL) vs every other kernel, both on the device's clock.
     CPU: collective intervals on gloo's threads vs the `backward` ranges on the training thread.

@@ -1,7 +1,7 @@
 """What a live run looks like in a notebook: its output line by line (with the rank that wrote it), its step
 records read from a log.jsonl as the run appends them, its memory, and the widgets that show all that.
 
-labs.common.dashboard gives this view a source: a command it launches (Run) or a job it follows (Watch).
+labs.notebook.dashboard gives this view a source: a command it launches (Run) or a job it follows (Watch).
 Here is what they share: `LiveView` collects and draws; a monitor thread polls the sources and redraws.
 Without IPython no widget is made and nothing is drawn unless asked (`render()`), so plain python and the
 tests use the same object.

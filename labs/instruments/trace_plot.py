@@ -1,6 +1,6 @@
 """Draw exported traces as a timeline PNG, for reading a trace without a browser (docs/reading-a-trace.md).
 
-    python -m labs.common.trace_plot runs/lab2/trace-rank0.json runs/lab2/trace-rank1.json --out timeline.png
+    python -m labs.instruments.trace_plot runs/lab2/trace-rank0.json runs/lab2/trace-rank1.json --out timeline.png
 
 One lane per thread that did something worth seeing, per trace (one trace per rank): the training
 thread shows the StepProfiler's phases (data, forward, backward, comm, optimizer) and a tick where each

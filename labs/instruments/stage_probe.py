@@ -4,7 +4,7 @@ SleepStage: a pipeline stage that *sleeps* a fixed time per micro-batch (forward
 small Linear, and records when each micro-batch's forward and backward ran on it. With the compute a
 known constant, a schedule's timeline measures only the schedule: on 2 busy CPU cores a real stage's
 time varies by +-15%, a 15 ms sleep by well under 1%. Events go to `.events` in the format of
-labs.common.schedule_timeline (kind, mb, start, end).
+labs.instruments.schedule_timeline (kind, mb, start, end).
 How the backward is timed without trusting the schedule: two autograd marks inside the stage. The
 mark on the output runs first in backward (records the start, then sleeps backward_s); the mark on
 the input side runs last (records the end).

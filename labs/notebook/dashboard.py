@@ -1,7 +1,7 @@
 """A live dashboard for a training run, in a notebook cell: every rank's output, loss / tokens/s / memory
 plots that follow the run's log.jsonl, and a Stop button that ends every rank.
 
-    from labs.common.dashboard import command, launch, watch, grade_table
+    from labs.notebook.dashboard import command, launch, watch, grade_table
 
     run = launch(command("solutions.lab2_ddp.train", "--out", out, nproc=2), log=out / "log.jsonl", cwd=ROOT)
     records = run.wait()   # block until it ends (Run All, nbval), return read_log(log); an interrupt stops it
@@ -16,8 +16,8 @@ date; `wait()` is there for "Run All" and for nbval (no browser: widgets print a
 the notebook's interrupt (KeyboardInterrupt) into a stop. Without IPython (plain python, tests) no
 widget is made: the same object collects lines, records and plot data, and `wait()` prints a summary.
 Each run starts in its own session, so stopping it signals its process group (torchrun and its ranks),
-plus any group a launcher below it made for itself (labs.common.proctree). What is shown, and how, is
-labs.common.live_view.
+plus any group a launcher below it made for itself (labs.instruments.proctree). What is shown, and how, is
+labs.notebook.live_view.
 """
 from __future__ import annotations
 
@@ -31,10 +31,11 @@ import weakref
 from pathlib import Path
 from typing import Callable
 
-from . import proctree
+from labs.common.steplog import read_log
+from labs.instruments import proctree
+
 from .grade_table import GradeTable, grade_table  # re-exported: one import for the notebooks
 from .live_view import LiveView, MiB, in_kernel, split_rank
-from .steplog import read_log
 
 __all__ = ["command", "launch", "watch", "Run", "Watch", "grade_table", "GradeTable", "in_kernel", "split_rank"]
 

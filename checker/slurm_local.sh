@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A real, single-node Slurm on this machine, for lab 5: `make slurm-up` / `make slurm-down`.
 #
-#     sudo labs/common/slurm_local.sh up       # install (Debian/Ubuntu), configure, start; idempotent
-#     sudo labs/common/slurm_local.sh down     # stop the daemons by their pid files
-#     labs/common/slurm_local.sh status        # what runs, and `sinfo`
+#     sudo checker/slurm_local.sh up       # install (Debian/Ubuntu), configure, start; idempotent
+#     sudo checker/slurm_local.sh down     # stop the daemons by their pid files
+#     checker/slurm_local.sh status        # what runs, and `sinfo`
 #
 # Needs root (it installs packages and starts daemons). Without root, use the workshop's cluster:
 # lab 5's README says how. No systemd is assumed: daemons are started directly, in the background.
@@ -49,7 +49,7 @@ write_conf() {
     mkdir -p "$CONF_DIR" "$RUN" "$LOG" "$SPOOL/ctld" "$SPOOL/d"
     chown slurm: "$LOG" "$SPOOL/ctld" 2>/dev/null || true
     cat > "$CONF" <<EOF
-# Written by labs/common/slurm_local.sh: one node, this machine.
+# Written by checker/slurm_local.sh: one node, this machine.
 ClusterName=course
 SlurmctldHost=$node
 SlurmUser=root

@@ -56,7 +56,8 @@ def alive(pid: int) -> bool:
     return st[0] not in ("Z", "X")
 
 
-def _live() -> dict[int, tuple]:
+def _table(zombies: bool = False) -> dict[int, tuple]:
+    """pid -> _stat() of every process in /proc; with `zombies`, also those that exited and wait to be reaped."""
     try:
         entries = os.listdir("/proc")
     except OSError:
@@ -65,27 +66,45 @@ def _live() -> dict[int, tuple]:
     for e in entries:
         if e.isdigit():
             st = _stat(int(e))
-            if st and st[0] not in ("Z", "X"):
+            if st and (zombies or st[0] not in ("Z", "X")):
                 out[int(e)] = st
     return out
 
 
+def parent(pid: int) -> int | None:
+    """The parent's pid (a zombie's too: it is still its parent's to reap), or None when it is gone."""
+    st = _stat(pid)
+    return st[1] if st else None
+
+
 def group(pgid: int) -> list[int]:
     """Every live process of process group `pgid` (those whose parent died are still in it)."""
-    return [p for p, st in _live().items() if st[3] == pgid]
+    return [p for p, st in _table().items() if st[3] == pgid]
 
 
-def descendants(root: int) -> list[int]:
-    """Every live process below `root` (children, grandchildren...), parents before children."""
+def descendants(*roots: int, zombies: bool = False) -> list[int]:
+    """Every process below `roots` (children, grandchildren...), parents before children. Live ones only,
+    unless `zombies`: a reaper wants those too, to wait for them."""
     children: dict[int, list[int]] = {}
-    for pid, st in _live().items():
+    for pid, st in _table(zombies).items():
         children.setdefault(st[1], []).append(pid)
-    out, todo = [], [root]
+    out, todo, seen = [], list(roots), set(roots)
     while todo:
         for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
+            if c not in seen:
+                seen.add(c)
+                out.append(c)
+                todo.append(c)
     return out
+
+
+def signal_each(pids, sig: int) -> None:
+    """Send `sig` to each of `pids` that is still there."""
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def _signal_tree(root: int, pids: list[int], sig: int, leader: bool) -> None:
@@ -101,11 +120,7 @@ def _signal_tree(root: int, pids: list[int], sig: int, leader: bool) -> None:
             os.killpg(g, sig)
         except OSError:
             pass
-    for pid in [root, *pids]:  # a process that left its group (setsid) without leading a new one
-        try:
-            os.kill(pid, sig)
-        except OSError:
-            pass
+    signal_each([root, *pids], sig)  # a process that left its group (setsid) without leading a new one
 
 
 def end_tree(root: int, grace_s: float = 3.0, reap=None, leader: bool = False) -> list[int]:

@@ -18,7 +18,7 @@ on a GPU a phase is its kernels' time, not their launches'. Marks:
     optimizer  optimizer.step pre-hook -> post-hook
     other      the step's wall time minus all of the above: zero_grad, clipping, the scheduler, .item()
 Derived: input stall = data / step time (the fraction of the step the model sat waiting for its batch).
-While torch.profiler records (labs.common.trace) the phases also appear in the trace as named ranges.
+While torch.profiler records (labs.instruments.trace) the phases also appear in the trace as named ranges.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from contextlib import contextmanager
 
 import torch
 
-from . import dist as cdist
+from labs.common import dist as cdist
 
 PHASES = ("data", "forward", "backward", "comm", "optimizer")
 
@@ -162,7 +162,7 @@ class StepProfiler:
 
     def host_spans(self, name: str) -> list[tuple[float, float]]:
         """This step's (start, end) of a phase in time.perf_counter() seconds; only on a synchronous device,
-        where a stamp is the host clock (what labs.common.collectives compares its timestamps with)."""
+        where a stamp is the host clock (what labs.instruments.collectives compares its timestamps with)."""
         return [] if cdist.is_async(self.device) else list(self._spans.get(name, []))
 
     def summary(self, skip: int = 2) -> dict:

@@ -1,0 +1,28 @@
+"""What a notebook may use of the checker. Everything else in checker/ is the grader's own and may change.
+
+    from checker import api
+    api.notebook_target()              # "labs" or "solutions" (COURSE_TARGET): whose code the notebook runs
+    api.pristine_tree(folder)          # lab 4: the faulty job as generated, in a private tree that imports the core
+    api.slurm                          # lab 5: submit, signal, wait for jobs on the course's Slurm (checker/slurm.py)
+    api.validate_manifests(folder)     # lab 5: the Kubernetes manifests against the pinned schema
+    api.K8S_VERSION                    # the Kubernetes release that schema is pinned to
+
+Grading itself is the `checker` command; a notebook runs it as a subprocess and shows its --json report
+(labs.notebook.grade_table), so a notebook's grade is the terminal's grade.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from checker import slurm
+from checker.labs.lab5_k8s import K8S_VERSION, validate_manifests
+from checker.seams import notebook_target
+
+__all__ = ["K8S_VERSION", "notebook_target", "pristine_tree", "slurm", "validate_manifests"]
+
+
+def pristine_tree(folder: Path) -> Path:
+    """Lab 4's starter as generated from solutions/ (the faulty job) under `folder`; returns the tree's root."""
+    from checker.labs.lab4 import pristine_tree as _pristine
+
+    return _pristine(Path(folder))

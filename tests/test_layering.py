@@ -1,0 +1,70 @@
+"""The layout's import rules, read from the code: the training core stands alone, instruments measure without
+knowing the UI, learner code never reaches into the grader, and notebooks use only checker.api."""
+import ast
+import json
+
+import pytest
+
+from conftest import ROOT
+
+# package (a folder) -> the top-level names its modules must not import
+FORBIDDEN = {
+    "labs/common": ("labs.instruments", "labs.notebook", "checker", "solutions"),
+    "labs/instruments": ("labs.notebook", "checker", "solutions"),
+    "labs/notebook": ("checker", "solutions"),
+    "solutions": ("checker", "labs.notebook"),
+    "checker": ("labs.notebook",),
+}
+
+
+def imports(source: str, package: str = "") -> set[str]:
+    """Every module a piece of code imports, relative imports resolved against `package`."""
+    out = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            out |= {base} | {f"{base}.{a.name}" for a in node.names}
+    return out
+
+
+def within(module: str, prefixes) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+@pytest.mark.parametrize("folder", FORBIDDEN)
+def test_each_layer_imports_only_what_is_below_it(folder):
+    bad = []
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        package = ".".join(rel.with_suffix("").parts[:-1])
+        for module in imports(path.read_text(), package):
+            if within(module, FORBIDDEN[folder]):
+                bad.append(f"{rel} imports {module}")
+    assert not bad, "\n".join(bad)
+
+
+def test_learner_starters_import_no_grader():
+    bad = [f"{p.relative_to(ROOT)} imports {m}" for p in sorted((ROOT / "labs").glob("lab*/*.py"))
+           for m in imports(p.read_text(), ".".join(p.relative_to(ROOT).with_suffix("").parts[:-1]))
+           if within(m, ("checker", "solutions", "labs.notebook"))]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("notebook", sorted((ROOT / "labs").glob("lab*/*.ipynb")), ids=lambda p: p.parent.name)
+def test_notebooks_reach_the_checker_only_through_its_api(notebook):
+    cells = json.loads(notebook.read_text())["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    code = "\n".join(line for line in code.splitlines() if not line.lstrip().startswith(("%", "!")))
+    used = {m for m in imports(code) if within(m, ("checker",))}
+    assert used <= {"checker.api"} | {f"checker.api.{n}" for n in _api_names()}, sorted(used)
+
+
+def _api_names() -> list[str]:
+    from checker import api
+
+    return api.__all__
