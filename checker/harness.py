@@ -153,10 +153,10 @@ class Harness:
         return ["--lab", self.lab, "--task", task, "--target", self.target, "--root", str(self.root),
                 "--out", str(out), "--args", json.dumps(args)]
 
-    def _command(self, task: str, out: Path, args: dict, nproc: int, torchrun: bool = False,
+    def _command(self, task: str, out: Path, args: dict, nproc: int, group: bool = False,
                  launch: list[str] | str | None = None) -> list[str]:
         worker = ["-m", "checker.worker", *self._worker_args(task, out, args)]
-        if nproc == 1 and not torchrun and launch is None:
+        if nproc == 1 and not group and launch is None:
             return [sys.executable, *worker]
         if launch is None:
             # The ranks, started directly (checker/spawn.py: env:// rendezvous on a free port below the ephemeral
@@ -186,11 +186,12 @@ class Harness:
                             writable=[data])
 
     def run_many(self, specs: list[dict], parallel: int = 2) -> dict[str, Run]:
-        """Run specs (dicts: name, task, args, budget_s, nproc=1, torchrun=False, kill_on=None, env=None,
-        launch=None, argv=None) `parallel` at a time. nproc > 1, or torchrun=True (a process group even of one
-        rank, with torchrun's environment variables, not torchrun itself), starts the ranks with checker/spawn.py; `launch` (torchrun's options) starts them under torchrun instead;
-        `env` is added to the run's environment. `argv` runs that command instead of a worker (lab 4 runs the course's
-        own faulty job that way): it has no result files, only its log, exit status and timing.
+        """Run specs (dicts: name, task, args, budget_s, nproc=1, group=False, kill_on=None, env=None,
+        launch=None, argv=None) `parallel` at a time. nproc > 1, or group=True (a process group even of one
+        rank), starts the ranks with checker/spawn.py, which sets torchrun's environment variables; `launch`
+        (torchrun's options) starts them under torchrun itself instead; `env` is added to the run's environment.
+        `argv` runs that command instead of a worker (lab 4 runs the course's own faulty job that way): it has
+        no result files, only its log, exit status and timing.
 
         `kill_on` names a file the worker creates (e.g. after a checkpoint); when it appears the run
         is SIGKILLed, as a preemption or an OOM-kill would do. That is a cue, not a failure.
@@ -264,11 +265,11 @@ class Harness:
             # A worker run with the runs' own environment: what the server was started for. The first run
             # (the probe) goes by Popen if the server is still importing torch: the two then overlap.
             proc = self.forkserver.launch(self._worker_args(spec["task"], out, args),
-                                          None if nproc == 1 and not spec.get("torchrun") else nproc,
+                                          None if nproc == 1 and not spec.get("group") else nproc,
                                           env, self.workdir, log_path, wait=self.started > 0)
         self.started += 1
         if proc is None:
-            argv = spec.get("argv") or self._command(spec["task"], out, args, nproc, spec.get("torchrun", False),
+            argv = spec.get("argv") or self._command(spec["task"], out, args, nproc, spec.get("group", False),
                                                      spec.get("launch"))
             if self.sandboxed and spec.get("sandbox", True):  # sandbox=False: runs that build the checker's
                 argv = self._sandboxed(argv, env)           # own network namespaces (lab 8's two nodes, as root)

@@ -45,9 +45,10 @@ def sbatch(script: Path, args: list[str], env: dict) -> tuple[str | None, str]:
     return r.stdout.strip().split(";")[0], ""
 
 
-def test_only(script: Path, env: dict) -> tuple[bool, str]:
-    """`sbatch --test-only`: Slurm parses the script's options and says when it would start, submitting nothing."""
-    r = _run(["sbatch", "--test-only", str(script)], env=env)
+def test_only(script: Path, env: dict, args: tuple[str, ...] = ()) -> tuple[bool, str]:
+    """`sbatch --test-only`: Slurm parses the script's options and says when it would start, submitting nothing.
+    `args` go before the script, where they override its #SBATCH lines (e.g. --nodes=1 on a one-node Slurm)."""
+    r = _run(["sbatch", "--test-only", *args, str(script)], env=env)
     return r.returncode == 0, (r.stderr or r.stdout).strip()
 
 

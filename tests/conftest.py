@@ -102,3 +102,20 @@ def collectives_put_back():
     for n in left:
         setattr(dist, n, before[n])
     assert not left, f"this test left torch.distributed.{', '.join(left)} replaced (put back now)"
+
+
+def slurm_can_run_here() -> bool:
+    """Root with Slurm's daemons installed: `make slurm-up` starts them (.ci/run does, and fails loudly if it
+    cannot install them). Without root (a laptop, macOS) no Slurm can be started here."""
+    return os.geteuid() == 0 and all(shutil.which(c) for c in ("slurmctld", "slurmd", "sbatch"))
+
+
+def need_slurm() -> None:
+    """Fail where a Slurm could run here but none answers; skip, saying why, where none can run."""
+    from checker import slurm
+
+    why = slurm.unavailable()
+    if why and slurm_can_run_here():
+        pytest.fail(f"Slurm is installed and this is root, so this must run: {why}; start it: `make slurm-up`")
+    if why:
+        pytest.skip(f"no Slurm can run here ({why}; not root, or Slurm not installed): `sudo make slurm-up`")

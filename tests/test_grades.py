@@ -2,22 +2,14 @@
 pristine starter fails every check, each with its own hint and the TODO that is missing.
 (Each lab's classic mistakes are in tests/test_labN_grade.py.)"""
 import importlib
-import os
-import shutil
 
 import pytest
 
 from checker import seams, slurm
-from conftest import load_json, processes_with, run_checker
+from conftest import load_json, processes_with, run_checker, slurm_can_run_here
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 LABS = seams.lab_names()
-
-
-def slurm_can_run_here() -> bool:
-    """Root with Slurm's daemons installed: `make slurm-up` starts them (.ci/run does, and fails loudly if it
-    cannot install them). Without root (a laptop, macOS) no Slurm can be started here."""
-    return os.geteuid() == 0 and all(shutil.which(c) for c in ("slurmctld", "slurmd", "sbatch"))
 
 
 @pytest.fixture(autouse=True)

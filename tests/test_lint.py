@@ -10,7 +10,7 @@ from conftest import ROOT
 # Lines over 120 columns (E501) still in the tree. The budget only goes down: wrap the long lines of a file
 # you touch and lower it to the new count (`ruff check --select E501 --statistics .`). A change that adds a
 # long line fails below.
-LONG_LINES_BUDGET = 297
+LONG_LINES_BUDGET = 296
 
 
 def _ruff(*args) -> subprocess.CompletedProcess:

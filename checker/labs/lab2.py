@@ -1,8 +1,8 @@
 """Lab 2 checks: sharding, DDP == one process on the global batch, sync, no_sync, overlap, speed, resume.
 
-Every multi-rank run is a torchrun of checker.worker at world size 2 (3 in odd hidden variants). The checker
-drives the learner's wrappers with its own loop and data, compares against a single-process model
-it trains itself on rank 0, and counts all-reduces with its own recorder.
+Every multi-rank run is checker.worker on 2 ranks (3 in odd hidden variants), started as torchrun would
+(checker/spawn.py). The checker drives the learner's wrappers with its own loop and data, compares against a
+single-process model it trains itself on rank 0, and counts all-reduces with its own recorder.
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ CHECKS = [
           "(checker's timestamps: bytes launched, all-reduce time hidden)",
           f"Launch each bucket's dist.all_reduce(..., async_op=True) from the post-accumulate-grad hook as soon "
           f"as its last gradient arrives ({WHERE}/bucketed.py), and only wait in finish_gradient_synchronization."),
-    Check("throughput", "BucketedDDP tokens/s >= 0.9x torch DDP, same loop, interleaved windows",
+    Check("throughput", "BucketedDDP tokens/s >= 0.8x torch DDP, same loop, interleaved windows",
           f"Slower than torch DDP: avoid per-parameter all-reduces, torch.cat/copies per step, or waiting inside "
           f"the hook ({WHERE}/bucketed.py)."),
     Check("resume_exact", f"2 ranks, your train_step + BucketedDDP: save at step {SAVE_AT}, SIGKILL, resume "

@@ -5,7 +5,10 @@ from checker.labs._common import Check, diverged_at, error_result, first_error, 
 from checker.labs.lab2 import TOL
 from checker.report import CheckResult
 
-THROUGHPUT_MIN = 0.9    # BucketedDDP / torch DDP tokens/s, medians of interleaved windows
+# BucketedDDP / torch DDP tokens/s, the median of interleaved window ratios. The reference measures 0.93-1.09 on
+# 2 idle cores and 0.94-0.96 beside two busy loops; one bucket per tensor (mutant bucket_per_tensor) 0.44-0.53
+# and 0.65-0.69. 0.8 sits between, with room on both sides; torch's C++ reducer is a little ahead of Python hooks.
+THROUGHPUT_MIN = 0.8
 OVERLAP_MIN = 0.5       # fraction of the all-reduced bytes whose all-reduce started before backward returned
 HIDDEN_MIN = 0.05       # fraction of all-reduce time hidden behind backward: reference 0.25-0.5 on 2 busy cores,
                         # naive 0, launched from the hook but waited for there ~0.01 (the geometric middle: 0.05)

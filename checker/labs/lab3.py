@@ -292,7 +292,7 @@ def grade(h, checks):
          dict(name="resume_1", task="train", nproc=2, budget_s=90, kill_on="saved",
               args=dict(steps=N_STEPS, save_at=save_at, ckpt=ckpt))],
         [dict(name="resume_2", task="train", nproc=2, budget_s=90, args=dict(steps=N_STEPS, resume=True, ckpt=ckpt)),
-         dict(name="resume_ws1", task="train", nproc=1, torchrun=True, budget_s=90, args=dict(steps=N_STEPS, resume=True, ckpt=ckpt))],
+         dict(name="resume_ws1", task="train", nproc=1, group=True, budget_s=90, args=dict(steps=N_STEPS, resume=True, ckpt=ckpt))],
     ]
     runs = h.run_phases(phases, need)
     return [lab3_eval.EVALUATORS[c.name](c, runs) for c in checks], lab3_eval.info(runs)

@@ -147,9 +147,14 @@ def _elastic(ctx, seam, env, seed, steps, ckpt, kill_after, save_every):
                 (Path(ckpt) / "attempt0.json").write_text(json.dumps([v.hex() for v in losses]))
             dist.barrier()
             ctx.cue("lose_node1")
-            while True:  # in a collective when the node goes: the survivors see the loss as an error
-                dist.all_reduce(torch.zeros(1))
-                time.sleep(0.05)
+            try:
+                while True:  # in a collective when the node goes: the survivors see the loss as an error
+                    dist.all_reduce(torch.zeros(1))
+                    time.sleep(0.05)
+            except Exception:
+                # ...and crash, as a training script does. Caught and returned, the survivors would exit 0: their
+                # agent would call the job done, and the restarted node would wait alone at the rendezvous.
+                os._exit(3)
 
     _train(model, opt, env, steps, first_step=first, on_step=on_step)
     before = json.loads((Path(ckpt) / "attempt0.json").read_text())

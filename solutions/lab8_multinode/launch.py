@@ -84,3 +84,33 @@ def check_layout(expected_nodes: int, expected_per_node: int) -> dict:
     return {"world": len(every), "nodes": [sorted(nodes[g]) for g in sorted(nodes)],
             "ifname": os.environ.get("GLOO_SOCKET_IFNAME")}
     # END SOLUTION
+
+
+def source_addr(host: str) -> str:
+    """This node's address on its way to `host`: what the routing table would send from (`ip -o route get`,
+    the word after "src"). On a cluster it is the node's address on the network the job's traffic uses."""
+    words = subprocess.run(["ip", "-o", "route", "get", socket.gethostbyname(host)], capture_output=True,
+                           text=True, check=True, timeout=10).stdout.split()
+    return words[words.index("src") + 1]
+
+
+def main(argv=None) -> None:
+    """This node's torchrun options on one line, for a batch script (train.sbatch):
+
+        torchrun $(python -c "import sys; from solutions.lab8_multinode.launch import main; main(sys.argv[1:])" \\
+            --nnodes 2 --nproc-per-node 2 --node-rank $SLURM_NODEID --endpoint node0:29400 --run-id $SLURM_JOB_ID) ...
+    """
+    import argparse
+
+    ap = argparse.ArgumentParser(description="print this node's torchrun options (torchrun_args)")
+    ap.add_argument("--nnodes", type=int, required=True)
+    ap.add_argument("--nproc-per-node", type=int, required=True)
+    ap.add_argument("--node-rank", type=int, required=True)
+    ap.add_argument("--endpoint", required=True, help="node 0's host:port, where the rendezvous runs")
+    ap.add_argument("--run-id", required=True)
+    ap.add_argument("--max-restarts", type=int, default=3)
+    args = ap.parse_args(argv)
+    host, port = args.endpoint.rsplit(":", 1)
+    endpoint = f"{socket.gethostbyname(host)}:{port}"  # an address: every node must reach the same one
+    print(" ".join(torchrun_args(args.nnodes, args.nproc_per_node, args.node_rank, endpoint, args.run_id,
+                                 args.max_restarts, source_addr(host))))

@@ -29,7 +29,8 @@ def run(link, args) -> int:
             addr = link.addr[g] if link else host
             argv = [sys.executable, "-m", "torch.distributed.run",
                     *torchrun_args(2, 2, g, f"{host}:{port}", f"lab8-{port}", 0, addr),
-                    "-m", __package__ + ".train", "--strategy", args.strategy, "--steps", str(args.steps)]
+                    "-m", __package__ + ".train", "--strategy", args.strategy, "--steps", str(args.steps),
+                    "--device", "cpu"]
             procs.append(subprocess.Popen(link.command(g, argv) if link else argv, start_new_session=True))
         return max(abs(p.wait(timeout=args.timeout)) for p in procs)
     finally:

@@ -16,6 +16,9 @@ MUTANTS = [
     Mutant("blocking_all_reduce", BUCKETED, "            b.work = dist.all_reduce(b.flat, async_op=True)\n",
            "            b.work = dist.all_reduce(b.flat, async_op=True)\n            b.work.wait()\n",
            "overlap", "the hook waits for its bucket's all-reduce: backward stalls on every bucket"),
+    Mutant("bucket_per_tensor", BUCKETED, "bucket_cap_mb: float = 25.0", "bucket_cap_mb: float = 0.0",
+           "throughput", "every gradient tensor is a bucket of its own: one all-reduce per tensor, each paying "
+           "the per-call latency buckets exist to amortise"),
     Mutant("hook_ignores_no_sync", BUCKETED, "        if not self.sync:\n            return\n", "",
            "no_sync_accumulation", "the grad hook all-reduces inside no_sync() too"),
     Mutant("bucket_not_reset", BUCKETED, "                p.grad = b.flat[off: off + p.numel()].view_as(p)\n            b.reset()\n",

@@ -1,6 +1,8 @@
 """Lab 8's mutants: one realistic slip each, and the check that must catch it."""
 from . import Mutant
 
+SET_STATE = '    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])\n'
+
 MUTANTS = [
     Mutant("hsdp_mesh_transposed", "hsdp.py",
            '    return init_device_mesh(device_type, (nnodes, nproc_per_node), mesh_dim_names=("replicate", "shard"))\n',
@@ -19,4 +21,10 @@ MUTANTS = [
            "        self.wait()  # returns once the write is done\n",
            "async_checkpoint", "save() waits for its own write: an async save that stalls training as long as a "
            "blocking one"),
+    Mutant("restart_reinitialises", "elastic.py", SET_STATE, "",
+           "elastic_recovery", "resume() reads the checkpoint and returns its step but never puts the weights back: "
+           "the restarted workers continue from freshly initialised weights"),
+    Mutant("optimizer_not_restored", "elastic.py", SET_STATE, SET_STATE.replace('state["optim"]', "{}"),
+           "elastic_recovery", "the weights come back but AdamW's moments start over: the losses after the restart "
+           "drift from the uninterrupted run's"),
 ]
