@@ -1,7 +1,9 @@
 """Lab 8's mutants: one realistic slip each, and the check that must catch it."""
 from . import Mutant
 
-SET_STATE = '    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])\n'
+LOAD = ('    state = {"model": model_sd, "optim": optim_sd, "step": torch.tensor(0)}\n'
+        "    dcp.load(state, checkpoint_id=str(folder))\n"
+        '    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])\n')
 
 MUTANTS = [
     Mutant("hsdp_mesh_transposed", "hsdp.py",
@@ -21,10 +23,11 @@ MUTANTS = [
            "        self.wait()  # returns once the write is done\n",
            "async_checkpoint", "save() waits for its own write: an async save that stalls training as long as a "
            "blocking one"),
-    Mutant("restart_reinitialises", "elastic.py", SET_STATE, "",
-           "elastic_recovery", "resume() reads the checkpoint and returns its step but never puts the weights back: "
-           "the restarted workers continue from freshly initialised weights"),
-    Mutant("optimizer_not_restored", "elastic.py", SET_STATE, SET_STATE.replace('state["optim"]', "{}"),
-           "elastic_recovery", "the weights come back but AdamW's moments start over: the losses after the restart "
-           "drift from the uninterrupted run's"),
+    Mutant("restart_reinitialises", "elastic.py", "    folder = latest(root)\n", "    folder = None\n",
+           "elastic_recovery", "resume() never finds the checkpoint: the restarted workers start over from step 1 "
+           "with fresh weights"),
+    Mutant("optimizer_not_restored", "elastic.py", LOAD,
+           LOAD.replace(' "optim": optim_sd,', "").replace('state["optim"]', "optim_sd"),
+           "elastic_recovery", "the checkpoint is loaded without the optimizer: the weights come back but AdamW's "
+           "moments start over, and the losses after the restart drift from the uninterrupted run's"),
 ]
