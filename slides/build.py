@@ -48,7 +48,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere: `python slides/b
 
 from markdown_it import MarkdownIt  # noqa: E402  (markdown-it-py: in the dev extras; rich needs it too)
 
-from slides import figures, sources  # noqa: E402
+from slides import advanced_figures, figures, sources  # noqa: E402, F401  (advanced_figures: registers labs 7-8's)
 from slides.page import page  # noqa: E402
 
 SLIDES = ROOT / "slides"

@@ -1,0 +1,89 @@
+"""The advanced labs' figures and tables (labs 7 and 8), registered with slides/figures.py's decorators: the
+decks name them as they name the others. Drawn from bench/results.json (make bench), never from typed numbers.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+
+from slides.figures import BLUE, GREY, ORANGE, figure, need, table
+
+# ---------------------------------------------------------------- lab 7
+
+@figure("lab7_bytes", "lab7")
+def lab7_bytes(r):
+    m = need(r, "lab7", "memory", "bytes")
+    rows, c = m["rows"], m["cfg"]
+    fig, ax = plt.subplots(figsize=(9, 3.4))
+    xs = range(len(rows))
+    ax.bar([x - 0.2 for x in xs], [x["predicted"] / 1e3 for x in rows], 0.38, color=BLUE, label="predicted")
+    ax.bar([x + 0.2 for x in xs], [x["measured"] / 1e3 for x in rows], 0.38, color=ORANGE, label="measured")
+    for x, row in zip(xs, rows):
+        ax.text(x, row["measured"] / 1e3, f"{row['measured'] / 1e3:.0f}", ha="center", va="bottom", fontsize=9)
+    ax.set_xticks(list(xs), [f"{x['precision']}\n{x['recompute']}" for x in rows])
+    ax.set_ylabel("KB kept per block")
+    ax.legend()
+    return fig, (f"tiny GPT block (h = {c['n_embd']}, a = {c['n_head']}), b = {c['batch']}, s = {c['seq']}, dropout 0.1, "
+                 "CPU: activation_bytes vs the storages alive after forward (measure.kept_bytes)")
+
+
+@figure("lab7_precision", "lab7")
+def lab7_precision(r):
+    p = need(r, "lab7", "memory", "precision")
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.2))
+    for name, colour in (("fp32", GREY), ("bf16", BLUE), ("fp16", ORANGE)):
+        ax[0].plot(p[name]["losses"], color=colour, label=name)
+    ax[0].set_xlabel("step")
+    ax[0].set_ylabel("loss")
+    ax[0].legend()
+    scales = p["fp16"]["scales"]
+    ax[1].step(range(len(scales)), scales, where="post", color=ORANGE)
+    ax[1].axvline(p["overflow_at"], color=GREY, ls=":")
+    ax[1].set_yscale("log", base=2)
+    ax[1].set_xlabel("step")
+    ax[1].set_ylabel("fp16 loss scale")
+    fig.tight_layout()
+    return fig, (f"tiny GPT, same batches and dropout masks; fp32 masters in every run; an inf gradient injected at "
+                 f"step {p['overflow_at']}: that fp16 step is skipped and the scale halves")
+
+
+@table("lab7_cost", "lab7")
+def lab7_cost(r):
+    t = need(r, "lab7", "memory", "times")
+    s, c = t["seconds"], t["cfg"]
+    rows = [[m, f"{1e3 * v:.0f}", f"{v / s['none']:.2f}"] for m, v in s.items()]
+    return (["recompute", "ms per fwd + bwd", "x none"], rows), \
+        (f"h = {c['n_embd']}, b = {c['batch']}, s = {c['seq']}, one CPU thread, interleaved medians")
+
+
+# ---------------------------------------------------------------- lab 8
+
+@figure("lab8_link", "lab8")
+def lab8_link(r):
+    rows = need(r, "lab8", "speeds", "rows")
+    rates = sorted({x["rate_mbit"] for x in rows}, reverse=True)
+    colour = {"fsdp": ORANGE, "hsdp": BLUE}
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.2))
+    for k, (key, label) in enumerate((("kb_per_step", "kB per step across the link"),
+                                      ("ms_per_step", "ms per step"))):
+        for j, strategy in enumerate(("fsdp", "hsdp")):
+            got = {x["rate_mbit"]: x[key] for x in rows if x["strategy"] == strategy}
+            xs = [i + (j - 0.5) * 0.38 for i in range(len(rates))]
+            ys = [got.get(rate, 0) for rate in rates]
+            ax[k].bar(xs, ys, 0.36, color=colour[strategy], label=strategy.upper())
+            for x, y in zip(xs, ys):
+                ax[k].text(x, y, f"{y:,.0f}", ha="center", va="bottom", fontsize=9)
+        ax[k].set_xticks(range(len(rates)), [f"{rate} Mbit/s" for rate in rates])
+        ax[k].set_ylabel(label)
+    ax[1].legend(loc="upper left")  # the left panel's bars reach the top on both sides
+    fig.tight_layout()
+    return fig, ("2 nodes x 2 ranks of the tiny GPT, gloo; node 0's veth counters (tx + rx) and step time over "
+                 "steps 2-8, medians of interleaved runs: the bytes do not depend on the link, the time does")
+
+
+@table("lab8_grade", "lab8")
+def lab8_grade(r):
+    g = need(r, "lab8", "grade")
+    rows = [[name, f"{value:.3g}" if isinstance(value, float) else str(value)] for name, value in g["checks"].items()]
+    return (["check", "measured"], rows), (f"`checker grade lab8 --solutions`: exit {g['exit']}, "
+                                           f"{g['checker_s']} s; elastic_recovery: seconds from the lost node to "
+                                           "the first step after it")
