@@ -26,8 +26,13 @@ LINE = re.compile(r"\[rank=0\].*?(\w+): ([\d.]+) kB per step across the link, (\
 
 
 def one_run(rate: float, strategy: str) -> dict | None:
-    r = subprocess.run([sys.executable, "-m", "solutions.lab8_multinode.nodes", "--rate-mbit", str(rate),
-                        "--strategy", strategy, "--steps", str(STEPS)], capture_output=True, text=True, timeout=300)
+    """One run's figures, or None (it failed, or hung past nodes.py's own timeout, which ends its torchruns)."""
+    try:
+        r = subprocess.run([sys.executable, "-m", "solutions.lab8_multinode.nodes", "--rate-mbit", str(rate),
+                            "--strategy", strategy, "--steps", str(STEPS), "--timeout", "240"],
+                           capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        return None
     m = LINE.search(r.stdout)
     return {"kb_per_step": float(m.group(2)), "ms_per_step": int(m.group(3))} if m else None
 

@@ -21,7 +21,7 @@ def link_shared(labs_dir: Path, root: Path | None = None) -> None:
     """Make labs_dir/<package> a link to the course's own copy, for every shared package."""
     root = Path(root) if root else Path(__file__).resolve().parents[1]
     for package in SHARED:
-        if not (labs_dir / package).exists():
+        if not os.path.lexists(labs_dir / package):
             (labs_dir / package).symlink_to(root / "labs" / package)
 
 
@@ -230,12 +230,19 @@ def check_own_code(lab: str) -> None:
         raise ReferenceImportError(_REFERENCE_IMPORTS[0])
 
 
-def wrap(fn, wrapper) -> None:
-    """Replace the seam function `fn` in the module that defines it by wrapper(fn), so that code calling it
-    through that module (module.fn(...)) runs the wrapper: how the checker times a learner's function in place."""
+def wrap(package, name: str, wrapper) -> None:
+    """Replace the seam function `name` by wrapper(fn) wherever a module of `package` holds it (the module that
+    defines it and any that imported it by name), so code calling it through any of them (module.name(...))
+    runs the wrapper: how the checker times a learner's function in place."""
     import sys
 
-    setattr(sys.modules[fn.__module__], fn.__name__, wrapper(fn))
+    fn = getattr(package, name)
+    wrapped = wrapper(fn)
+    for mod_name, mod in list(sys.modules.items()):
+        if mod is not None and (mod_name == package.__name__ or mod_name.startswith(package.__name__ + ".")):
+            for attr, value in list(vars(mod).items()):
+                if value is fn:
+                    setattr(mod, attr, wrapped)
 
 
 def load(lab: str, target: str):

@@ -3,9 +3,11 @@ decks name them as they name the others. Drawn from bench/results.json (make ben
 """
 from __future__ import annotations
 
+import re
+
 import matplotlib.pyplot as plt
 
-from slides.figures import BLUE, GREY, ORANGE, figure, need, table
+from slides.figures import BLUE, GREY, ORANGE, NotMeasured, figure, need, table
 
 # ---------------------------------------------------------------- lab 7
 
@@ -80,10 +82,27 @@ def lab8_link(r):
                  "steps 2-8, medians of interleaved runs: the bytes do not depend on the link, the time does")
 
 
+@table("lab8_bytes", "lab8")
+def lab8_bytes(r):
+    info = need(r, "lab8", "grade", "info")
+    formulas = {"ddp": "2 g (N−1)/N B", "fsdp": "3 g (N−1)/N B", "hsdp": "2 (g−1) B"}
+    rows = []
+    for strategy, formula in formulas.items():
+        m = re.match(r"([\d.]+) kB measured, ([\d.]+) kB formula", info.get(f"link bytes per step, {strategy}", ""))
+        if not m:
+            raise NotMeasured("bench/results.json's lab 8 grade counted no link bytes (graded without root: no veth)")
+        got, want = float(m.group(1)), float(m.group(2))
+        rows.append([strategy.upper(), formula, m.group(2), m.group(1), f"{got / want:.3f}"])
+    head = ["strategy", "formula", "kB per step, formula", "kB per step, veth counters", "measured / formula"]
+    return (head, rows), \
+        "2 nodes × 2 ranks of the tiny GPT (B = 0.48 MB), node 0's veth counters over steps 2-8 of the grade's run"
+
+
 @table("lab8_grade", "lab8")
 def lab8_grade(r):
     g = need(r, "lab8", "grade")
-    rows = [[name, f"{value:.3g}" if isinstance(value, float) else str(value)] for name, value in g["checks"].items()]
+    rows = [[name, "NOT RUN" if value is None else f"{value:.3g}" if isinstance(value, float) else str(value)]
+            for name, value in g["checks"].items()]
     return (["check", "measured"], rows), (f"`checker grade lab8 --solutions`: exit {g['exit']}, "
                                            f"{g['checker_s']} s; elastic_recovery: seconds from the lost node to "
                                            "the first step after it")

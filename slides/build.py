@@ -13,9 +13,9 @@ directives are expanded at build time from the course's own files.
                                     EXPR: top-level keys as names, `.key` or `["key"]` into dicts, `[i]` into
                                     lists, + - * / **, and pick(list, key=value), min, max, sum, len, round, abs:
                                     {{ pick(models, config="tiny").tokens_per_s | , }}
-    ::: figure NAME [height=N]      a matplotlib figure from slides/figures.py as an embedded PNG, captioned
+    ::: figure NAME [height=N]      a matplotlib figure from slides/(advanced_)figures.py as an embedded PNG, captioned
                                     with the machine, torch version and time it was measured on
-    ::: table NAME                  a table from slides/figures.py, captioned the same way
+    ::: table NAME                  a table from slides/(advanced_)figures.py, captioned the same way
     ::: diff OLD NEW [context=N]    a unified diff of two real files, or functions in them, as they are now
     ::: code SRC [optional]         the current text of a file or of part of it (slides/sources.py: SRC)
     ::: image PATH [height=N] [caption words]   a committed picture (docs/img/...), embedded
@@ -143,7 +143,8 @@ def _img(mime: str, data: bytes, alt: str, height: str | None) -> str:
 def figure_html(kind: str, name: str, opts: dict, results: dict, where: str, placeholders: list) -> str:
     registry = figures.FIGURES if kind == "figure" else figures.TABLES
     if name not in registry:
-        raise BuildError(f"{where}: no {kind} {name!r} in slides/figures.py; there are: {', '.join(sorted(registry))}")
+        raise BuildError(f"{where}: no {kind} {name!r} in slides/(advanced_)figures.py; "
+                         f"there are: {', '.join(sorted(registry))}")
     fn, section = registry[name]
     try:
         made, caption = fn(results)

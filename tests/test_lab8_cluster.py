@@ -18,16 +18,26 @@ def test_the_script_parses():
     assert subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True).returncode == 0
 
 
+def _launch_line(nnodes: int, endpoint: str) -> subprocess.CompletedProcess:
+    code = "import sys; from solutions.lab8_multinode.launch import main; main(sys.argv[1:])"
+    return subprocess.run([sys.executable, "-c", code, "--nnodes", str(nnodes), "--nproc-per-node", "2",
+                           "--node-rank", "0", "--endpoint", endpoint, "--run-id", "j7", "--max-restarts", "2"],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+
+
 def test_the_launch_line_is_torchrun_args_for_this_node():
     from solutions.lab8_multinode.launch import torchrun_args
 
-    code = "import sys; from solutions.lab8_multinode.launch import main; main(sys.argv[1:])"
-    r = subprocess.run([sys.executable, "-c", code, "--nnodes", "2", "--nproc-per-node", "2", "--node-rank", "1",
-                        "--endpoint", "localhost:29411", "--run-id", "j7", "--max-restarts", "2"],
-                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+    r = _launch_line(1, "localhost:29411")
     assert r.returncode == 0, r.stderr
-    want = torchrun_args(2, 2, 1, f"{socket.gethostbyname('localhost')}:29411", "j7", 2, "127.0.0.1")
-    assert r.stdout.split() == want
+    assert r.stdout.split() == torchrun_args(1, 2, 0, f"{socket.gethostbyname('localhost')}:29411", "j7", 2,
+                                             "127.0.0.1")
+
+
+def test_a_loopback_rendezvous_for_several_nodes_is_refused():
+    """/etc/hosts often maps a machine's own name to 127.0.1.1: no other node could reach that rendezvous."""
+    r = _launch_line(2, "localhost:29411")
+    assert r.returncode != 0 and "no other node can reach" in r.stderr and not r.stdout
 
 
 def test_slurm_accepts_the_script():

@@ -85,6 +85,22 @@ def test_values_and_figures_follow_results_json(tmp_path):
     assert "data:image/png" not in lab6.split("Pipeline parallel")[1]
 
 
+def test_the_lab8_deck_builds_from_a_bench_run_without_root(tmp_path):
+    """Without root there is no veth: no link bytes, hsdp_internode_bytes NOT RUN, no link speeds. The deck shows
+    placeholders where those go, and everything else."""
+    changed = copy.deepcopy(RESULTS)
+    grade = changed["lab8"]["grade"]
+    grade["info"] = {"nodes": "both nodes on this machine's loopback (emulated: not root)"}
+    grade["checks"]["hsdp_internode_bytes"] = None
+    changed["lab8"]["speeds"] = {"not_run": "no network namespaces here: run as root"}
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(changed))
+    assert build.main(["--lab", "lab8", "--results", str(path), "--out", str(tmp_path / "a")]) == 0
+    deck = (tmp_path / "a" / "lab8.html").read_text()
+    assert deck.count("Not measured yet") == 2 and "NOT RUN" in deck
+    assert f"{grade['checks']['elastic_recovery']:.1f} s from the kill" in deck
+
+
 def test_a_wrong_path_in_a_measured_section_is_an_error(tmp_path):
     deck = tmp_path / "lab9.md"
     deck.write_text("# Lab 9 — test\n\ntiny: {{ pick(models, config=\"tiny\").tokens_per_sec }}\n")

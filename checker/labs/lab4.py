@@ -119,25 +119,25 @@ def task_job(ctx, target, job, on_saved_cue=False, parts=()):
             hooked.add(id(model))
             model.register_forward_pre_hook(on_forward)
 
-    def timed(fn):
-        name = fn.__name__
+    def timed(name):
+        def wrap(fn):
+            def wrapper(*a, **k):
+                if not started:  # count from the first training step on (not the job's link check)
+                    started.append(True)
+                    rec.start()
+                count_tokens(getattr(a[0], "module", a[0]))  # train_step gets the DDP wrapper, after_step the model
+                phase.append(name)
+                t0 = time.perf_counter()
+                try:
+                    return fn(*a, **k)
+                finally:
+                    timers[name] += time.perf_counter() - t0
+                    phase.pop()
+            return wrapper
+        return wrap
 
-        def wrapper(*a, **k):
-            if not started:  # count from the first training step on (not the job's link check)
-                started.append(True)
-                rec.start()
-            count_tokens(getattr(a[0], "module", a[0]))  # train_step gets the DDP wrapper, after_step the model
-            phase.append(name)
-            t0 = time.perf_counter()
-            try:
-                return fn(*a, **k)
-            finally:
-                timers[name] += time.perf_counter() - t0
-                phase.pop()
-        return wrapper
-
-    seams.wrap(seam.after_step, timed)
-    seams.wrap(seam.train_step, timed)
+    for name in timers:  # through the seam: every module of the learner's package that holds the function
+        seams.wrap(seam, name, timed(name))
 
     def saved():
         out["saved"] = True

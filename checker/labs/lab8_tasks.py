@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -154,6 +155,8 @@ def _elastic(ctx, seam, env, seed, steps, ckpt, kill_after, save_every):
             except Exception:
                 # ...and crash, as a training script does. Caught and returned, the survivors would exit 0: their
                 # agent would call the job done, and the restarted node would wait alone at the rendezvous.
+                sys.stdout.flush()
+                sys.stderr.flush()
                 os._exit(3)
 
     _train(model, opt, env, steps, first_step=first, on_step=on_step)

@@ -76,6 +76,10 @@ def main(argv=None) -> None:
     ap.add_argument("--max-restarts", type=int, default=3)
     args = ap.parse_args(argv)
     host, port = args.endpoint.rsplit(":", 1)
-    endpoint = f"{socket.gethostbyname(host)}:{port}"  # an address: every node must reach the same one
+    addr = socket.gethostbyname(host)  # an address: every node must reach the same one
+    if args.nnodes > 1 and addr.startswith("127."):
+        raise SystemExit(f"launch: {host} is {addr} on this node, which no other node can reach (/etc/hosts maps "
+                         "this machine's own name to loopback): give node 0's network address in --endpoint")
+    endpoint = f"{addr}:{port}"
     print(" ".join(torchrun_args(args.nnodes, args.nproc_per_node, args.node_rank, endpoint, args.run_id,
                                  args.max_restarts, source_addr(host))))
