@@ -105,7 +105,7 @@ def _link_down(link: dict | None) -> None:
 def _nodes_spec(h, name, plan, link, worker_args, budget_s, kill=None) -> dict:
     # TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: the workers' store is made anew in each rendezvous round. Shared
     # (torch's default), the store outlives the round, so after a restart the first workers up read the
-    # previous round's gloo addresses, connect to ranks that no longer exist, and the restart fails.
+    # previous round's gloo addresses, connect to ranks that have exited, and the restart fails.
     nodes = [{"ns": link["ns"][g] if link else None, "torchrun": plan[g],
               "env": {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}} for g in range(2)]
     worker = ["-m", "checker.worker", *h._worker_args("nodes", h.workdir / f"{name}.result.json",

@@ -24,10 +24,10 @@ def _stat(pid: int) -> tuple[str, int, int, int] | None:
     """(state, parent pid, start time, process group) from /proc/PID/stat, or None when it is gone."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        fields = raw[raw.rindex(")") + 2:].split()  # the command name, in (), may itself hold spaces
+        return fields[0], int(fields[1]), int(fields[19]), int(fields[2])
+    except (OSError, ValueError, IndexError):  # gone, or read while it went: the checker's cleanup must not fail
         return None
-    fields = raw[raw.rindex(")") + 2:].split()  # the command name, in (), may itself hold spaces
-    return fields[0], int(fields[1]), int(fields[19]), int(fields[2])
 
 
 def identity(pid: int) -> tuple[int, int] | None:
@@ -180,11 +180,11 @@ def rank_rss(root: int, fallback: bool = True) -> dict[str, int]:
     No RANK anywhere (one plain process, or a launcher that has not started its ranks yet): the root,
     as "main process", when `fallback`."""
     pids = [root, *descendants(root)]
-    parent = {p: (_stat(p) or ("", 0, 0, 0))[1] for p in pids}
+    ppid = {p: (_stat(p) or ("", 0, 0, 0))[1] for p in pids}
     out = {}
     for p in pids:
         r = _rank(p)
-        if r is not None and _rank(parent[p]) != r and f"rank {r}" not in out:
+        if r is not None and _rank(ppid[p]) != r and f"rank {r}" not in out:
             rss = rss_bytes(p)
             if rss is not None:
                 out[f"rank {r}"] = rss

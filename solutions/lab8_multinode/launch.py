@@ -86,10 +86,10 @@ def check_layout(expected_nodes: int, expected_per_node: int) -> dict:
     # END SOLUTION
 
 
-def source_addr(host: str) -> str:
-    """This node's address on its way to `host`: what the routing table would send from (`ip -o route get`,
+def source_addr(addr: str) -> str:
+    """This node's address on its way to `addr`: what the routing table would send from (`ip -o route get`,
     the word after "src"). On a cluster it is the node's address on the network the job's traffic uses."""
-    words = subprocess.run(["ip", "-o", "route", "get", socket.gethostbyname(host)], capture_output=True,
+    words = subprocess.run(["ip", "-o", "route", "get", addr], capture_output=True,
                            text=True, check=True, timeout=10).stdout.split()
     return words[words.index("src") + 1]
 
@@ -117,4 +117,4 @@ def main(argv=None) -> None:
                          "this machine's own name to loopback): give node 0's network address in --endpoint")
     endpoint = f"{addr}:{port}"
     print(" ".join(torchrun_args(args.nnodes, args.nproc_per_node, args.node_rank, endpoint, args.run_id,
-                                 args.max_restarts, source_addr(host))))
+                                 args.max_restarts, source_addr(addr))))
