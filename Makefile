@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup data demo test test-fast bench lab starters slides slurm-up slurm-down clean
+.PHONY: setup data demo test test-mutants test-fast bench lab starters slides slurm-up slurm-down clean
 
 $(STAMP): pyproject.toml
 	@echo "setup 1/3: a virtual environment in $(VENV)/ (~5 s)"
@@ -25,8 +25,11 @@ demo: setup data  ## grade every reference solution on this machine and print th
 	 else echo "not root: no local Slurm started; without a Slurm answering, lab 5's scheduler checks are NOT RUN, each saying how to run it"; fi
 	$(BIN)/checker grade --all --solutions
 
-test: setup  ## the whole suite: units, checker contract, end-to-end grades, notebooks (nbval)
-	COURSE_TARGET=solutions $(BIN)/pytest --nbval-lax --durations=25 tests labs
+test: setup  ## the suite: units, checker contract, end-to-end grades, each check's first mutant, notebooks (nbval)
+	COURSE_TARGET=solutions $(BIN)/pytest -m "not exhaustive" --nbval-lax --durations=25 tests labs
+
+test-mutants: setup  ## the further mutants of each check (make test grades the first); CI runs this after make test
+	COURSE_TARGET=solutions $(BIN)/pytest -m exhaustive --durations=10 tests
 
 test-fast: setup  ## everything but the slow end-to-end runs
 	COURSE_TARGET=solutions $(BIN)/pytest -m "not slow" tests

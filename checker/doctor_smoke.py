@@ -85,7 +85,7 @@ def worker(rank: int, world: int, port: int, prefer: str, backend: str, crash: s
     rows = _measure(device, SIZES)
     if rank == 0:
         store.set(RESULT_KEY, json.dumps({"device": str(device), "backend": dist.get_backend(), "rows": rows}))
-    dist.barrier()  # leave together (see labs.common.dist.teardown)
+    dist.barrier()  # leave together: every collective before it was waited on (see labs.common.dist.teardown)
     dist.destroy_process_group()
 
 

@@ -56,3 +56,34 @@ def test_two_ranks_under_torchrun_all_reduce(tmp_path):
     assert [r["sum"] for r in results] == [3.0, 3.0]
     assert {r["backend"] for r in results} == {"gloo"} and {r["world"] for r in results} == {2}
     assert {r["threads"] for r in results} == {1}  # ranks don't oversubscribe the cores
+
+
+TEARDOWN = """
+import json, os, sys, time, torch.distributed as dist
+from labs.common import dist as cdist
+env = cdist.init(timeout_s=30)
+store = dist.distributed_c10d._get_default_store()
+if env.rank == 0:  # a previous round of this job (torchrun restarts share a store) left its arrivals behind
+    store.add("course/teardown/0", 2)
+dist.barrier()
+if env.rank == 1:
+    time.sleep(1.0)  # the last to arrive
+arrive = time.time()
+cdist.teardown()
+json.dump({"arrive": arrive, "left": time.time(), "initialized": dist.is_initialized()},
+          open(sys.argv[1] + str(env.rank), "w"))
+"""
+
+
+@pytest.mark.timeout(90)
+def test_teardown_waits_for_every_rank_even_on_a_store_with_an_earlier_round(tmp_path):
+    """No rank destroys its group before the last one has arrived, though the store already counts two arrivals."""
+    script = tmp_path / "teardown.py"
+    script.write_text(TEARDOWN)
+    out = tmp_path / "rank"
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                    str(script), str(out)], check=True, timeout=80, capture_output=True,
+                   env={**os.environ, "COURSE_DEVICE": "cpu"})
+    r0, r1 = (json.loads((tmp_path / f"rank{r}").read_text()) for r in range(2))
+    assert r0["left"] >= r1["arrive"] and r1["arrive"] - r0["arrive"] > 0.8, (r0, r1)
+    assert not r0["initialized"] and not r1["initialized"]

@@ -78,7 +78,7 @@ def _ranks(rank, world, store, out):
     comm.start()
     dist.all_reduce(t)
     res["comm"]["sent"] = sent(comm.stop())
-    cdist.teardown()  # a barrier first: a rank leaving while its peer still talks aborts the peer
+    cdist.teardown()  # the ranks meet first: a rank leaving while its peer still talks aborts the peer
     with open(f"{out}.{rank}", "w") as f:
         json.dump(res, f)
 

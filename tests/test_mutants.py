@@ -1,10 +1,14 @@
-"""Every mutant of the reference fails the check named beside it (tests/mutants/)."""
+"""Every mutant of the reference fails the check named beside it (tests/mutants/).
+
+Each check's first mutant (its sentinel) runs in `make test`; the rest are marked `exhaustive` and run in
+`make test-mutants` (CI runs both)."""
 import pytest
-from mutants import LABS, grade, learner_tree, mutants, unavailable
+from mutants import LABS, grade, is_sentinel, learner_tree, mutants, unavailable
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-CASES = [pytest.param(lab, m, id=f"{lab}-{m.name}") for lab in LABS for m in mutants(lab)]
+CASES = [pytest.param(lab, m, id=f"{lab}-{m.name}", marks=() if is_sentinel(lab, m) else pytest.mark.exhaustive)
+         for lab in LABS for m in mutants(lab)]
 
 
 @pytest.mark.parametrize("lab,mutant", CASES)

@@ -116,12 +116,42 @@ def init(prefer: str = "auto", timeout_s: float = 60.0, cpu_threads: int | None 
     return DistEnv(rank, world, local_rank, device, backend)
 
 
-def teardown() -> None:
-    """Leave together: a rank that destroys its group while a peer is still talking to it can abort
-    the peer (gloo: "terminate called without an active exception"), so meet at a barrier first."""
-    if dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
+def teardown(timeout_s: float = 120) -> None:
+    """Leave together, then destroy the group: a rank that destroys its group while a peer is still
+    talking to it can abort the peer.
+
+    The ranks meet at the rendezvous store, not at `dist.barrier()`. A gloo barrier waits for every
+    collective queued before it, and one of the group's worker threads drops those collectives (and
+    their tensors) a moment after the barrier has returned. If the rank has meanwhile reached interpreter
+    shutdown, that thread needs a GIL that is gone and the rank aborts ("terminate called without an
+    active exception"): lab 3's compare.py did so in 5 of 30 runs beside two busy loops on 2 cores, and in
+    none of 72 meeting at the store. Counting arrivals in the store queues no collective at all."""
+    if not dist.is_initialized():
+        return
+    store, world, rank = dist.distributed_c10d._get_default_store(), dist.get_world_size(), dist.get_rank()
+    # One counter per restart of the job; a store that outlives a group (torchrun's, shared by its restarts)
+    # may already hold arrivals, so each rank waits for the end of its own round of `world` arrivals.
+    key = f"course/teardown/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    deadline = time.monotonic() + timeout_s
+    arrived = int(store.add(key, 1))
+    everyone = -(-arrived // world) * world
+    _wait_for(store, key, everyone, deadline)
+    # Without torchrun the store lives in rank 0's process and goes with its group: rank 0 leaves last,
+    # once every other rank has seen the count, so no rank is left polling a store that is gone.
+    seen = f"{key}/seen/{everyone // world}"
+    if rank == 0:
+        _wait_for(store, seen, world - 1, deadline)
+    else:
+        store.add(seen, 1)
+    dist.destroy_process_group()
+
+
+def _wait_for(store, key: str, count: int, deadline: float) -> None:
+    """Poll the store's counter `key` until it reaches `count` (adding 0 reads a counter)."""
+    while (now := int(store.add(key, 0))) < count:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"teardown: {key} counted {now} of {count}: a rank never arrived")
+        time.sleep(0.005)
 
 
 def log(env: DistEnv, *msg, all_ranks: bool = False) -> None:

@@ -5,6 +5,10 @@ A check is only as good as the wrong answer it fails. Each lab's mutants live in
 (`checker grade labN --root TREE --only CHECK`) and demands that its named check FAILS, and `make bench`
 reports the kill rate per lab (`python -m tests.mutants`).
 
+Two tiers, both in CI: the first mutant listed for a check is that check's *sentinel* and runs in
+`make test` (so every check with mutants is proven to bite on every run of the suite); the others are
+marked `exhaustive` and run in `make test-mutants`, which `.ci/run` runs after `make test`.
+
 A mutant is one edit of one reference file: `old` must occur exactly once in
 `solutions/<lab folder>/<file>`, so a reference that moves on breaks the mutant loudly instead of
 silently grading the unchanged reference.
@@ -45,6 +49,11 @@ def mutants(lab: str) -> list[Mutant]:
         if exc.name != f"{__package__}.{lab}":
             raise
         return []
+
+
+def is_sentinel(lab: str, m: Mutant) -> bool:
+    """Whether `m` is the first mutant listed for its check: the one `make test` grades."""
+    return next(x for x in mutants(lab) if x.check == m.check) is m
 
 
 def unavailable(lab: str, m: Mutant) -> str | None:
