@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+DURATIONS ?= 25  # the slowest tests make test lists at the end (0: every one)
 
 .PHONY: setup data demo test test-mutants test-fast bench lab starters slides slurm-up slurm-down clean
 
@@ -26,7 +27,7 @@ demo: setup data  ## grade every reference solution on this machine and print th
 	$(BIN)/checker grade --all --solutions
 
 test: setup  ## the suite: units, checker contract, end-to-end grades, each check's first mutant, notebooks (nbval)
-	COURSE_TARGET=solutions $(BIN)/pytest -m "not exhaustive" --nbval-lax --durations=25 tests labs
+	COURSE_TARGET=solutions $(BIN)/pytest -m "not exhaustive" --nbval-lax --durations=$(DURATIONS) tests labs
 
 test-mutants: setup  ## the further mutants of each check (make test grades the first); CI runs this after make test
 	COURSE_TARGET=solutions $(BIN)/pytest -m exhaustive --durations=10 tests
