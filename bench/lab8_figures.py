@@ -6,7 +6,7 @@
 lab8.speeds  solutions/lab8_multinode/nodes.py, 2 nodes x 2 ranks of `tiny`, FSDP and HSDP at each link speed,
              interleaved, REPEATS times: node 0's veth bytes and ms per step (steps 2..STEPS). As root only: the
              link is a real veth shaped by tc tbf; without root there is no link to count or throttle.
-lab8.grade   `checker grade lab8 --solutions`: every check's value (bytes vs formula, the async stall ratio,
+lab8.grade   `checker grade lab8 --solutions`: every check's value (bytes vs formula, the stall an async save saves,
              the seconds from the lost node to the first step after it) and its information rows.
 """
 from __future__ import annotations
@@ -80,7 +80,8 @@ def markdown(results: dict) -> list[str]:
     g = lab8["grade"]
     lines += ["", f"`checker grade lab8 --solutions`: exit {g['exit']}, {g['checker_s']} s; "
               + ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in g["checks"].items())
-              + " (elastic_recovery: seconds from the lost node to the first step after it)."]
+              + " (elastic_recovery: seconds from the lost node to the first step after it; async_checkpoint: "
+              "ms of stall an async save took off training's path, blocking minus async)."]
     lines += [f"- lab 8, {k}: {v}" for k, v in g["info"].items()]
     return lines
 

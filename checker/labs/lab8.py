@@ -49,7 +49,8 @@ CHECKS = [
           "restarted the workers, and every loss is bit-identical to the uninterrupted run's",
           f"{WHERE}/elastic.py resume(): load the last complete checkpoint (model, optimizer, step) and continue "
           "from the step after it; --max-restarts >= 1 in torchrun_args (launch.py)."),
-    Check("async_checkpoint", "async save stalls training less than a blocking save (interleaved, median); a "
+    Check("async_checkpoint", "an async save takes at least half of the held file write off training's path "
+          "(blocking minus async stall, medians of 3 interleaved); a "
           "checkpoint holds the step it was taken at though training goes on during its write; a kill mid-write "
           "leaves the previous checkpoint loadable",
           f"{WHERE}/async_ckpt.py: copy the state to CPU before save() returns (the next optimizer step changes "

@@ -10,7 +10,8 @@ from checker.report import CheckResult
 
 LOSS_TOL = 1e-4   # fp32 AdamW, 8 steps: sharded reductions add in another order (measured ~1e-7)
 BYTES_TOL = 0.15  # TCP/IP headers (66 bytes per 1448-byte segment, 4.6%) and ACKs ride on the same counters
-STALL_RATIO = 0.5  # async save's median stall / blocking save's, at most
+HIDDEN_SHARE = 0.5  # of the write the checker holds (lab8_async.WRITE_S), the async save takes this much off
+                    # training's path at least: median blocking stall - median async stall
 EMULATED = "emulated: both nodes on this machine's loopback (no root for network namespaces)"
 
 
@@ -148,7 +149,7 @@ def elastic_recovery(c: Check, runs, ctx) -> CheckResult:
 def async_checkpoint(c: Check, runs, ctx) -> CheckResult:
     rs, err = _results(runs, "async")
     if err:
-        return error_result(c, err, "async / blocking stall")
+        return error_result(c, err, "ms of stall saved per checkpoint")
     r = rs[0]
     problems = []
     if r["reloaded_digest"]["digest"] != r["saved_digest"]:
@@ -164,14 +165,17 @@ def async_checkpoint(c: Check, runs, ctx) -> CheckResult:
         if got["folder"] != f"step_{r['saved_step'] + 3}" and got["digest"] != r["saved_digest"]:
             problems.append(f"after a kill mid-write, `latest` loads {got['folder']}, not the last complete "
                             f"checkpoint step_{r['saved_step']}")
-    if r["stall_ratio"] > STALL_RATIO:
-        problems.append(f"async save stalled training {r['stall_ratio']:.2f} x as long as a blocking save "
-                        f"(at most {STALL_RATIO})")
-    ok = not problems
     med = {k: 1e3 * statistics.median(v) for k, v in r["stalls"].items()}
-    return CheckResult(c.name, ok, r["stall_ratio"], STALL_RATIO, "async / blocking stall",
-                       message=(f"stall {med['async']:.0f} ms async vs {med['blocking']:.0f} ms blocking; the checkpoint "
-                                "holds its step; a kill mid-write leaves the previous one loadable") if ok
+    hidden, need = med["blocking"] - med["async"], HIDDEN_SHARE * 1e3 * r["write_s"]
+    if hidden < need:
+        problems.append(f"the async save stalled training {med['async']:.0f} ms against the blocking save's "
+                        f"{med['blocking']:.0f} ms: it took {hidden:.0f} ms off training's path, at least {need:.0f} "
+                        f"ms expected (each file write is held {1e3 * r['write_s']:.0f} ms; does save() wait for "
+                        "its write?)")
+    ok = not problems
+    return CheckResult(c.name, ok, round(hidden), round(need), "ms of stall saved per checkpoint",
+                       message=(f"stall {med['async']:.0f} ms async vs {med['blocking']:.0f} ms blocking; the "
+                                "checkpoint holds its step; a kill mid-write leaves the previous one loadable") if ok
                        else "; ".join(problems), hint="" if ok else c.hint)
 
 
