@@ -26,10 +26,10 @@ demo: setup data  ## grade every reference solution on this machine and print th
 	 else echo "not root: no local Slurm started; without a Slurm answering, lab 5's scheduler checks are NOT RUN, each saying how to run it"; fi
 	$(BIN)/checker grade --all --solutions
 
-test: setup  ## the suite: units, checker contract, end-to-end grades, each check's first mutant, notebooks (nbval)
+test: setup  ## the suite: units, checker contract, end-to-end grades, each lab's first mutant, notebooks (nbval)
 	COURSE_TARGET=solutions $(BIN)/pytest -m "not exhaustive" --nbval-lax --durations=$(DURATIONS) tests labs
 
-test-mutants: setup  ## the further mutants of each check (make test grades the first); CI runs this after make test
+test-mutants: setup  ## every other mutant (make test grades each lab's first); CI runs this after make test
 	COURSE_TARGET=solutions $(BIN)/pytest -m exhaustive --durations=10 tests
 
 test-fast: setup  ## everything but the slow end-to-end runs

@@ -47,7 +47,8 @@ def ddp(env, windows: int = 9, steps: int = 5) -> dict:
             if w:  # window 0 is warm-up
                 rates[name].append(BATCH * SEQ * env.world_size * steps / (time.perf_counter() - t0))
     return {"world_size": env.world_size, "tokens_per_s": {k: round(statistics.median(v)) for k, v in rates.items()},
-            "bucketed_over_torch": round(statistics.median(a / b for a, b in zip(rates["bucketed"], rates["torch"])), 3)}
+            "bucketed_over_torch": round(
+                statistics.median(a / b for a, b in zip(rates["bucketed"], rates["torch"])), 3)}
 
 
 def allreduce(env, reps: int = 15) -> dict:

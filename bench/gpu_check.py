@@ -52,7 +52,8 @@ def _checks(rep: dict | None) -> str:
         return "no report"
     lab = rep[0] if isinstance(rep, list) else rep
     lab = lab.get("labs", [lab])[0] if "checks" not in lab else lab
-    return ", ".join(f"{c['name']} {'pass' if c['passed'] else 'FAIL'} ({c['value']} {c['unit']})" for c in lab["checks"])
+    return ", ".join(f"{c['name']} {'pass' if c['passed'] else 'FAIL'} ({c['value']} {c['unit']})"
+                     for c in lab["checks"])
 
 
 def throughput(config: str = "gpt2-124m", batch: int = 8, steps: int = 12, warmup: int = 3) -> list[dict]:
@@ -93,7 +94,8 @@ def throughput(config: str = "gpt2-124m", batch: int = 8, steps: int = 12, warmu
         state = torch.cuda.memory_allocated(device)  # after a step: weights, grads, moments (and x: tiny)
         rows.append({"precision": label, "tokens_per_s": tps, "mfu": metrics.mfu(tps, model.cfg, seq, peak),
                      "peak_tflops": peak / 1e12 if peak else None, "peak_note": why, "loss": loss.item(),
-                     "state_bytes": state, "formula_bytes": formula, "peak_allocated": torch.cuda.max_memory_allocated(device)})
+                     "state_bytes": state, "formula_bytes": formula,
+                     "peak_allocated": torch.cuda.max_memory_allocated(device)})
         del model, opt, x, loss
         torch.cuda.empty_cache()
     torch.set_float32_matmul_precision("highest")
@@ -104,8 +106,10 @@ def meter_mutant(timeout: float) -> tuple[int, str, float, dict | None]:
     """Lab 1 graded on CUDA with a ThroughputMeter that forgets to synchronise: throughput_meter must fail."""
     from tests.mutants import Mutant, learner_tree
 
-    m = Mutant("meter_no_sync", "meters.py", "        cdist.synchronize(self.device)\n        now = time.perf_counter()",
-               "        now = time.perf_counter()", "throughput_meter", "the meter reads the clock while the GPU still works")
+    m = Mutant("meter_no_sync", "meters.py",
+               "        cdist.synchronize(self.device)\n        now = time.perf_counter()",
+               "        now = time.perf_counter()", "throughput_meter",
+               "the meter reads the clock while the GPU still works")
     tree = learner_tree(Path(tempfile.mkdtemp(prefix="gpu-check-mutant-")), "lab1", m)
     return _checker(["grade", "lab1", "--root", str(tree), "--device", "cuda", "--only", m.check], timeout)
 
@@ -127,7 +131,8 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 3
     t_all = time.monotonic()
-    lines = [f"# The course on a GPU: measured by `make gpu-check` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
+    lines = ["# The course on a GPU: measured by `make gpu-check` "
+             f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})",
              "", f"{torch.cuda.get_device_name(0)}, torch {torch.__version__}, CUDA {torch.version.cuda}, "
              f"{torch.cuda.device_count()} GPU(s) visible; one used.", "",
              "| step | result | seconds | detail |", "|---|---|---|---|"]

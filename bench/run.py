@@ -154,10 +154,12 @@ def write_markdown(results: dict) -> str:
                      f"{m['mfu_vs_cpu_matmul']:.1%} | {m['model_state_bytes']:,} | {m['formula_bytes']:,} |")
     one, two = results["ddp"]
     lines += ["", "Data parallel, `tiny`, 16 x 64 tokens per rank (weak scaling), medians of interleaved windows:", "",
-              "| ranks | naive tokens/s | bucketed tokens/s | torch DDP tokens/s | bucketed / torch |", "|---|---|---|---|---|"]
+              "| ranks | naive tokens/s | bucketed tokens/s | torch DDP tokens/s | bucketed / torch |",
+              "|---|---|---|---|---|"]
     for r in results["ddp"]:
         t = r["tokens_per_s"]
-        lines.append(f"| {r['world_size']} | {t['naive']:,} | {t['bucketed']:,} | {t['torch']:,} | {r['bucketed_over_torch']} |")
+        lines.append(f"| {r['world_size']} | {t['naive']:,} | {t['bucketed']:,} | {t['torch']:,} | "
+                     f"{r['bucketed_over_torch']} |")
     eff = {k: two["tokens_per_s"][k] / (2 * one["tokens_per_s"][k]) for k in one["tokens_per_s"]}
     lines += ["", "Scaling efficiency at 2 ranks, tokens/s(2) / (2 x tokens/s(1)): " +
               ", ".join(f"{k} {v:.0%}" for k, v in eff.items()), "",

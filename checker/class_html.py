@@ -79,7 +79,8 @@ def page(lab: str, variant: int, reports: dict[str, dict]) -> str:
             if c is None:
                 cells.append('<td class="none" title="not run">·</td>')
                 continue
-            tip = (f"{_fmt(c.get('value'), c.get('unit', ''))} (threshold {_fmt(c.get('threshold'), c.get('unit', ''))})"
+            tip = (f"{_fmt(c.get('value'), c.get('unit', ''))} "
+                   f"(threshold {_fmt(c.get('threshold'), c.get('unit', ''))})"
                    f"\n{c.get('message', '')}")
             cells.append(f'<td class="{"pass" if c["passed"] else "fail"}" title="{html.escape(tip)}">'
                          f'{"✓" if c["passed"] else "✗"} {html.escape(_fmt(c.get("value")))}</td>')

@@ -129,8 +129,9 @@ def grade_lab(lab: str, args, console: Console) -> LabReport:
         if changed:  # the grader or the reference was rewritten while learner code ran: nothing it measured counts
             for r in results:
                 r.passed, r.message = False, (
-                    f"the course's own files changed during this grade ({', '.join(changed[:3])}): learner code must not "
-                    "write to checker/, solutions/ or the shared labs/ packages; restore them (git checkout), grade again")
+                    f"the course's own files changed during this grade ({', '.join(changed[:3])}): learner code "
+                    "must not write to checker/, solutions/ or the shared labs/ packages; restore them (git checkout), "
+                    "grade again")
     finally:
         if h is not None:
             h.close()
@@ -244,14 +245,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="labs and the checks of each")
     d = sub.add_parser("doctor", help="environment diagnostics: run it first on a new node (exit 1 if a row fails)")
     d.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
-    d.add_argument("--device", choices=DEVICE_CHOICES, default="auto", help="the path to diagnose (auto: as the labs pick)")
+    d.add_argument("--device", choices=DEVICE_CHOICES, default="auto",
+                   help="the path to diagnose (auto: as the labs pick)")
     d.add_argument("--timeout", type=float, default=60.0, metavar="S", help="budget of the 2-rank all-reduce test")
     g = sub.add_parser("grade", help="run a lab's checks")
     g.add_argument("lab", nargs="?", help="lab1 ... lab6 (or 1 ... 6)")
     g.add_argument("--all", action="store_true", help="every lab that exists")
     g.add_argument("--solutions", action="store_true", help="grade solutions/ instead of labs/")
     g.add_argument("--json", metavar="PATH", help="also write the report as JSON")
-    g.add_argument("--nproc", type=int, default=None, help="ranks; must be the lab's world size (lab1: 1, the others: 2)")
+    g.add_argument("--nproc", type=int, default=None,
+                   help="ranks; must be the lab's world size (lab1: 1, the others: 2)")
     g.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
     g.add_argument("--precision", choices=PRECISIONS, default="fp32",
                    help="bf16: train under bf16 autocast with fp32 master weights (lab1; MFU against the bf16 peak)")
@@ -261,11 +264,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("-v", "--verbose", action="store_true", help="show stacks and tracebacks of failures")
     g.add_argument("--variant", type=int, default=0,
                    help="instructors: a hidden variant (other seeds, data order, kill steps, world sizes); 0 = public")
-    g.add_argument("--submissions", metavar="DIR", help="instructors: grade every learner folder in DIR (copies of labs/)")
+    g.add_argument("--submissions", metavar="DIR",
+                   help="instructors: grade every learner folder in DIR (copies of labs/)")
     g.add_argument("--parallel", type=int, default=None, help="with --submissions: learners graded at once "
                                                                "(default: cores / ranks per grade)")
     g.add_argument("--report-dir", metavar="DIR", help="with --submissions: where class.csv/.junit.xml go")
-    g.add_argument("--no-sandbox", action="store_true", help="run learner code without bubblewrap (said on every report)")
+    g.add_argument("--no-sandbox", action="store_true",
+                   help="run learner code without bubblewrap (said on every report)")
     return ap
 
 
@@ -287,7 +292,8 @@ def main(argv=None) -> int:
             try:  # imports torch: only when asked, so `checker list` stays quick
                 from checker import doctor
             except ImportError as e:  # a broken install is the first thing a doctor should diagnose
-                print(f"checker doctor: FAIL: cannot import torch or the course ({e}); run `make setup`", file=sys.stderr)
+                print(f"checker doctor: FAIL: cannot import torch or the course ({e}); run `make setup`",
+                      file=sys.stderr)
                 return 1
             return doctor.main(args, console)
         return cmd_grade(args, console)

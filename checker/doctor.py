@@ -36,7 +36,8 @@ from labs.common.dist import DEVICE_CHOICES, pick_device
 GiB = 2**30
 SHM_MIN = 1 * GiB  # docker's default /dev/shm is 64 MiB: DataLoader workers and NCCL run out of it
 ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "COURSE_")
-ENV_NAMES = ("MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE", "LOCAL_RANK")
+ENV_NAMES = ("MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE",
+             "LOCAL_RANK")
 DATA_VOCABS = (256, 4096)  # what `make data` writes (Makefile, target `data`)
 VERDICTS = ("ok", "warn", "fail")
 
@@ -61,8 +62,9 @@ def check_versions(python: tuple = tuple(sys.version_info[:3]), torch_version: s
                 "the course needs Python 3.10+: make the venv with a newer one (`PYTHON=python3.11 make setup`)")]
     same = not pinned or torch_version.split("+")[0] == pinned
     rows.append(Row("torch", "ok" if same else "warn", torch_version,
-                    f"pinned {pinned}" if same and pinned else f"the course is graded on torch {pinned}; another release "
-                    "can change numbers or APIs: `make setup` installs the pin (GPU nodes: README, 'CPU and GPU')"))
+                    f"pinned {pinned}" if same and pinned else f"the course is graded on torch {pinned}; another "
+                    "release can change numbers or APIs: `make setup` installs the pin (GPU nodes: README, "
+                    "'CPU and GPU')"))
     return rows
 
 
@@ -83,8 +85,8 @@ def check_gpu(info: dict | None = None) -> Row:
         return Row("gpu", "ok", len(g["names"]), f"{names}; CUDA {g['build']}, NCCL {g.get('nccl') or 'not built in'}",
                    "devices")
     if g["driver"] and not g["build"]:
-        return Row("gpu", "warn", 0, "this machine has an NVIDIA driver but torch is a CPU build, so the course runs on "
-                   "CPU+gloo: install a CUDA build of the pinned torch (README, 'CPU and GPU')", "devices")
+        return Row("gpu", "warn", 0, "this machine has an NVIDIA driver but torch is a CPU build, so the course runs "
+                   "on CPU+gloo: install a CUDA build of the pinned torch (README, 'CPU and GPU')", "devices")
     if g["driver"]:
         return Row("gpu", "warn", 0, f"torch is a CUDA {g['build']} build but sees no GPU: check `nvidia-smi`, "
                    "CUDA_VISIBLE_DEVICES, and that the driver supports that CUDA version", "devices")
@@ -103,7 +105,8 @@ def check_backends(available: Mapping[str, bool] | None = None) -> Row:
     if not have:
         return Row("backends", "fail", "none", "torch.distributed has no backend (gloo, nccl, mpi): this torch was "
                    "built without distributed support; reinstall torch from PyPI (`make setup`)")
-    return Row("backends", "ok", ", ".join(have), f"not built in: {', '.join(sorted(set(available) - set(have))) or '-'}")
+    return Row("backends", "ok", ", ".join(have),
+               f"not built in: {', '.join(sorted(set(available) - set(have))) or '-'}")
 
 
 def check_pick(prefer: str, available: Mapping[str, bool] | None = None, pick: Callable = pick_device) -> Row:
@@ -113,9 +116,10 @@ def check_pick(prefer: str, available: Mapping[str, bool] | None = None, pick: C
     except (ValueError, RuntimeError) as e:
         return Row("course_pick", "fail", prefer, f"labs.common.dist.pick_device({prefer!r}) refused: {e}")
     if not available.get(backend):
-        return Row("course_pick", "fail", f"{device.type}+{backend}", f"the course would use {backend} on {device.type}, "
-                   f"but this torch lacks {backend}: reinstall torch, or try `--device cpu`")
-    return Row("course_pick", "ok", f"{device.type}+{backend}", f"what labs.common.dist.pick_device({prefer!r}) chooses")
+        return Row("course_pick", "fail", f"{device.type}+{backend}", f"the course would use {backend} on "
+                   f"{device.type}, but this torch lacks {backend}: reinstall torch, or try `--device cpu`")
+    return Row("course_pick", "ok", f"{device.type}+{backend}",
+               f"what labs.common.dist.pick_device({prefer!r}) chooses")
 
 
 def bind_free_port() -> int:
@@ -141,8 +145,8 @@ def check_shm(path: str = "/dev/shm", usage: Callable = shutil.disk_usage) -> Ro
                    "container start it with --ipc=host or --shm-size=8g (macOS has none; fine on CPU)")
     value = f"{u.free / GiB:.1f} of {u.total / GiB:.1f}"
     if u.total < SHM_MIN or u.free < SHM_MIN:
-        return Row("shm", "warn", value, f"{path} has under 1 GiB free: DataLoader workers die with 'Bus error' and NCCL "
-                   "with 'unhandled system error' when it fills. Docker: --shm-size=8g or --ipc=host", "GiB free")
+        return Row("shm", "warn", value, f"{path} has under 1 GiB free: DataLoader workers die with 'Bus error' and "
+                   "NCCL with 'unhandled system error' when it fills. Docker: --shm-size=8g or --ipc=host", "GiB free")
     return Row("shm", "ok", value, "enough for DataLoader workers and NCCL's shared-memory transport", "GiB free")
 
 
@@ -202,14 +206,14 @@ def check_env(env: Mapping[str, str] | None = None, interfaces: list[str] | None
                             f"collective fails or hangs: unset {var}, or set it to the interface that carries this "
                             "node's address (`ip -br addr`)"))
     if "MASTER_PORT" in env:
-        rows.append(Row("MASTER_PORT", "warn", env["MASTER_PORT"], "set for every job started from this shell: two jobs "
-                        "on one node would both bind it ('address already in use'). Unset it; torchrun --standalone "
-                        "and the checker take a free port from the OS"))
+        rows.append(Row("MASTER_PORT", "warn", env["MASTER_PORT"], "set for every job started from this shell: two "
+                        "jobs on one node would both bind it ('address already in use'). Unset it; torchrun "
+                        "--standalone and the checker take a free port from the OS"))
     stray = [k for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK") if k in env]
     if stray:
-        rows.append(Row("launcher_vars", "warn", ", ".join(stray), "set in this shell: the course reads RANK as 'started "
-                        "by torchrun', so a plain `python script.py` would wait for peers that never come. Unset them; "
-                        "torchrun sets them for each rank"))
+        rows.append(Row("launcher_vars", "warn", ", ".join(stray), "set in this shell: the course reads RANK as "
+                        "'started by torchrun', so a plain `python script.py` would wait for peers that never come. "
+                        "Unset them; torchrun sets them for each rank"))
     if env.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
         rows.append(Row("CUDA_VISIBLE_DEVICES", "warn", repr(env["CUDA_VISIBLE_DEVICES"]), "hides every GPU: the "
                         "course falls back to CPU+gloo. Unset it to use the GPUs"))
@@ -229,7 +233,8 @@ def check_data(dirs: list[Path] | None = None) -> Row:
         dirs = [corpus_dir(v) for v in DATA_VOCABS]
     missing = [d for d in dirs if not (d / "meta.json").exists()]
     if missing:
-        return Row("data", "warn", f"{len(dirs) - len(missing)}/{len(dirs)}", f"missing {', '.join(map(str, missing))}: "
+        return Row("data", "warn", f"{len(dirs) - len(missing)}/{len(dirs)}",
+                   f"missing {', '.join(map(str, missing))}: "
                    "run `make data` (else the first grade writes it, and spends its time budget doing so)", "corpora")
     return Row("data", "ok", f"{len(dirs)}/{len(dirs)}", f"in {dirs[0].parent}", "corpora")
 
@@ -257,14 +262,15 @@ def check_smoke(prefer: str = "auto", timeout_s: float = 60.0, gpus: int | None 
                            "detail, or try `--device cpu`")]
     wrong = [x for x in r["rows"] if x["max_abs_err"] != 0]
     if wrong:
-        return rows + [Row("allreduce", "fail", wrong[0]["max_abs_err"], f"all-reduce of {wrong[0]['bytes']:,} bytes on "
-                           f"{r['backend']} gave a wrong sum (max abs error shown): a broken transport or a "
+        return rows + [Row("allreduce", "fail", wrong[0]["max_abs_err"], f"all-reduce of {wrong[0]['bytes']:,} bytes "
+                           f"on {r['backend']} gave a wrong sum (max abs error shown): a broken transport or a "
                            "mismatched build; try `--device cpu` and report it", "max abs err")]
     big, small = r["rows"][-1], r["rows"][0]
     return rows + [
         Row("allreduce", "ok", round(big["busbw"] / 1e9, 3),
-            f"{world} ranks on {r['device']}+{r['backend']}: {big['bytes'] >> 20} MiB in {big['seconds'] * 1e3:.2f} ms, "
-            f"sums exact at {len(r['rows'])} sizes ({small['bytes'] >> 10} KiB..{big['bytes'] >> 20} MiB)", "GB/s busbw"),
+            f"{world} ranks on {r['device']}+{r['backend']}: {big['bytes'] >> 20} MiB in "
+            f"{big['seconds'] * 1e3:.2f} ms, sums exact at {len(r['rows'])} sizes "
+            f"({small['bytes'] >> 10} KiB..{big['bytes'] >> 20} MiB)", "GB/s busbw"),
         Row("allreduce_latency", "ok", round(small["seconds"] * 1e6, 1),
             f"one {small['bytes'] >> 10} KiB all-reduce: the fixed cost every bucket pays", "µs")]
 
@@ -296,7 +302,8 @@ def render(rows: list[Row], console: Console, seconds: float) -> None:
     console.print(table)
     n = {v: sum(r.verdict == v for r in rows) for v in VERDICTS}
     end = "fix the failed rows first" if n["fail"] else "ready for the labs"
-    console.print(f"[{'red' if n['fail'] else 'green'}]doctor: {n['ok']} ok, {n['warn']} warn, {n['fail']} fail — {end}[/]")
+    console.print(f"[{'red' if n['fail'] else 'green'}]doctor: {n['ok']} ok, {n['warn']} warn, {n['fail']} fail "
+                  f"— {end}[/]")
 
 
 def write_json(rows: list[Row], path: str, seconds: float) -> None:

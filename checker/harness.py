@@ -122,9 +122,9 @@ class Run:
 class Harness:
     """Runs checker.worker tasks for one grade in a private work directory."""
 
-    def __init__(self, workdir: Path, lab: str, target: str, device: str = "auto", root: Path = REPO_ROOT, variant: int = 0,
-                 on_progress: Callable[[str], None] | None = None, on_finish: Callable[[Run], None] | None = None,
-                 sandboxed: bool = False):
+    def __init__(self, workdir: Path, lab: str, target: str, device: str = "auto", root: Path = REPO_ROOT,
+                 variant: int = 0, on_progress: Callable[[str], None] | None = None,
+                 on_finish: Callable[[Run], None] | None = None, sandboxed: bool = False):
         self.workdir = Path(workdir)
         self.lab, self.target, self.device, self.root = lab, target, device, Path(root)
         self.variant = variant  # 0: the public numbers; >0: an instructor's hidden variant (labs read it)
@@ -328,7 +328,8 @@ class Harness:
         pipes = st["pipes"]
         if pipes is not None and pipes.results:
             return [pipes.results[r] for r in sorted(pipes.results)]
-        files = sorted(p for p in st["out"].parent.glob(st["out"].name + ".rank*") if p.name.split(".rank")[-1].isdigit())
+        files = sorted(p for p in st["out"].parent.glob(st["out"].name + ".rank*")
+                       if p.name.split(".rank")[-1].isdigit())
         results = []
         for f in files:
             try:
@@ -336,7 +337,8 @@ class Harness:
             except (OSError, ValueError):
                 r = {"nonce": st["nonce"], "error": {"type": "BadResult", "message": f"unreadable result {f.name}"}}
             if not isinstance(r, dict) or r.pop("nonce", None) != st["nonce"]:
-                r = {"error": {"type": "ForgedResult", "message": f"{f.name} was not written by the checker's worker "
-                                                                  "(a result file the learner's code wrote is ignored)"}}
+                r = {"error": {"type": "ForgedResult",
+                               "message": f"{f.name} was not written by the checker's worker "
+                                          "(a result file the learner's code wrote is ignored)"}}
             results.append(r)
         return results

@@ -55,7 +55,8 @@ def gpu_binds(pattern_root: str = "") -> list[str]:
     """--dev-bind for each NVIDIA (and DRI) device file present (pattern_root: a fake /dev, for tests)."""
     out = []
     for pattern in GPU_DEVICES:
-        for dev in sorted(d for d in glob.glob(pattern_root + pattern) if not os.path.isdir(d)):  # bwrap makes the folders
+        for dev in sorted(d for d in glob.glob(pattern_root + pattern)
+                          if not os.path.isdir(d)):  # bwrap makes the folders
             out += ["--dev-bind", dev, dev[len(pattern_root):]]
     return out
 

@@ -96,8 +96,8 @@ SEAMS: dict[str, Seam] = {
     "lab5": Seam("lab5", "lab5_scheduler", "Training under a scheduler: Slurm and Kubernetes", {
         "train.sbatch": "the batch script (a file, not a function): #SBATCH --requeue, --open-mode=append, "
                         "--signal=B:USR1@N; srun + torchrun with the rendezvous from SLURM_*; USR1 -> the ranks "
-                        "checkpoint and stop -> the job requeues itself; reads LAB5_RUNS, LAB5_PYTHON, LAB5_TRAIN_ARGS, "
-                        "LAB5_WORLD_SIZES, COURSE_TARGET",
+                        "checkpoint and stop -> the job requeues itself; reads LAB5_RUNS, LAB5_PYTHON, "
+                        "LAB5_TRAIN_ARGS, LAB5_WORLD_SIZES, COURSE_TARGET",
         "PreemptionFlag": "PreemptionFlag().install(); .should_stop(device) -> bool, a collective: True on every "
                           "rank once any rank got SIGUSR1/SIGTERM",
         "resume": "resume(ckpt_path, restart_count, ddp, optimizer, scheduler, sampler) -> step to continue from",
@@ -110,17 +110,20 @@ SEAMS: dict[str, Seam] = {
     }),
     "lab6": Seam("lab6", "lab6_model_parallel", "Model parallelism: tensor and pipeline", {
         "parallelize": "parallelize(model, group=None) -> model; in place: every block's attention split by heads and "
-                       "MLP by hidden units (column- then row-parallel), parameter names unchanged, each this rank's shard",
+                       "MLP by hidden units (column- then row-parallel), parameter names unchanged, each this rank's "
+                       "shard",
         "parallelize_dtensor": "parallelize_dtensor(model, mesh) -> model; the same split with parallelize_module "
                                "(ColwiseParallel/RowwiseParallel) on a 1-D DeviceMesh",
-        "split_stages": "split_stages(model, stage, n_stages) -> nn.Module; this rank's contiguous blocks (+ embeddings "
-                        "first, ln_f + head last) built from the model's own modules; one tensor in, one out",
+        "split_stages": "split_stages(model, stage, n_stages) -> nn.Module; this rank's contiguous blocks "
+                        "(+ embeddings first, ln_f + head last) built from the model's own modules; one tensor in, "
+                        "one out",
         "sync_tied_grads": "sync_tied_grads(stage) -> None; every rank, after backward: first and last stage sum the "
                            "tied embedding/head gradient",
         "pipeline_step": "pipeline_step(stage, micro_batches, loss_fn, act_shape, schedule='gpipe'|'1f1b') -> last "
                          "stage's per-micro-batch losses; send/recv between ranks; .grad = the mean loss's gradient",
         "torch_schedule": "torch_schedule(stage, n_micro, loss_fn, device, schedule='gpipe'|'1f1b') -> a "
-                          "torch.distributed.pipelining schedule; the checker calls .step(x) / .step(target=y, losses=[])",
+                          "torch.distributed.pipelining schedule; the checker calls .step(x) / .step(target=y, "
+                          "losses=[])",
     }),
     "lab7": Seam("lab7", "lab7_memory", "Fitting in memory: activations, recomputation, mixed precision", {
         "activation_bytes": "activation_bytes(cfg, batch, seq, precision='fp32'|'bf16', recompute='none'|'selective'|"
@@ -138,10 +141,12 @@ SEAMS: dict[str, Seam] = {
     "lab8": Seam("lab8", "lab8_multinode", "Multi-node: rendezvous, HSDP, elastic restart, async checkpoints", {
         "torchrun_args": "torchrun_args(nnodes, nproc_per_node, node_rank, endpoint, run_id, max_restarts, local_addr) "
                          "-> [torchrun options] for that node; c10d rendezvous at endpoint ('host:port')",
-        "pick_interface": "pick_interface(master_addr) -> the interface name that reaches master_addr (GLOO_SOCKET_IFNAME)",
+        "pick_interface": "pick_interface(master_addr) -> the interface name that reaches master_addr "
+                          "(GLOO_SOCKET_IFNAME)",
         "check_layout": "check_layout(nodes, per_node) -> {world, nodes: [[ranks of node 0], ...]}; every rank; "
                         "raises if the job is not laid out node by node",
-        "make_mesh": "make_mesh(nnodes, nproc_per_node, device_type) -> 2-D DeviceMesh ('replicate', 'shard'), a node per row",
+        "make_mesh": "make_mesh(nnodes, nproc_per_node, device_type) -> 2-D DeviceMesh ('replicate', 'shard'), "
+                     "a node per row",
         "shard_model": "shard_model(model, mesh) -> model; fully_shard on the whole model (1-D: FSDP, 2-D: HSDP)",
         "save_checkpoint": "save_checkpoint(root, model, optimizer, step); every rank; DCP, committed atomically",
         "resume": "resume(root, model, optimizer) -> last complete checkpoint's step (0: none), loaded",

@@ -22,8 +22,8 @@ IMG = ROOT / "docs" / "img"
 
 
 def torchrun(*args) -> None:
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", *map(str, args)],
-                   check=True, cwd=ROOT, capture_output=True)
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                    *map(str, args)], check=True, cwd=ROOT, capture_output=True)
 
 
 def lab2(kind: str) -> list[Path]:
@@ -74,7 +74,8 @@ def straggler_worker() -> None:
     prof = StepProfiler(env.device).attach(model, opt)
     data = TokenFile.open(ensure_corpus(256))
     lo = env.rank * 16
-    with TraceWindow(RUNS / "straggler" / f"trace-rank{env.rank}.json", env.device, wait=3, warmup=1, active=3) as trace:
+    with TraceWindow(RUNS / "straggler" / f"trace-rank{env.rank}.json", env.device, wait=3, warmup=1,
+                     active=3) as trace:
         _loop(prof, trace, 7, lambda i: data.batch(range(lo + 64 * i, lo + 64 * i + 16), 64, env.device), ddp, opt,
               rank_delay_s=0.025 if env.rank == 1 else 0.0)
     cdist.teardown()

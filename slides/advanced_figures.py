@@ -24,8 +24,8 @@ def lab7_bytes(r):
     ax.set_xticks(list(xs), [f"{x['precision']}\n{x['recompute']}" for x in rows])
     ax.set_ylabel("KB kept per block")
     ax.legend()
-    return fig, (f"tiny GPT block (h = {c['n_embd']}, a = {c['n_head']}), b = {c['batch']}, s = {c['seq']}, dropout 0.1, "
-                 "CPU: activation_bytes vs the storages alive after forward (measure.kept_bytes)")
+    return fig, (f"tiny GPT block (h = {c['n_embd']}, a = {c['n_head']}), b = {c['batch']}, s = {c['seq']}, "
+                 "dropout 0.1, CPU: activation_bytes vs the storages alive after forward (measure.kept_bytes)")
 
 
 @figure("lab7_precision", "lab7")

@@ -234,7 +234,8 @@ def render_markdown(lines: list[tuple[int, str]], ctx: dict) -> str:
             out += ["", slot(directive_html(m[1], [w for w in words if not OPTION.match(w)], opts, ctx, where)), ""]
             continue
         if not fenced:
-            line = INLINE.sub(lambda v, where=where: slot(value_html(v[1], ctx["results"], where, ctx["placeholders"])), line)
+            line = INLINE.sub(lambda v, where=where: slot(value_html(v[1], ctx["results"], where, ctx["placeholders"])),
+                              line)
         out.append(line)
     rendered = MD.render("\n".join(out))
     for key, markup in slots.items():

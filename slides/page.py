@@ -67,8 +67,10 @@ JS = """
     try{history.replaceState(null,'','#'+(i+1))}catch(e){}}
   document.addEventListener('keydown',function(e){
     if(e.altKey||e.ctrlKey||e.metaKey)return;var k=e.key;
-    if(k==='ArrowRight'||k==='ArrowDown'||k==='PageDown'||k==='Enter'||(k===' '&&!e.shiftKey)){go(i+1);e.preventDefault()}
-    else if(k==='ArrowLeft'||k==='ArrowUp'||k==='PageUp'||k==='Backspace'||(k===' '&&e.shiftKey)){go(i-1);e.preventDefault()}
+    if(k==='ArrowRight'||k==='ArrowDown'||k==='PageDown'||k==='Enter'||
+       (k===' '&&!e.shiftKey)){go(i+1);e.preventDefault()}
+    else if(k==='ArrowLeft'||k==='ArrowUp'||k==='PageUp'||k==='Backspace'||
+            (k===' '&&e.shiftKey)){go(i-1);e.preventDefault()}
     else if(k==='Home'){go(0)}else if(k==='End'){go(s.length-1)}});
   document.addEventListener('click',function(e){
     if(e.target.closest('a,pre,table')||String(window.getSelection()))return;

@@ -35,8 +35,8 @@ def test_batch_of_six(tmp_path):
     _learner(subs, "fa", edits=[("seeding.py", "    torch.manual_seed(seed)\n", "    torch.manual_seed(0)\n")])
     t0 = time.monotonic()
     r = run_checker("grade", "lab1", "--submissions", subs, "--parallel", "2", "--report-dir", tmp_path / "rep",
-                    "--only", "reproducible", "--only", "memory_reported", *NO_SANDBOX, env={"CHECKER_BUDGET_SCALE": "0.4"},
-                    timeout=380)
+                    "--only", "reproducible", "--only", "memory_reported", *NO_SANDBOX,
+                    env={"CHECKER_BUDGET_SCALE": "0.4"}, timeout=380)
     wall = time.monotonic() - t0
     assert r.returncode == 1, r.stdout  # not everyone passed
     rows = list(csv.DictReader(open(tmp_path / "rep" / "class.csv")))

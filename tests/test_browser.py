@@ -71,7 +71,8 @@ def jupyterlab(tmp_path):
     nb_settings = tmp_path / "settings" / "@jupyterlab" / "notebook-extension"
     nb_settings.mkdir(parents=True)  # every cell in the page (no windowing): the cells we click exist;
     # and no "Select Kernel" dialog when the kernel list arrives after the notebook (it happens, 1 run in ~8)
-    (nb_settings / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none", "autoStartDefaultKernel": true}')
+    (nb_settings / "tracker.jupyterlab-settings").write_text(
+        '{"windowingMode": "none", "autoStartDefaultKernel": true}')
     env = {**os.environ, "COURSE_TARGET": "solutions", "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
            "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "JUPYTER_DATA_DIR": str(tmp_path / "data")}
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}",

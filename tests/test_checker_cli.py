@@ -13,8 +13,8 @@ pytestmark = pytest.mark.timeout(180)
 def test_list_names_every_lab1_check():
     r = run_checker("list")
     assert r.returncode == 0
-    for name in ("reproducible", "resume_exact", "loss_decreases", "step_matches_reference", "throughput", "throughput_meter",
-                 "memory_reported", "input_pipeline"):
+    for name in ("reproducible", "resume_exact", "loss_decreases", "step_matches_reference", "throughput",
+                 "throughput_meter", "memory_reported", "input_pipeline"):
         assert name in r.stdout
 
 

@@ -1,4 +1,5 @@
-"""labs/notebook/dashboard.py without a browser: a fake 2-rank "training" run, its plot data, Stop, watch, the grade table."""
+"""labs/notebook/dashboard.py without a browser: a fake 2-rank "training" run, its plot data, Stop, watch, the grade
+table."""
 from __future__ import annotations
 
 import _thread
@@ -141,7 +142,8 @@ def test_an_interrupt_during_wait_stops_every_rank(tmp_path, sigint_raises):
 
 @pytest.mark.timeout(60)
 def test_a_failed_run_raises_with_its_last_lines(tmp_path):
-    script = "print('[rank1]: boom', flush=True); print('[rank0]: fine', flush=True); print('ChildFailedError'); exit(3)"
+    script = ("print('[rank1]: boom', flush=True); print('[rank0]: fine', flush=True); print('ChildFailedError'); "
+              "exit(3)")
     run = launch([sys.executable, "-c", script], show=False, poll_s=0.05)
     with pytest.raises(RuntimeError, match=r"exit 3(.|\n)*rank 0, last lines:\nfine\n--- rank 1, last lines:\nboom\n"
                                            r"--- the launcher, last lines:\nChildFailedError"):

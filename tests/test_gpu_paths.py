@@ -115,7 +115,8 @@ def test_pick_device_maps_local_rank_onto_the_visible_gpus_and_sets_determinism(
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "set_device", lambda d: calls.setdefault("set_device", d))
-    monkeypatch.setattr(torch, "use_deterministic_algorithms", lambda on, warn_only=False: calls.update(det=(on, warn_only)))
+    monkeypatch.setattr(torch, "use_deterministic_algorithms",
+                        lambda on, warn_only=False: calls.update(det=(on, warn_only)))
     for k in ("enable_flash_sdp", "enable_mem_efficient_sdp", "enable_cudnn_sdp", "enable_math_sdp"):
         if hasattr(torch.backends.cuda, k):
             monkeypatch.setattr(torch.backends.cuda, k, lambda on, k=k: calls.update({k: on}))

@@ -50,7 +50,8 @@ def test_pristine_starter_fails_every_check_with_its_hint(tmp_path, lab):
     for check in importlib.import_module(f"checker.labs.{lab}").CHECKS:
         got = by_name[check.name]
         assert not got["passed"]
-        assert check.hint in got["hint"] and f"labs/{seams.SEAMS[lab].folder}/" in got["hint"]  # (+ the TODO that blocked it)
+        assert (check.hint in got["hint"]
+                and f"labs/{seams.SEAMS[lab].folder}/" in got["hint"])  # (+ the TODO that blocked it)
         if check.starter_runs:  # runs as handed out (slowly, say): it fails on the measurement instead
             assert "TODO" not in got["message"] and (got["value"] is not None or got["threshold"] is None), got
         else:

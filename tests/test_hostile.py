@@ -193,7 +193,8 @@ def test_appending_to_the_graders_files_at_import_is_refused(lab_tree):
 
 
 ESCAPEE = {"re-forks every 10 ms, each child in a new session": (
-    "import os, sys, time\nwhile True:\n    if os.fork():\n        os._exit(0)\n    os.setsid()\n    time.sleep(0.01)\n"),
+    "import os, sys, time\nwhile True:\n    if os.fork():\n        os._exit(0)\n    os.setsid()\n"
+    "    time.sleep(0.01)\n"),
     "double-forks a setsid child": (
     "import os, time\nif os.fork():\n    os._exit(0)\nos.setsid()\nif os.fork():\n    os._exit(0)\ntime.sleep(3600)\n")}
 
@@ -202,7 +203,8 @@ def _escapee_tree(lab_tree, code: str):
     tree = lab_tree(learner_from="labs")  # the starter: its checks fail, so the grade is a clear FAIL
     init = tree / "labs" / "lab1_baseline" / "__init__.py"
     init.write_text(init.read_text() + f"\nimport subprocess as _s, sys as _y\n"
-                                       f"_s.Popen([_y.executable, '-c', {code!r}, {str(tree)!r}], start_new_session=True)\n")
+                                       f"_s.Popen([_y.executable, '-c', {code!r}, {str(tree)!r}], "
+                                       "start_new_session=True)\n")
     return tree
 
 

@@ -18,11 +18,14 @@ MISTAKES = {
         ("naive.py", "p.grad.div_(self.world_size)", "p.grad.div_(1)")]),
     "no_sync_ignored": ("no_sync_accumulation", "expected none inside no_sync()", [
         ("bucketed.py", "        if not self.sync:\n            return\n", "")]),
-    "all_reduce_after_backward": ("overlap", "0% of the all-reduced bytes", [  # the hook only copies; finish() does blocking all-reduces
-        ("bucketed.py", "            b.flat.div_(self.world_size)\n            b.work = dist.all_reduce(b.flat, async_op=True)\n",
+    "all_reduce_after_backward": ("overlap", "0% of the all-reduced bytes", [  # the hook only copies; finish() does
+        # blocking all-reduces
+        ("bucketed.py", "            b.flat.div_(self.world_size)\n"
+                        "            b.work = dist.all_reduce(b.flat, async_op=True)\n",
          "            pass\n"),
         ("bucketed.py", "            if b.work is None:", "            if False:"),
-        ("bucketed.py", "            b.work.wait()\n", "            b.flat.div_(self.world_size)\n            dist.all_reduce(b.flat)\n")]),
+        ("bucketed.py", "            b.work.wait()\n",
+         "            b.flat.div_(self.world_size)\n            dist.all_reduce(b.flat)\n")]),
     "wait_inside_hook": ("overlap", "backward waited for them", [  # launched from the hook, but backward blocks on it
         ("bucketed.py", "            b.work = dist.all_reduce(b.flat, async_op=True)\n",
          "            b.work = dist.all_reduce(b.flat, async_op=True)\n            b.work.wait()\n")]),

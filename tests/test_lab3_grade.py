@@ -17,7 +17,8 @@ def _grade(out_dir, *args):
 def test_unsharded_state_unwrapped_root_and_allreduce_slicing_fail_their_checks(lab_tree):
     tree = lab_tree("lab3_sharding")
     edits = [  # ZeRO-1 that keeps every parameter's moments on every rank; FSDP without the root unit
-        ("zero1.py", 'local = [{**g, "params": [p for p in g["params"] if self.owner[id(p)] == self.rank]} for g in self.param_groups]',
+        ("zero1.py", 'local = [{**g, "params": [p for p in g["params"] if self.owner[id(p)] == self.rank]} '
+                     'for g in self.param_groups]',
          'local = [{**g, "params": list(g["params"])} for g in self.param_groups]'),
         ("fsdp.py", "    fully_shard(model, **kwargs)\n", ""),
         ("zero2.py", "b.work = dist.reduce_scatter_single(b.flat_grad[b.lo:b.hi], b.flat_grad, async_op=True)",
@@ -33,7 +34,8 @@ def test_unsharded_state_unwrapped_root_and_allreduce_slicing_fail_their_checks(
     assert not checks["zero1_memory"]["passed"] and checks["zero1_memory"]["value"] > 1.9  # ~2x: full state
     assert not checks["fsdp_memory"]["passed"] and "local shards hold" in checks["fsdp_memory"]["message"]
     assert checks["zero1_equivalence"]["passed"]  # the arithmetic was right; only the memory was wasted
-    assert not checks["zero_comm_bytes"]["passed"] and checks["zero_comm_bytes"]["value"] == pytest.approx(1.5, abs=0.01)
+    assert (not checks["zero_comm_bytes"]["passed"]
+            and checks["zero_comm_bytes"]["value"] == pytest.approx(1.5, abs=0.01))
     assert checks["zero2_equivalence"]["passed"]  # all-reduce + slice: right numbers, the bytes are what is wrong
 
 

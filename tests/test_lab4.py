@@ -39,7 +39,8 @@ def test_generated_lab4_starter_is_the_faulty_job_not_todos():
 
 
 LOG = """[rank=0] launch environment: RANK=0 WORLD_SIZE=2 SLURM_NTASKS=4
-[job 1] torch.distributed.DistNetworkError: ... port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use
+[job 1] torch.distributed.DistNetworkError: ... port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: \
+address already in use
 rank times after step 12: inside train_step s r0=0.62 r1=0.37 | outside s r0=0.04 r1=0.35
 step 3 loss 5.4673 34 ms 2 all-reduces
 """
@@ -109,7 +110,8 @@ def test_launch_args_must_be_torchrun_options_only(result, ok):
 def test_spawn_starts_ranks_with_their_env_and_stops_peers_of_a_failed_rank(tmp_path):
     ok = subprocess.run([sys.executable, "-m", "checker.spawn", "--nproc", "3", "--", sys.executable, "-c",
                          # one write per rank: print(a, b, c) writes its pieces separately and ranks share the pipe
-                         "import os, sys; e = os.environ; sys.stdout.write(f\"{e['RANK']} {e['WORLD_SIZE']} {e['MASTER_PORT']}\\n\")"],
+                         "import os, sys; e = os.environ; "
+                         "sys.stdout.write(f\"{e['RANK']} {e['WORLD_SIZE']} {e['MASTER_PORT']}\\n\")"],
                         capture_output=True, text=True, cwd=ROOT, timeout=20)
     lines = sorted(ok.stdout.split("\n")[:-1])
     assert ok.returncode == 0 and [ln.split()[:2] for ln in lines] == [["0", "3"], ["1", "3"], ["2", "3"]]
@@ -117,7 +119,8 @@ def test_spawn_starts_ranks_with_their_env_and_stops_peers_of_a_failed_rank(tmp_
     marker = f"lab4-spawn-{tmp_path.name}"
     t0 = time.monotonic()
     bad = subprocess.run([sys.executable, "-m", "checker.spawn", "--nproc", "2", "--", sys.executable, "-c",
-                          f"import os, sys, time; '{marker}'; sys.exit(3) if os.environ['RANK'] == '1' else time.sleep(60)"],
+                          f"import os, sys, time; '{marker}'; "
+                          "sys.exit(3) if os.environ['RANK'] == '1' else time.sleep(60)"],
                          capture_output=True, text=True, cwd=ROOT, timeout=25)
     assert bad.returncode == 3 and time.monotonic() - t0 < 15  # the sleeping peer did not run its 60 s
     assert processes_with(marker) == []

@@ -16,8 +16,14 @@ from solutions.lab5_scheduler import jobmetrics, report
 # Two real jobcomp lines of one job, written by Slurm 22.05 here: warned and requeued once, then completed.
 # The requeue leaves a PENDING line and resets SubmitTime.
 REQUEUED = """\
-JobId=2 UserId=root(0) GroupId=root(0) Name=lab5-train JobState=PENDING Partition=debug TimeLimit=10 StartTime=2026-12-02T15:10:36 EndTime=2026-12-02T15:10:53 NodeList=vm NodeCnt=1 ProcCnt=2 WorkDir=/work/main ReservationName= Tres=cpu=2,mem=4G,node=1,billing=2 Account= QOS= WcKey= Cluster=unknown SubmitTime=2026-12-02T15:10:30 EligibleTime=2026-12-02T15:10:36 DerivedExitCode=1:0 ExitCode=0:0
-JobId=2 UserId=root(0) GroupId=root(0) Name=lab5-train JobState=COMPLETED Partition=debug TimeLimit=10 StartTime=2026-12-02T15:11:06 EndTime=2026-12-02T15:11:16 NodeList=vm NodeCnt=1 ProcCnt=2 WorkDir=/work/main ReservationName= Tres=cpu=2,mem=4G,node=1,billing=2 Account= QOS= WcKey= Cluster=unknown SubmitTime=2026-12-02T15:10:53 EligibleTime=2026-12-02T15:11:04 DerivedExitCode=1:0 ExitCode=0:0
+JobId=2 UserId=root(0) GroupId=root(0) Name=lab5-train JobState=PENDING Partition=debug TimeLimit=10 \
+StartTime=2026-12-02T15:10:36 EndTime=2026-12-02T15:10:53 NodeList=vm NodeCnt=1 ProcCnt=2 WorkDir=/work/main \
+ReservationName= Tres=cpu=2,mem=4G,node=1,billing=2 Account= QOS= WcKey= Cluster=unknown \
+SubmitTime=2026-12-02T15:10:30 EligibleTime=2026-12-02T15:10:36 DerivedExitCode=1:0 ExitCode=0:0
+JobId=2 UserId=root(0) GroupId=root(0) Name=lab5-train JobState=COMPLETED Partition=debug TimeLimit=10 \
+StartTime=2026-12-02T15:11:06 EndTime=2026-12-02T15:11:16 NodeList=vm NodeCnt=1 ProcCnt=2 WorkDir=/work/main \
+ReservationName= Tres=cpu=2,mem=4G,node=1,billing=2 Account= QOS= WcKey= Cluster=unknown \
+SubmitTime=2026-12-02T15:10:53 EligibleTime=2026-12-02T15:11:04 DerivedExitCode=1:0 ExitCode=0:0
 """
 
 
@@ -117,7 +123,8 @@ def test_ranks_stop_together_when_only_one_is_signalled(tmp_path):
         "        os.kill(os.getpid(), signal.SIGUSR1)\n"
         "    if flag.should_stop(torch.device('cpu')):\n"
         "        break\n"
-        "os.write(1, f'rank {rank} stopped at {step} received={flag.received}\\n'.encode())  # one write: no interleaving\n"
+        "os.write(1, f'rank {rank} stopped at {step} received={flag.received}\\n'.encode())"
+        "  # one write: no interleaving\n"
         "cdist.teardown()\n")
     r = subprocess.run([sys.executable, "-m", "checker.spawn", "--nproc=2", "--", sys.executable, "-c", code],
                        cwd=ROOT, capture_output=True, text=True, timeout=80)

@@ -159,7 +159,8 @@ case $FAKE in
   finished)  echo '{"rank": 0, "event": "finished", "step": 200}' >> "$out/log.jsonl"; exit 0 ;;
   preempted) echo '{"rank": 0, "event": "preempted", "step": 41}' >> "$out/log.jsonl"; exit 0 ;;
   crash)     exit 3 ;;
-  stale)     echo '{"rank": 0, "event": "preempted", "step": 41}' >> "$out/log.jsonl"; exit 3 ;;  # a crash after a requeue
+  stale)     echo '{"rank": 0, "event": "preempted", "step": 41}' >> "$out/log.jsonl"; \
+exit 3 ;;  # a crash after a requeue
   signalled) trap 'echo "{\\"rank\\": 0, \\"event\\": \\"preempted\\"}" >> "$out/log.jsonl"; exit 1' TERM
              touch "$out/started"; while :; do sleep 0.05; done ;;
 esac

@@ -102,7 +102,8 @@ def test_without_a_sandbox_a_grade_says_so_in_one_line(tmp_path):
     r = run_checker("grade", "lab1", "--solutions", "--only", "memory_reported", "--json", tmp_path / "r.json",
                     env={"CHECKER_SANDBOX": "0"})
     assert r.returncode == 0
-    assert [ln for ln in r.stdout.splitlines() if ln.startswith("not sandboxed")] == ["not sandboxed: CHECKER_SANDBOX=0"]
+    assert [ln for ln in r.stdout.splitlines()
+            if ln.startswith("not sandboxed")] == ["not sandboxed: CHECKER_SANDBOX=0"]
     assert json.loads((tmp_path / "r.json").read_text())["sandbox"] == "not sandboxed: CHECKER_SANDBOX=0"
     from checker.cli import _sandbox_line, build_parser
     assert _sandbox_line(build_parser().parse_args(["grade", "lab1", "--no-sandbox"])).startswith(

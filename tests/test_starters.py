@@ -80,4 +80,5 @@ def test_lab1_pipeline_starter_runs_as_handed_out():
         x, y = next(batches)
         assert all(torch.equal(a, b) for a, b in zip((x, y), data.batch(ids, 64)))
     text = (ROOT / "labs" / "lab1_baseline" / "pipeline.py").read_text()
-    assert "    # TODO(lab1): the model waits" in text and "loader = DataLoader(dataset, batch_sampler=batches)\n" in text
+    assert ("    # TODO(lab1): the model waits" in text
+            and "loader = DataLoader(dataset, batch_sampler=batches)\n" in text)

@@ -79,7 +79,8 @@ def error_result(check: Check, err: dict, unit: str = "") -> CheckResult:
             hint = f"first write {fn or 'the TODO'} ({file}): this check runs it. Then: {check.hint}"
     elif kind == "ReferenceImportError":
         msg, details = err.get("message", ""), ""
-        hint = "Write the lab in labs/ yourself; the checker compares your code against solutions/, so it never grades it."
+        hint = ("Write the lab in labs/ yourself; the checker compares your code against solutions/, so it never "
+                "grades it.")
     elif kind == "Timeout":
         msg = f"hung: {err['message']}; killed. Where each thread was stuck is shown with -v."
         details = err.get("stacks", "")

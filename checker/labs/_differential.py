@@ -29,7 +29,8 @@ CRITERIA = (  # in the order a wrong step is best explained by; (key, what it is
     ("lr", "lr the optimizer used", "step the scheduler once, after optimizer.step()"),
     ("loss", "loss returned", "return the mean loss of the step as a float"),
     ("pre_norm", "gradient norm after backward", "zero the grads first; the loss is the model's mean loss"),
-    ("post_norm", "gradient norm the optimizer applied", "clip the global norm after backward, before optimizer.step()"),
+    ("post_norm", "gradient norm the optimizer applied",
+     "clip the global norm after backward, before optimizer.step()"),
     ("grad", "max |.grad - reference| after the step", ".grad must hold this step's clipped gradient afterwards"),
     ("weights", "max |weight - reference| after the step", "the update must be this step's"),
 )
@@ -95,8 +96,9 @@ def side_by_side(runs: dict, plan: list, seed: int, comm=None) -> dict:
     """runs = {"reference": (step_fn, model, set_scale), "learner": ...}; plan = [(args for step_fn, scale), ...].
 
     Each side: its own RecordingSGD and scheduler over its model; before step k, set_scale(scale) and
-    torch.manual_seed(seed + k). `comm` (a CollectiveRecorder) counts the all-reduces of each step. Returns {"reference": [per-step record], "learner": [...], "diffs": [...]}
-    where a record is what the step did and diffs compares the learner's with the reference's."""
+    torch.manual_seed(seed + k). `comm` (a CollectiveRecorder) counts the all-reduces of each step. Returns
+    {"reference": [per-step record], "learner": [...], "diffs": [...]} where a record is what the step did and
+    diffs compares the learner's with the reference's."""
     import torch
 
     out, state = {}, {}
@@ -125,7 +127,8 @@ def side_by_side(runs: dict, plan: list, seed: int, comm=None) -> dict:
             h.remove()
     diffs = []
     ref_before = [w for w, _ in state["reference"][:-1]]
-    for before, (w_ref, g_ref), (w_mine, g_mine) in zip(ref_before, state["reference"][1:], state.get("learner", [])[1:]):
+    for before, (w_ref, g_ref), (w_mine, g_mine) in zip(ref_before, state["reference"][1:],
+                                                        state.get("learner", [])[1:]):
         wd = max(float((a - b).abs().max()) for a, b in zip(w_mine, w_ref))
         # the scale of a weight difference is the step's update (lr x gradient, ~1e-3 here), not the weights
         # (~1): rounding moves a weight by an ulp of itself, 2^-23 |w|, which the floor allows 8 of
@@ -161,7 +164,8 @@ def first_difference(result: dict) -> tuple[int, str, str, str] | None:
                 if d[key] > tol:
                     return k + 1, what, f"{d[key]:.2e} (tolerance {tol:.1e})", fix
             elif not (_close(m[key], r[key], 0 if key.endswith("steps") or key == "comm" else RTOL)):
-                fmt = (lambda v: "none" if v is None else f"{v:.6g}") if not (key.endswith("steps") or key == "comm") else str
+                fmt = ((lambda v: "none" if v is None else f"{v:.6g}") if not (key.endswith("steps") or key == "comm")
+                       else str)
                 return k + 1, what, f"yours {fmt(m[key])} vs reference {fmt(r[key])}", fix
     return None
 

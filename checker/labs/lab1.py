@@ -203,8 +203,8 @@ TASKS = {"probe": task_probe, "train": task_train, "step": task_step, "measure":
 # ---------------------------------------------------------------- checker side
 RUNS = {  # which runs each check needs; --only runs just those
     "reproducible": {"run_a", "run_b"}, "resume_exact": {"run_a", "resume_1", "resume_2"},
-    "loss_decreases": {"run_a"}, "step_matches_reference": {"step"}, "throughput": {"measure"}, "throughput_meter": {"measure"},
-    "memory_reported": {"measure"}, "input_pipeline": {"pipeline"},
+    "loss_decreases": {"run_a"}, "step_matches_reference": {"step"}, "throughput": {"measure"},
+    "throughput_meter": {"measure"}, "memory_reported": {"measure"}, "input_pipeline": {"pipeline"},
 }
 
 

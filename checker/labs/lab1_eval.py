@@ -63,8 +63,8 @@ def resume_exact(c: Check, runs) -> CheckResult:
     n = sum(x == y for x, y in zip(resumed, a["losses"]))
     msg = (f"killed after step {start}, resumed in a fresh process: steps {start + 1}-{len(resumed)} and final "
            f"weights bit-identical" if same else
-           f"resumed run {diverged_at(resumed, a['losses'])}" + (" (just after the resume)"
-                                                                  if resumed[start:start + 1] != a["losses"][start:start + 1] else ""))
+           f"resumed run {diverged_at(resumed, a['losses'])}"
+           + (" (just after the resume)" if resumed[start:start + 1] != a["losses"][start:start + 1] else ""))
     return CheckResult(c.name, same, value=n, threshold=len(a["losses"]), unit="identical steps",
                        message=msg, hint=c.hint)
 
@@ -93,7 +93,8 @@ def step_matches_reference(c: Check, runs) -> CheckResult:
     wrong = first_difference(r)
     if wrong is None:
         return CheckResult(c.name, True, value=n, threshold=n, unit="steps", hint=c.hint,
-                           message=f"{n} steps (one clipped) equal the reference's: loss, lr, grad norms, .grad, weights")
+                           message=f"{n} steps (one clipped) equal the reference's: loss, lr, grad norms, .grad, "
+                                   "weights")
     step, what, measured, fix = wrong
     clipped = " (the step forced over the clip threshold)" if step == 3 else ""
     return CheckResult(c.name, False, value=step - 1, threshold=n, unit="steps", hint=f"{fix}. {c.hint}",
@@ -108,7 +109,8 @@ def throughput(c: Check, runs) -> CheckResult:
     return CheckResult(c.name, s["ratio"] >= THROUGHPUT_MIN, value=round(s["ratio"], 3), threshold=THROUGHPUT_MIN,
                        unit="x reference", hint=c.hint,
                        message=f"yours / reference {s['ratio']:.2f}x (median of the ratios of interleaved window "
-                               f"pairs); median tokens/s: yours {s['learner_tps']:,.0f}, reference {s['reference_tps']:,.0f}")
+                               f"pairs); median tokens/s: yours {s['learner_tps']:,.0f}, "
+                               f"reference {s['reference_tps']:,.0f}")
 
 
 def throughput_meter(c: Check, runs) -> CheckResult:
@@ -121,7 +123,8 @@ def throughput_meter(c: Check, runs) -> CheckResult:
     rel = abs(mine / clock - 1) if finite else float("inf")
     return CheckResult(c.name, rel <= METER_TOL, value=round(rel, 4), threshold=METER_TOL, unit="rel. error",
                        hint=c.hint, message=f"your meter {mine if not finite else f'{mine:,.0f}'} tok/s, checker's "
-                                            f"clock {clock:,.0f} tok/s over the same {m.get('steps', 10)} steps after warm-up")
+                                            f"clock {clock:,.0f} tok/s over the same {m.get('steps', 10)} steps "
+                                            "after warm-up")
 
 
 def memory_reported(c: Check, runs) -> CheckResult:
@@ -140,8 +143,9 @@ def memory_reported(c: Check, runs) -> CheckResult:
     freed = r.get("memory_no_grads")
     if not wrong and isinstance(freed, dict) and freed.get("grads") != 0:  # the measured column: this criterion
         return CheckResult(c.name, False, value=freed.get("grads"), threshold=0, unit="bytes of grads", hint=c.hint,
-                           message=f"after zero_grad(set_to_none=True) no .grad exists, yet grads = {freed.get('grads')} "
-                                   "bytes: count the .grad tensors that exist, not the parameters")
+                           message=f"after zero_grad(set_to_none=True) no .grad exists, yet grads = "
+                                   f"{freed.get('grads')} bytes: count the .grad tensors that exist, not the "
+                                   "parameters")
     return CheckResult(c.name, not wrong, value=got.get("total"), threshold=want["total"], unit="bytes", hint=c.hint,
                        message=(f"Ψ={psi:,} params in {tensors} tensors: 16Ψ + 4·{tensors} = {want['total']:,} bytes"
                                 if not wrong else "; ".join(wrong) + f" (Ψ={psi:,}, {tensors} tensors)"))

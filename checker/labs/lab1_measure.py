@@ -61,7 +61,8 @@ def task_measure(ctx, target, windows=6, steps=8):
         env, data, *learner = _setup(torch.manual_seed, SEED)
         _, _, *reference = _setup(torch.manual_seed, SEED)
         batches = [data.batch(learner[3].next_ids(), SEQ, env.device) for _ in range(steps)]
-        fns = {"learner": (_step_in(env, seam.train_step), learner), "reference": (_step_in(env, ref.train_step), reference)}
+        fns = {"learner": (_step_in(env, seam.train_step), learner),
+               "reference": (_step_in(env, ref.train_step), reference)}
         for fn, (model, opt, sched, _) in fns.values():
             for b in batches[:2]:
                 fn(model, opt, sched, b)  # warm-up

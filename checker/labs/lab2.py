@@ -149,7 +149,8 @@ def _equivalence(ctx, seam, rec, make, env, steps=3):
             ref_loss.backward()
             res["grad_diff"].append(max((g - p.grad).abs().max().item() for g, p in zip(grads, ref.parameters())))
             ref_opt.step()
-            res["param_diff"].append(max((p - q).abs().max().item() for p, q in zip(model.parameters(), ref.parameters())))
+            res["param_diff"].append(max((p - q).abs().max().item()
+                                         for p, q in zip(model.parameters(), ref.parameters())))
     del ddp
     return res
 
@@ -176,7 +177,8 @@ def _no_sync(ctx, seam, rec, env, k=3):
         x, y = data.batch(list(range(k * BATCH * world)), SEQ, env.device)
         _, loss = ref(x, y)
         loss.backward()
-        out["grad_diff"] = max((p.grad - q.grad).abs().max().item() for p, q in zip(model.parameters(), ref.parameters()))
+        out["grad_diff"] = max((p.grad - q.grad).abs().max().item()
+                               for p, q in zip(model.parameters(), ref.parameters()))
     return out
 
 
@@ -313,8 +315,8 @@ TASKS = {"probe": task_probe, "sharding": task_sharding, "correctness": task_cor
 
 # ---------------------------------------------------------------- checker side
 RUNS = {"sharding": {"sharding"}, "grad_equivalence": {"correctness"}, "ranks_in_sync": {"correctness"},
-        "no_sync_accumulation": {"correctness"}, "step_matches_reference": {"step"}, "overlap": {"correctness"}, "throughput": {"throughput"},
-        "resume_exact": {"full", "resume_1", "resume_2"}}
+        "no_sync_accumulation": {"correctness"}, "step_matches_reference": {"step"}, "overlap": {"correctness"},
+        "throughput": {"throughput"}, "resume_exact": {"full", "resume_1", "resume_2"}}
 
 
 def grade(h, checks):

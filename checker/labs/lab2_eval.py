@@ -33,8 +33,8 @@ def sharding(c: Check, runs) -> CheckResult:
         vs = r.get("vs_reference")
         if vs and not problems:
             problems.append(f"world {world}, rank {vs['rank']}, step {vs['step']} (100 windows: each epoch ends with "
-                            f"{vs['tail']} left over): yours {vs['yours']} vs reference {vs['reference']}; rank r's ids "
-                            "are the r-th block of BatchSampler's global batch")
+                            f"{vs['tail']} left over): yours {vs['yours']} vs reference {vs['reference']}; rank r's "
+                            "ids are the r-th block of BatchSampler's global batch")
     return CheckResult(c.name, not problems, hint=c.hint,
                        message="; ".join(problems) or "world sizes 2 and 3: disjoint, complete, reshuffled, resumable")
 
@@ -76,7 +76,8 @@ def no_sync_accumulation(c: Check, runs) -> CheckResult:
                                    "and at least one on the last micro-step")
     d = r["grad_diff"]
     return CheckResult(c.name, d <= TOL, value=d, threshold=TOL, unit="max abs diff", hint=c.hint,
-                       message=f"all-reduces per micro-step {r['calls']}; gradient vs one batch of 3x the size: {d:.1e}")
+                       message=f"all-reduces per micro-step {r['calls']}; gradient vs one batch of 3x the size: "
+                               f"{d:.1e}")
 
 
 def step_matches_reference(c: Check, runs) -> CheckResult:
@@ -94,7 +95,8 @@ def step_matches_reference(c: Check, runs) -> CheckResult:
             k, scale = STEP_PLAN[step - 1]
             return CheckResult(c.name, False, value=step - 1, threshold=n, unit="steps", hint=f"{fix}. {c.hint}",
                                message=f"rank {rank}, step {step} ({k} micro-batches"
-                                       f"{', forced over the clip threshold' if scale != 1 else ''}): {what}: {measured}")
+                                       f"{', forced over the clip threshold' if scale != 1 else ''}): {what}: "
+                                       f"{measured}")
     return CheckResult(c.name, True, value=n, threshold=n, unit="steps", hint=c.hint,
                        message=f"every rank, {n} steps of {', '.join(str(k) for k, _ in STEP_PLAN)} micro-batches (one "
                                "clipped) equal the reference's: loss, all-reduces, lr, grad norms, .grad, weights")

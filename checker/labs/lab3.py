@@ -113,7 +113,8 @@ def _fsdp(ctx, seam, env, comm, steps=4, windows=12):
     fsdp = seam.apply_fsdp(fsdp_model)
     peak = _unsharded_peak(fsdp)
     opts = {"ddp": (ddp, make_optimizer(ddp_model)), "fsdp": (fsdp, make_optimizer(fsdp_model))}
-    zero2_opt, _ = ctx.attempt(lambda: seam.Zero2Optimizer(param_groups(zero2_model), torch.optim.AdamW, lr=3e-3, **ADAMW))
+    zero2_opt, _ = ctx.attempt(lambda: seam.Zero2Optimizer(param_groups(zero2_model), torch.optim.AdamW, lr=3e-3,
+                                                           **ADAMW))
     if zero2_opt is not None:  # the same loop, timed beside DDP (zero2_throughput)
         opts["zero2"] = (zero2_model, zero2_opt)
     batches = _batches(env, steps)
@@ -292,7 +293,8 @@ def grade(h, checks):
          dict(name="resume_1", task="train", nproc=2, budget_s=90, kill_on="saved",
               args=dict(steps=N_STEPS, save_at=save_at, ckpt=ckpt))],
         [dict(name="resume_2", task="train", nproc=2, budget_s=90, args=dict(steps=N_STEPS, resume=True, ckpt=ckpt)),
-         dict(name="resume_ws1", task="train", nproc=1, group=True, budget_s=90, args=dict(steps=N_STEPS, resume=True, ckpt=ckpt))],
+         dict(name="resume_ws1", task="train", nproc=1, group=True, budget_s=90,
+              args=dict(steps=N_STEPS, resume=True, ckpt=ckpt))],
     ]
     runs = h.run_phases(phases, need)
     return [lab3_eval.EVALUATORS[c.name](c, runs) for c in checks], lab3_eval.info(runs)

@@ -53,7 +53,8 @@ def zero2_memory(c: Check, runs) -> CheckResult:
         n, psi = z["world_size"], z["psi"]
         m, g = z["moments"] / (8 * psi / n), z["grads"] / (4 * psi / n)
         worst = max(worst, m, g, key=lambda x: abs(x - 1))
-        rows.append(f"rank {rank}: moments {z['moments']:,} B = {m:.4f} x 8Ψ/N, gradients {z['grads']:,} B = {g:.4f} x 4Ψ/N")
+        rows.append(f"rank {rank}: moments {z['moments']:,} B = {m:.4f} x 8Ψ/N, "
+                    f"gradients {z['grads']:,} B = {g:.4f} x 4Ψ/N")
     return CheckResult(c.name, abs(worst - 1) <= SLICE_TOL, value=round(worst, 4), threshold=1 + SLICE_TOL,
                        unit="x formula", hint=c.hint, message="; ".join(rows))
 
@@ -161,16 +162,19 @@ def deepspeed_stages(c: Check, runs) -> CheckResult:
     for stage in range(4):
         s = res[f"stage{stage}"]
         if s["stage_seen"] != stage:
-            return CheckResult(c.name, False, hint=c.hint, message=f"asked for stage {stage}, the engine runs {s['stage_seen']}")
+            return CheckResult(c.name, False, hint=c.hint,
+                               message=f"asked for stage {stage}, the engine runs {s['stage_seen']}")
         diff = max(abs(a - b) for a, b in zip(s["losses"], base))
         if diff > FSDP_TOL:
-            return CheckResult(c.name, False, hint=c.hint, message=f"stage {stage} losses differ from stage 0 by {diff:.1e}")
+            return CheckResult(c.name, False, hint=c.hint,
+                               message=f"stage {stage} losses differ from stage 0 by {diff:.1e}")
         w, m, o = DS_FORMULA[stage](s["world_size"])
         want, got = (w + m + o) * s["psi"], s["weights"] + s["master"] + s["moments"]
         worst = max(worst, abs(got / want - 1))
         notes.append(f"stage {stage}: {got / s['psi']:.2f} B/param (formula {w + m + o:g})")
     return CheckResult(c.name, worst <= BYTES_TOL, value=round(worst, 4), threshold=BYTES_TOL, unit="rel. diff",
-                       hint=c.hint, message="losses equal stage 0; persistent weights+master+moments: " + "; ".join(notes))
+                       hint=c.hint,
+                       message="losses equal stage 0; persistent weights+master+moments: " + "; ".join(notes))
 
 
 def sharded_resume(c: Check, runs) -> CheckResult:
@@ -187,10 +191,12 @@ def sharded_resume(c: Check, runs) -> CheckResult:
                                                                    f"saved at {saved_at}")
     resumed = r1["losses"] + r2["losses"]
     if resumed != full["losses"] or r2["digest"] != full["digest"]:
-        return CheckResult(c.name, False, hint=c.hint, message=f"2 ranks: resumed run {diverged_at(resumed, full['losses'])}")
+        return CheckResult(c.name, False, hint=c.hint,
+                           message=f"2 ranks: resumed run {diverged_at(resumed, full['losses'])}")
     tail = [float.fromhex(x) for x in full["losses"][saved_at:]]
     diff = max(abs(float.fromhex(a) - b) for a, b in zip(w1["losses"], tail))
-    return CheckResult(c.name, diff <= RESHARD_TOL, value=diff, threshold=RESHARD_TOL, unit="max loss diff", hint=c.hint,
+    return CheckResult(c.name, diff <= RESHARD_TOL, value=diff, threshold=RESHARD_TOL, unit="max loss diff",
+                       hint=c.hint,
                        message=f"saved by 2 ranks at step {saved_at}, killed; resumed by 2 ranks: bit-identical; "
                                f"by 1 rank: losses within {diff:.1e}")
 
@@ -218,7 +224,8 @@ def info(runs) -> list[tuple[str, str]]:
         r = parts[0]
         per_rank = {k: v / r["world_size"] * r["flops_per_token"] for k, v in r["tokens_per_s"].items()}
         rows.append(("MFU per rank (tiny; achieved / peak FLOP/s)", ", ".join(
-            f"{k} {v / r['peak_flops']:.1%}" for k, v in per_rank.items()) + f" of {r['peak_flops'] / 1e9:.1f} GFLOP/s"))
+            f"{k} {v / r['peak_flops']:.1%}" for k, v in per_rank.items())
+            + f" of {r['peak_flops'] / 1e9:.1f} GFLOP/s"))
         rows.append(("CPU utilisation per rank (throughput windows)",
                      ", ".join(f"rank {i} {x['cpu_util']:.0%}" for i, x in enumerate(parts))))
     return rows + run_info(runs)

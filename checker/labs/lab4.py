@@ -83,8 +83,8 @@ def _shard_cases(seam) -> list[dict]:
     for n, world in ((49, 2), (48, 2), (100, 3), (101, 4), (7, 3)):
         shards = [list(map(int, seam.shard_indices(n, r, world))) for r in range(world)]
         flat = [i for s in shards for i in s]
-        cases.append({"n": n, "world": world, "lengths": [len(s) for s in shards], "in_range": all(0 <= i < n for i in flat),
-                      "distinct": len(set(flat)), "total": len(flat)})
+        cases.append({"n": n, "world": world, "lengths": [len(s) for s in shards],
+                      "in_range": all(0 <= i < n for i in flat), "distinct": len(set(flat)), "total": len(flat)})
     return cases
 
 

@@ -72,7 +72,8 @@ def diagnosed(c: Check, n: int, logs: dict, diagnosis) -> CheckResult:
     if not cause:
         return CheckResult(c.name, False, message=f"no cause given for incident {n} yet", hint=c.hint)
     if cause not in VOCABULARY:
-        return CheckResult(c.name, False, message=f"cause {cause!r} is not in the README's list: {', '.join(VOCABULARY)}",
+        return CheckResult(c.name, False,
+                           message=f"cause {cause!r} is not in the README's list: {', '.join(VOCABULARY)}",
                            hint=c.hint)
     if cause != CAUSES[n]:
         return CheckResult(c.name, False, message=f"{cause} does not explain incident {n}: look again at what the log "
@@ -87,7 +88,8 @@ def diagnosed(c: Check, n: int, logs: dict, diagnosis) -> CheckResult:
             f"at least {MIN_EVIDENCE_CHARS} characters, as it appears there" if evidence else "no evidence line given"))
     if not any(re.search(p, evidence, re.I) for p in EVIDENCE[n]):
         return CheckResult(c.name, False, hint=c.hint,
-                           message="that line occurs in the log but does not show the cause: pick the line that proves it")
+                           message="that line occurs in the log but does not show the cause: pick the line that "
+                                   "proves it")
     return CheckResult(c.name, True, hint=c.hint, message=f"{cause}; evidence found in the faulty job's log")
 
 
@@ -139,8 +141,8 @@ def fixed(c: Check, n: int, runs, scenario, variant: int, launch) -> CheckResult
         want = [sc.job["nan_at"][1]]
         bad = [r["rank"] for r in rs if r["skipped"] != want]
         if bad:
-            return CheckResult(c.name, False, hint=c.hint, message=f"the NaN step {want[0]} must be skipped on every rank "
-                               f"and no other; skipped: {[r['skipped'] for r in rs]}")
+            return CheckResult(c.name, False, hint=c.hint, message=f"the NaN step {want[0]} must be skipped on every "
+                               f"rank and no other; skipped: {[r['skipped'] for r in rs]}")
         note = f"step {want[0]} skipped on every rank, weights finite"
     if n == 3:
         ratios = [r["tokens"]["after_step"] / max(r["tokens"]["train_step"], 1) for r in rs]
@@ -151,8 +153,8 @@ def fixed(c: Check, n: int, runs, scenario, variant: int, launch) -> CheckResult
         want_evals = sc.job["steps"] // sc.job["eval_every"]
         if dash["evals"] < want_evals:
             return CheckResult(c.name, False, value=value, threshold=threshold, unit=unit, hint=c.hint, message=(
-                f"the dashboard (rank {dash['rank']}) got {dash['evals']} validation losses in {sc.job['steps']} steps; "
-                f"it needs one every {sc.job['eval_every']} steps ({want_evals})"))
+                f"the dashboard (rank {dash['rank']}) got {dash['evals']} validation losses in {sc.job['steps']} "
+                f"steps; it needs one every {sc.job['eval_every']} steps ({want_evals})"))
         if value > threshold:
             return CheckResult(c.name, False, value=value, threshold=threshold, unit=unit, hint=c.hint, message=(
                 "per rank, tokens run forward in after_step per token trained: " + ", ".join(
@@ -171,7 +173,8 @@ def fixed(c: Check, n: int, runs, scenario, variant: int, launch) -> CheckResult
                     or case["total"] - case["distinct"] > w - 1:
                 return CheckResult(c.name, False, hint=c.hint, message=(
                     f"shard_indices({n_s} samples, world {w}): lengths {case['lengths']}, {case['distinct']} distinct "
-                    f"samples; every rank needs the same count, each sample at most once (a few repeats to pad are fine)"))
+                    f"samples; every rank needs the same count, each sample at most once (a few repeats to pad are "
+                    "fine)"))
         note = f"{rs[0]['steps_run']} steps on every rank; shard_indices equal-length at 5 sizes"
     if n == 6:
         bad = [r["ifname"] for r in rs if r["ifname"] and r["ifname"] not in r["interfaces"]]
@@ -208,7 +211,8 @@ def _resume(c: Check, runs, sc) -> CheckResult:
                 f"rank {a['rank']}: after resuming at step {save_at}, step {save_at + first + 1}'s loss is {g:.6f}, "
                 f"uninterrupted {w:.6f}"))
         if a["digest"] != b["digest"]:
-            return CheckResult(c.name, False, hint=c.hint, message=f"rank {a['rank']}: losses equal but final weights differ")
+            return CheckResult(c.name, False, hint=c.hint,
+                               message=f"rank {a['rank']}: losses equal but final weights differ")
     return CheckResult(c.name, True, hint=c.hint, message=f"killed after step {save_at}'s checkpoint, resumed: losses "
                                                           f"and weights bit-identical on every rank")
 
@@ -232,7 +236,8 @@ def checked_launch(run):
 
 def evaluate(c: Check, runs, logs, diagnosis, scenario, variant, launch) -> CheckResult:
     kind, n = c.name.split("_incident")
-    return fixed(c, int(n), runs, scenario, variant, launch) if kind == "fixed" else diagnosed(c, int(n), logs, diagnosis)
+    return (fixed(c, int(n), runs, scenario, variant, launch) if kind == "fixed"
+            else diagnosed(c, int(n), logs, diagnosis))
 
 
 def info(runs, logs) -> list[tuple[str, str]]:

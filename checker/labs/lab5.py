@@ -147,7 +147,8 @@ def preempt(job: str, log: Path, deadline: float, notes: list[str], warn_at: int
         else:
             return
         err = slurm.signal_batch(job) if action == "warning" else slurm.requeue(job)
-        notes.append(f"{action} sent to run {restart + 1} at {time.strftime('%H:%M:%S')}" + (f" ({err})" if err else ""))
+        notes.append(f"{action} sent to run {restart + 1} at {time.strftime('%H:%M:%S')}"
+                     + (f" ({err})" if err else ""))
         if err:
             return
 
@@ -182,13 +183,15 @@ def grade(h, checks):
         problems = ([] if ok else [f"sbatch --test-only: {said}"]) + script_problems(script.read_text())
         results["batch_script_valid"] = CheckResult(
             "batch_script_valid", not problems, len(problems), 0, "problems",
-            todo_prefix([script]) + "; ".join(problems) or f"sbatch --test-only: {said.splitlines()[-1] if said else 'ok'}",
+            todo_prefix([script]) + "; ".join(problems)
+            or f"sbatch --test-only: {said.splitlines()[-1] if said else 'ok'}",
             byname["batch_script_valid"].hint if problems else "")
 
     needs_jobs = names & {"preempt_resume", "metrics_complete", "scaling_curve"}
     if not needs_jobs:
         return [results[c.name] for c in checks], info
-    deadline = time.monotonic() + DEADLINE_S * float(os.environ.get("CHECKER_BUDGET_SCALE", "1"))  # a site's slow requeue
+    deadline = time.monotonic() + DEADLINE_S * float(
+        os.environ.get("CHECKER_BUDGET_SCALE", "1"))  # a site's slow requeue
     job, said = slurm.sbatch(script, ["--job-name=checker-lab5-preempt", f"--output={runs}/slurm-%j.log"],
                              {**env, "LAB5_TRAIN_ARGS": PREEMPT_ARGS})
     # submit_sweep calls sbatch, which must reach slurmctld on this machine's network: not from a sandbox's loopback
@@ -200,7 +203,8 @@ def grade(h, checks):
     try:
         if job:
             h.on_progress("preempted job")
-            preempt(job, runs / job / "log.jsonl", deadline, notes, WARN_AT + h.variant % 5)  # a hidden variant moves it
+            preempt(job, runs / job / "log.jsonl", deadline, notes,
+                    WARN_AT + h.variant % 5)  # a hidden variant moves it
         h.on_progress("jobs")
         left = slurm.wait_all(submitted, deadline)
     finally:
@@ -226,7 +230,8 @@ def grade(h, checks):
                 c = byname["scaling_curve"]
                 err = col.error()
                 results["scaling_curve"] = CheckResult(c.name, False, message="needs metrics_complete's CSV first: " + (
-                    f"not written yet: {err['todo']}" if err.get("todo") else f"{err['type']}: {err.get('message', '')}"),
+                    f"not written yet: {err['todo']}" if err.get("todo")
+                    else f"{err['type']}: {err.get('message', '')}"),
                     hint=c.hint)
             else:
                 rep = h.run("report", "report", dict(csv_path=str(csv_path), out=str(runs / "report")), budget_s=60)

@@ -19,12 +19,18 @@ STEPS = 40          # steps of every training job the checker submits (preempted
 DEADLINE_S = 150    # a job still queued or running after this is cancelled
 
 
+# A starter's TODO and the lines that continue it (checker/starters.py cuts it to 120 columns): comment lines
+# indented under its text, or the further arguments of an `echo '...' \` line.
+_TODO = re.compile(r"TODO\(lab5\):[^\n]*(?:\n[ \t]*#[ \t]{2,}\S[^\n]*|(?<=\\)\n[ \t]*'[^\n]*)*")
+
+
 def todo_prefix(files) -> str:
     """'not written yet: TODO(lab5): ...; ' for the first TODO left in these learner files, else ''."""
     for f in files:
-        m = re.search(r"TODO\(lab5\):[^\n]*", f.read_text(errors="replace")) if f.is_file() else None
+        m = _TODO.search(f.read_text(errors="replace")) if f.is_file() else None
         if m:
-            return f"not written yet: {m[0].strip()} ({f.name}); "
+            todo = re.sub(r"'?\s*\\?\n[ \t]*[#']?[ \t]*", " ", m[0])  # the cut lines, joined again
+            return f"not written yet: {todo.removesuffix(' >&2; exit 1').rstrip(chr(39)).strip()} ({f.name}); "
     return ""
 
 
@@ -142,7 +148,8 @@ def check_metrics(check, col, csv_path, finished, runs, records, sweep, array) -
             wrong.append(f"job {job}: no row")
             continue
         want = _expected_row(job, records, runs)
-        for key, tol in (("state", None), ("runs", 0), ("queue_wait_s", 1.0), ("elapsed_s", 1.0), ("tokens_per_s", 0.01)):
+        for key, tol in (("state", None), ("runs", 0), ("queue_wait_s", 1.0), ("elapsed_s", 1.0),
+                         ("tokens_per_s", 0.01)):
             got = row.get(key)
             if got in (None, ""):
                 wrong.append(f"job {job}: {key} empty")
@@ -194,7 +201,8 @@ def check_scaling(check, rep, jobs, runs, records) -> CheckResult:
     if max(diffs) > 0.01:
         return fail(f"efficiency differs from tokens/s(N) / (N x tokens/s(1)) by {max(diffs):.3f}", max(diffs))
     effs = ", ".join(f"{s} ranks {table[s]['efficiency']:.0%}" for s in sorted(by_size))
-    return CheckResult(check.name, True, max(diffs), 0.01, "max |efficiency diff|", f"efficiency {effs}; plot and table written")
+    return CheckResult(check.name, True, max(diffs), 0.01, "max |efficiency diff|",
+                       f"efficiency {effs}; plot and table written")
 
 
 def scaling_info(rep) -> list[tuple[str, str]]:

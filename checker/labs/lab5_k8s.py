@@ -127,7 +127,8 @@ def _check_torchrun_job(path: Path) -> list[Problem]:
                                     f"the Service publishes DNS names only for the pods it selects; select "
                                     f"batch.kubernetes.io/job-name: {name}"))
 
-    container, script, missing = _launcher(f, f"{where} spec.template.spec.containers", pod.get("containers") or [], name)
+    container, script, missing = _launcher(f, f"{where} spec.template.spec.containers", pod.get("containers") or [],
+                                           name)
     problems += missing
     if container is None:
         return problems
@@ -145,7 +146,8 @@ def _check_torchrun_job(path: Path) -> list[Problem]:
         rank, master = _opt(script, "node-rank"), _opt(script, "master-addr")
         if rank is None or "JOB_COMPLETION_INDEX" not in rank:
             problems.append(Problem(f, f"{pwhere} torchrun --node-rank",
-                                    f"{_is(rank)}: each pod's node rank is its index, --node-rank=$JOB_COMPLETION_INDEX "
+                                    f"{_is(rank)}: each pod's node rank is its index, "
+                                    "--node-rank=$JOB_COMPLETION_INDEX "
                                     f"(set by the Job controller; Slurm's SLURM_NODEID). Or use c10d: "
                                     f"--rdzv-backend=c10d --rdzv-endpoint={expected}:29400"))
         if master is None or not _names(master, expected):
@@ -196,16 +198,18 @@ def _check_pytorchjob(path: Path) -> list[Problem]:
                                                           f"serves PyTorchJob as kubeflow.org/v1"))
     name = (job.get("metadata") or {}).get("name", "")
     if not _DNS1035.match(name):
-        problems.append(Problem(f, f"{where} metadata.name", "must be a DNS-1035 label (lower case letters, digits, "
-                                                             "'-', starting with a letter): it names pods and Services"))
+        problems.append(Problem(f, f"{where} metadata.name",
+                                "must be a DNS-1035 label (lower case letters, digits, "
+                                "'-', starting with a letter): it names pods and Services"))
     spec = job.get("spec") or {}
     problems += _unknown(f, f"{where} spec", spec, _PTJ_FIELDS["spec"])
     problems += _unknown(f, f"{where} spec.runPolicy", spec.get("runPolicy"), _PTJ_FIELDS["spec.runPolicy"])
     problems += _unknown(f, f"{where} spec.elasticPolicy", spec.get("elasticPolicy"), _PTJ_FIELDS["spec.elasticPolicy"])
     nproc = spec.get("nprocPerNode")
     if nproc is not None and not isinstance(nproc, str):
-        problems.append(Problem(f, f"{where} spec.nprocPerNode", f"is the number {nproc}: the CRD's type is a string "
-                                                                 f"(\"auto\", \"cpu\", \"gpu\" or \"{nproc}\"); quote it"))
+        problems.append(Problem(f, f"{where} spec.nprocPerNode",
+                                f"is the number {nproc}: the CRD's type is a string "
+                                f"(\"auto\", \"cpu\", \"gpu\" or \"{nproc}\"); quote it"))
     specs = spec.get("pytorchReplicaSpecs") or {}
     for rtype in sorted(set(specs) - {"Master", "Worker"}):
         problems.append(Problem(f, f"{where} spec.pytorchReplicaSpecs.{rtype}",
@@ -238,7 +242,8 @@ def _check_pytorchjob(path: Path) -> list[Problem]:
             problems.append(Problem(f, f"{rwhere}.restartPolicy",
                                     f"{'not set' if 'restartPolicy' not in rs else repr(rs['restartPolicy'])}: "
                                     f"OnFailure restarts a container that exits non-zero (a crash, or the script's "
-                                    f"exit after a checkpoint), as Slurm's --requeue reruns the job; one of {_RESTART}"))
+                                    f"exit after a checkpoint), as Slurm's --requeue reruns the job; one of "
+                                    f"{_RESTART}"))
         template = rs.get("template") or {}
         if id(template) in seen:
             continue
@@ -252,7 +257,8 @@ def _check_pytorchjob(path: Path) -> list[Problem]:
         if not named:
             problems.append(Problem(f, f"{twhere}.containers",
                                     f"no container named \"pytorch\" (has {[c.get('name') for c in containers]}): "
-                                    f"the operator rejects the job, and it sets MASTER_ADDR, RANK, ... only in that one"))
+                                    f"the operator rejects the job, and it sets MASTER_ADDR, RANK, ... only in that "
+                                    "one"))
             continue
         container, script = named[0], _script(named[0], name)
         if not _LAUNCHER.search(script):
@@ -268,8 +274,9 @@ def _check_pytorchjob(path: Path) -> list[Problem]:
             continue  # c10d: the operator's PET_RDZV_* (elasticPolicy) or your own endpoint
         rank, master = _opt(script, "node-rank"), _opt(script, "master-addr")
         if rank is None or "RANK" not in rank:
-            problems.append(Problem(f, f"{twhere} torchrun --node-rank", f"{_is(rank)}: the operator puts each pod's "
-                                                                         f"node rank in $RANK (Master 0, Worker i: i+1)"))
+            problems.append(Problem(f, f"{twhere} torchrun --node-rank",
+                                    f"{_is(rank)}: the operator puts each pod's "
+                                    f"node rank in $RANK (Master 0, Worker i: i+1)"))
         if master is None or not ((master.startswith("$") and "MASTER_ADDR" in master)
                                   or _names(master, f"{name}-master-0")):
             problems.append(Problem(f, f"{twhere} torchrun --master-addr",

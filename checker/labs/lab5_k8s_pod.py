@@ -174,9 +174,10 @@ def _common_pod_checks(file: str, where: str, pod: dict, container: dict, script
     asked = {**(res.get("limits") or {}), **(res.get("requests") or {})}
     missing = [r for r in ("cpu", "memory") if r not in asked]
     if missing:
-        out.append(Problem(file, f"{where} resources", f"no {' or '.join(missing)} request: the scheduler would place "
-                                                       f"the pod on any node, room or not, and torchrun starts its ranks "
-                                                       f"anyway (train.sbatch: --cpus-per-task, --mem)"))
+        out.append(Problem(file, f"{where} resources",
+                           f"no {' or '.join(missing)} request: the scheduler would place "
+                           f"the pod on any node, room or not, and torchrun starts its ranks "
+                           f"anyway (train.sbatch: --cpus-per-task, --mem)"))
     return out
 
 

@@ -99,7 +99,8 @@ def recompute_cost(c: Check, runs) -> CheckResult:
     x = _x(r["cfg"])
     lo, hi = 1 + COST_BAND[0] * x, 1 + COST_BAND[1] * x
     ok = lo <= r["ratio"] <= hi
-    why = "" if ok else (" (more than one extra forward: a second forward, op tracing?)" if r["ratio"] > hi else " (is anything recomputed?)")
+    why = "" if ok else (" (more than one extra forward: a second forward, op tracing?)" if r["ratio"] > hi
+                         else " (is anything recomputed?)")
     return CheckResult(c.name, ok, value=round(r["ratio"], 3), threshold=round(hi, 3), unit="step time, full / none",
                        hint=c.hint, message=f"median of {len(r['ratios'])} interleaved pairs {r['ratio']:.2f}x; FLOPs "
                                             f"say {1 + x:.2f}x; band {lo:.2f}-{hi:.2f}{why}")

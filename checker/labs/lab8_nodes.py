@@ -8,8 +8,9 @@ SPEC: {"nodes": [{"ns": name or null, "torchrun": [options], "env": {...}}, ...]
 With "kill", once the cue file appears every worker of that node is SIGKILLed at once, as when a node's
 training processes are lost (OOM killer, a GPU fault, a kernel panic the agent survives in a container
 restart); the node's torchrun agent stays, as Slurm or Kubernetes restart it, and the time of the kill goes
-to `mark`. torchrun (--max-restarts) must then restart the workers of both nodes. Every torchrun is its own process group, killed on
-every way out of this process (the harness kills this process's tree and reaps it as well).
+to `mark`. torchrun (--max-restarts) must then restart the workers of both nodes. Every torchrun is its own
+process group, killed on every way out of this process (the harness kills this process's tree and reaps it as
+well).
 """
 from __future__ import annotations
 

@@ -225,7 +225,7 @@ def ddp_device_ids(device: torch.device) -> list[int] | None:
     return [device.index] if device.type == "cuda" else None
 
 
-# ---------------------------------------------------------------- clocks, memory, utilisation (the step profiler's view)
+# --------------------------------------------------------------- clocks, memory, utilisation (the step profiler's view)
 def is_async(device: torch.device) -> bool:
     """Does work on this device run behind the host's back? On a GPU a call returns once its kernels are
     queued, so a host clock read between two calls measures launches, not the work."""

@@ -50,7 +50,8 @@ def peak_key(precision: str, device: torch.device | None = None) -> str:
     (plain FP32 units, torch's default)."""
     if check(precision) == "bf16":
         return "bf16"
-    if device is not None and getattr(device, "type", device) == "cuda" and torch.get_float32_matmul_precision() != "highest":
+    if (device is not None and getattr(device, "type", device) == "cuda"
+            and torch.get_float32_matmul_precision() != "highest"):
         return "tf32"
     return "fp32"
 

@@ -34,12 +34,14 @@ class ThroughputMeter:
         self.t_last = None
 
     def step(self, tokens: int) -> None:
-        raise NotImplementedError("TODO(lab1): synchronise the device, read time.perf_counter(); open the window at the warmup_steps-th call, after it count tokens and move the window's end")
+        raise NotImplementedError("TODO(lab1): synchronise the device, read time.perf_counter(); open the window at "
+                                  "the warmup_steps-th call, after it count tokens and move the window's end")
 
     @property
     def tokens_per_s(self) -> float:
         """nan until the window holds at least one step."""
-        raise NotImplementedError("TODO(lab1): tokens counted inside the window / (window end - window start); nan before the window holds a step")
+        raise NotImplementedError("TODO(lab1): tokens counted inside the window / (window end - window start); nan "
+                                  "before the window holds a step")
 
 
 def model_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
@@ -49,5 +51,6 @@ def model_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) 
     For fp32 AdamW expect 4 + 4 + 8 = 16 bytes per parameter, plus 4 bytes per parameter
     *tensor* for AdamW's `step` counter. A tied weight is stored once and counts once.
     """
-    raise NotImplementedError("TODO(lab1): sum numel()*element_size() over model.parameters() (unique), over each p.grad that exists, and over every tensor in optimizer.state")
+    raise NotImplementedError("TODO(lab1): sum numel()*element_size() over model.parameters() (unique), over each "
+                              "p.grad that exists, and over every tensor in optimizer.state")
     return {"params": params, "grads": grads, "optimizer": opt, "total": params + grads + opt}

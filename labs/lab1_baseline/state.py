@@ -21,7 +21,8 @@ def save_checkpoint(path, model, optimizer, scheduler, sampler, step: int) -> No
     checkpoint intact) and labs.common.checkpoint.rng_state() for the random streams.
     `sampler` has state_dict()/load_state_dict() like the model and optimizer.
     """
-    raise NotImplementedError("TODO(lab1): build one dict with the state_dict() of model, optimizer, scheduler and sampler, the step and ckpt.rng_state(); write it with ckpt.atomic_save")
+    raise NotImplementedError("TODO(lab1): build one dict with the state_dict() of model, optimizer, scheduler and "
+                              "sampler, the step and ckpt.rng_state(); write it with ckpt.atomic_save")
 
 
 def load_checkpoint(path, model, optimizer, scheduler, sampler) -> int:
@@ -30,4 +31,5 @@ def load_checkpoint(path, model, optimizer, scheduler, sampler) -> int:
     The objects are freshly built (and possibly differently initialised): after this call the
     next training step must be exactly the step the uninterrupted run would have taken.
     """
-    raise NotImplementedError("TODO(lab1): ckpt.load(path), then load_state_dict on model, optimizer, scheduler, sampler, ckpt.set_rng_state, return the step")
+    raise NotImplementedError("TODO(lab1): ckpt.load(path), then load_state_dict on model, optimizer, scheduler, "
+                              "sampler, ckpt.set_rng_state, return the step")

@@ -19,4 +19,5 @@ def train_step(model, optimizer, scheduler, batch, grad_clip: float = 1.0) -> fl
     the global norm to `grad_clip` keeps that step from undoing the run.
     Why .item() only once: it waits for the device, and the loss is needed for the log anyway.
     """
-    raise NotImplementedError("TODO(lab1): zero the grads (set_to_none), forward to get the loss, backward, clip the global norm, step optimizer and scheduler, return loss.item()")
+    raise NotImplementedError("TODO(lab1): zero the grads (set_to_none), forward to get the loss, backward, clip the "
+                              "global norm, step optimizer and scheduler, return loss.item()")

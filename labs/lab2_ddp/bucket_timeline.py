@@ -63,8 +63,9 @@ def main(argv=None) -> None:
         ms = lambda t: round(1e3 * (t - t0), 3)  # noqa: E731
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"forward_ms": ms(t_fwd), "backward_ms": ms(t_bwd), "world_size": env.world_size, "buckets": [
-            {"bytes": n, "launched_ms": ms(t), "done_ms": ms(d)} for (t, n), d in zip(launches, done)]}, indent=1))
+        out.write_text(json.dumps({"forward_ms": ms(t_fwd), "backward_ms": ms(t_bwd), "world_size": env.world_size,
+                                   "buckets": [{"bytes": n, "launched_ms": ms(t), "done_ms": ms(d)}
+                                               for (t, n), d in zip(launches, done)]}, indent=1))
         early = sum(t < t_bwd for t, _ in launches)
         exposed = max(0.0, max(done, default=t_bwd) - t_bwd)
         cdist.log(env, f"wrote {out}: {len(launches)} buckets, {sum(n for _, n in launches) / 2**20:.2f} MiB; "

@@ -64,17 +64,21 @@ class BucketedDDP(nn.Module):
 
         One flat buffer has one dtype, and each .grad becomes a view of it, so a bf16 parameter's gradient
         cannot live in an fp32 buffer: each dtype fills buckets of its own (one open bucket per dtype)."""
-        raise NotImplementedError("TODO(lab2): walk reversed(params) keeping one open bucket per dtype; close a Bucket when its bytes reach cap_bytes; the open remainders become the last buckets")
+        raise NotImplementedError("TODO(lab2): walk reversed(params) keeping one open bucket per dtype; close a Bucket "
+                                  "when its bytes reach cap_bytes; the open remainders become the last buckets")
 
     def _grad_ready(self, p: torch.Tensor) -> None:
         """Post-accumulate-grad hook: runs inside backward as soon as p.grad is final."""
         if not self.sync:
             return
-        raise NotImplementedError("TODO(lab2): copy p.grad into its slice of the bucket's flat buffer; when the bucket's last gradient arrives, divide the buffer by the world size and launch dist.all_reduce(flat, async_op=True)")
+        raise NotImplementedError("TODO(lab2): copy p.grad into its slice of the bucket's flat buffer; when the "
+                                  "bucket's last gradient arrives, divide the buffer by the world size and launch "
+                                  "dist.all_reduce(flat, async_op=True)")
 
     def finish_gradient_synchronization(self) -> None:
         """Before the optimizer step: wait for every bucket and copy the averages back into .grad."""
-        raise NotImplementedError("TODO(lab2): for each bucket: wait on its work, point each p.grad at its slice of flat (a view, no copy), reset the bucket")
+        raise NotImplementedError("TODO(lab2): for each bucket: wait on its work, point each p.grad at its slice of "
+                                  "flat (a view, no copy), reset the bucket")
 
     @contextmanager
     def no_sync(self):

@@ -36,7 +36,8 @@ class NaiveDDP(nn.Module):
 
     def finish_gradient_synchronization(self) -> None:
         """After backward: every .grad becomes the mean of the ranks' gradients."""
-        raise NotImplementedError("TODO(lab2): for each parameter with a grad: dist.all_reduce (sum) then divide by the world size")
+        raise NotImplementedError("TODO(lab2): for each parameter with a grad: dist.all_reduce (sum) then divide by "
+                                  "the world size")
 
     @contextmanager
     def no_sync(self):

@@ -26,7 +26,8 @@ class ShardedSampler(BatchSampler):
 
     def next_ids(self) -> np.ndarray:
         """This rank's window ids for the next global step."""
-        raise NotImplementedError("TODO(lab2): take the next global batch (BatchSampler.next_ids) and return this rank's contiguous block of local_batch ids")
+        raise NotImplementedError("TODO(lab2): take the next global batch (BatchSampler.next_ids) and return this "
+                                  "rank's contiguous block of local_batch ids")
 
     def set_epoch(self, epoch: int) -> None:
         """Start `epoch` from its beginning (its order is reshuffled by the (seed, epoch) generator)."""

@@ -26,9 +26,12 @@ def rng_path(path, rank: int, step: int) -> Path:
 
 def save_checkpoint(path, model, optimizer, scheduler, sampler, step: int) -> None:
     """Every rank calls this. `model` is the DDP wrapper (its .module is the GPT)."""
-    raise NotImplementedError("TODO(lab2): each rank atomic_saves its rng_state() to rng_path(path, rank, step); barrier; rank 0 atomic_saves model.module, optimizer, scheduler, sampler state dicts and the step to path; barrier; each rank deletes its RNG files of other steps")
+    raise NotImplementedError("TODO(lab2): each rank atomic_saves its rng_state() to rng_path(path, rank, step); "
+                              "barrier; rank 0 atomic_saves model.module, optimizer, scheduler, sampler state dicts "
+                              "and the step to path; barrier; each rank deletes its RNG files of other steps")
 
 
 def load_checkpoint(path, model, optimizer, scheduler, sampler) -> int:
     """Every rank calls this; returns the step to continue from."""
-    raise NotImplementedError("TODO(lab2): every rank loads the main file into model.module, optimizer, scheduler, sampler, then its own RNG file for that step; return the step")
+    raise NotImplementedError("TODO(lab2): every rank loads the main file into model.module, optimizer, scheduler, "
+                              "sampler, then its own RNG file for that step; return the step")

@@ -21,4 +21,6 @@ def train_step(model, optimizer, scheduler, micro_batches, grad_clip: float = 1.
     communication in model.finish_gradient_synchronization(); torch DDP has none (its reducer
     finishes inside backward).
     """
-    raise NotImplementedError("TODO(lab2): zero grads; for each micro-batch forward+backward of loss/k, under model.no_sync() for all but the last; then finish synchronisation, clip, step optimizer and scheduler")
+    raise NotImplementedError("TODO(lab2): zero grads; for each micro-batch forward+backward of loss/k, under "
+                              "model.no_sync() for all but the last; then finish synchronisation, clip, step optimizer "
+                              "and scheduler")

@@ -3,16 +3,18 @@
 """Six strategies side by side: bytes per rank (measured and formula), bytes sent per step, tokens/s, checkpoints.
 
     torchrun --nproc_per_node 2 -m labs.lab3_sharding.compare --out runs/lab3/compare-2.json
-    torchrun --nproc_per_node 2 -m labs.lab3_sharding.compare --strategies ddp,fsdp --profile --out runs/lab3/p.json
+    torchrun --nproc_per_node 2 -m labs.lab3_sharding.compare --strategies ddp,fsdp --profile
+        --out runs/lab3/p.json
 
 For each of DDP, ZeRO-1 and ZeRO-2 (yours), FSDP2 (yours), DeepSpeed ZeRO 1/2/3: train a few steps,
 count the bytes this rank holds from its tensors and the bytes it sends in one step (labs.instruments.comm_bytes;
-torch DDP's all-reduce, issued by its C++ reducer, is added from its formula 2·4Ψ(N−1)/N), time a window, save a checkpoint in the strategy's own
-format and list its files. FSDP2 also exports a full state dict for inference (loaded back into a
-plain GPT), and DeepSpeed's ZeRO-3 checkpoint is consolidated into one fp32 state dict (its
-parameter count is reported). Each strategy's timed steps are split into forward, backward and
-optimizer (where FSDP's all-gathers and reduce-scatters, ZeRO-2's reduce-scatters and all-gathers,
-ZeRO-1's broadcasts and DDP's all-reduces land), with this rank's CPU utilisation and MFU; --profile writes a trace per strategy and rank.
+torch DDP's all-reduce, issued by its C++ reducer, is added from its formula 2·4Ψ(N−1)/N), time a window,
+save a checkpoint in the strategy's own format and list its files. FSDP2 also exports a full state dict for
+inference (loaded back into a plain GPT), and DeepSpeed's ZeRO-3 checkpoint is consolidated into one fp32
+state dict (its parameter count is reported). Each strategy's timed steps are split into forward, backward
+and optimizer (where FSDP's all-gathers and reduce-scatters, ZeRO-2's reduce-scatters and all-gathers,
+ZeRO-1's broadcasts and DDP's all-reduces land), with this rank's CPU utilisation and MFU; --profile writes
+a trace per strategy and rank.
 """
 from __future__ import annotations
 
@@ -69,7 +71,8 @@ def run(name, env, data, out: Path, comm: CommBytes, profile: bool = False) -> d
         formula = {1: 4 + 12 / n, 2: 4 + 12 / n, 3: 16 / n}[stage]  # persistent: weights + master + moments
 
         def held():
-            master = getattr(opt, "single_partition_of_fp32_groups", None) or getattr(opt, "fp32_partitioned_groups_flat", [])
+            master = (getattr(opt, "single_partition_of_fp32_groups", None)
+                      or getattr(opt, "fp32_partitioned_groups_flat", []))
             weights = sum((p.ds_tensor if hasattr(p, "ds_tensor") else p).numel() * 4 for p in model.parameters())
             return weights + tensor_bytes(master) + tensor_bytes(v for s in inner.state.values() for v in s.values())
 
@@ -97,7 +100,8 @@ def run(name, env, data, out: Path, comm: CommBytes, profile: bool = False) -> d
 
         def held():  # zero2: the model's .grad are freed in backward; the owned slices' gradients count
             grads = list(wrapped.parameters()) + [p for g in local_opt.param_groups for p in g["params"]]
-            return (tensor_bytes(wrapped.parameters()) + tensor_bytes(p.grad for p in {id(p): p for p in grads}.values())
+            return (tensor_bytes(wrapped.parameters())
+                    + tensor_bytes(p.grad for p in {id(p): p for p in grads}.values())
                     + tensor_bytes(v for s in local_opt.state.values() for v in s.values()))
 
         def save():
@@ -166,7 +170,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="runs/lab3/compare.json")
     ap.add_argument("--strategies", default="ddp,zero1,zero2,fsdp,deepspeed1,deepspeed2,deepspeed3")
-    ap.add_argument("--profile", action="store_true", help="a torch.profiler trace per strategy and rank, next to --out")
+    ap.add_argument("--profile", action="store_true",
+                    help="a torch.profiler trace per strategy and rank, next to --out")
     args = ap.parse_args(argv)
     comm = CommBytes()
     env = cdist.init(timeout_s=120)
@@ -177,7 +182,8 @@ def main(argv=None) -> None:
     if env.is_main:
         out.write_text(json.dumps(results, indent=1))
         for r in results:
-            print(f"{r['strategy']:11s} {r['bytes_per_param']:6.2f} B/param (formula {r['bytes_formula'] / r['psi']:5.2f})"
+            print(f"{r['strategy']:11s} {r['bytes_per_param']:6.2f} B/param"
+                  f" (formula {r['bytes_formula'] / r['psi']:5.2f})"
                   f" {r['tokens_per_s']:9,.0f} tok/s  sent {r['sent_per_step'] / 1e3:6.1f} kB/step"
                   f" ({r['sent_over_ddp'] or 0:.2f}x DDP)  checkpoint: {len(r['checkpoint'])} files, "
                   f"{sum(r['checkpoint'].values()) / 1e6:.2f} MB | " + ", ".join(

@@ -33,10 +33,12 @@ class TrainState(Stateful):
         self.model, self.optimizer, self.scheduler, self.sampler, self.step = model, optimizer, scheduler, sampler, step
 
     def state_dict(self) -> dict:
-        raise NotImplementedError("TODO(lab3): get_state_dict(model, optimizer) gives DTensor-sharded dicts with fully qualified names; add scheduler, sampler and step")
+        raise NotImplementedError("TODO(lab3): get_state_dict(model, optimizer) gives DTensor-sharded dicts with fully "
+                                  "qualified names; add scheduler, sampler and step")
 
     def load_state_dict(self, state: dict) -> None:
-        raise NotImplementedError("TODO(lab3): set_state_dict(model, optimizer, model_state_dict=..., optim_state_dict=...); restore scheduler, sampler, step")
+        raise NotImplementedError("TODO(lab3): set_state_dict(model, optimizer, model_state_dict=..., "
+                                  "optim_state_dict=...); restore scheduler, sampler, step")
 
 
 def save_sharded(root, model, optimizer, scheduler, sampler, step: int) -> Path:
@@ -47,7 +49,9 @@ def save_sharded(root, model, optimizer, scheduler, sampler, step: int) -> Path:
     if rank == 0:  # what an earlier, killed save of this step left behind must not be promoted
         shutil.rmtree(partial, ignore_errors=True)
     dist.barrier()
-    raise NotImplementedError("TODO(lab3): dcp.save({'train': TrainState(...)}, checkpoint_id=partial); each rank atomic_saves rng_state() to partial/rng-rank{rank}.pt; barrier; rank 0 replaces final with partial (os.replace) and atomically writes root/latest; barrier")
+    raise NotImplementedError("TODO(lab3): dcp.save({'train': TrainState(...)}, checkpoint_id=partial); each rank "
+                              "atomic_saves rng_state() to partial/rng-rank{rank}.pt; barrier; rank 0 replaces final "
+                              "with partial (os.replace) and atomically writes root/latest; barrier")
     return final
 
 
@@ -59,4 +63,5 @@ def load_sharded(root, model, optimizer, scheduler, sampler) -> int:
     """
     root = Path(root)
     folder = root / (root / "latest").read_text().strip()
-    raise NotImplementedError("TODO(lab3): state = {'train': TrainState(...)}; dcp.load(state, checkpoint_id=folder); restore this rank's RNG file if it exists; return the step")
+    raise NotImplementedError("TODO(lab3): state = {'train': TrainState(...)}; dcp.load(state, checkpoint_id=folder); "
+                              "restore this rank's RNG file if it exists; return the step")

@@ -20,7 +20,9 @@ from __future__ import annotations
 def ds_config(stage: int, micro_batch: int, lr: float = 3e-3, weight_decay: float = 0.1) -> dict:
     """The DeepSpeed config for ZeRO `stage`, fp32, AdamW with labs.common.optim's hyperparameters
     (make_engine passes its parameter groups, so biases and LayerNorms are not decayed either)."""
-    raise NotImplementedError("TODO(lab3): train_micro_batch_size_per_gpu, gradient_accumulation_steps 1, an AdamW optimizer (lr, betas [0.9, 0.95], weight_decay, 'torch_adam': True), zero_optimization {'stage': stage}, fp16 and bf16 disabled")
+    raise NotImplementedError("TODO(lab3): train_micro_batch_size_per_gpu, gradient_accumulation_steps 1, an AdamW "
+                              "optimizer (lr, betas [0.9, 0.95], weight_decay, 'torch_adam': True), zero_optimization "
+                              "{'stage': stage}, fp16 and bf16 disabled")
 
 
 def make_engine(model, stage: int, micro_batch: int, lr: float = 3e-3):
@@ -42,4 +44,5 @@ def make_engine(model, stage: int, micro_batch: int, lr: float = 3e-3):
     # DeepSpeed's CPU backend JIT-compiles a shared-memory all-reduce on first use (~25 s of C++
     # compilation per machine). gloo already does the collectives here; skip the build.
     ds_comm.build_shm_op = lambda: None
-    raise NotImplementedError("TODO(lab3): engine, *_ = deepspeed.initialize(model=model, model_parameters=param_groups(model), config=ds_config(...)); return engine")
+    raise NotImplementedError("TODO(lab3): engine, *_ = deepspeed.initialize(model=model, "
+                              "model_parameters=param_groups(model), config=ds_config(...)); return engine")

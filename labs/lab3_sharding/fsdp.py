@@ -25,7 +25,8 @@ def apply_fsdp(model: torch.nn.Module, mixed_precision: bool = False) -> torch.n
     """
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if mixed_precision else None
     kwargs = {"mp_policy": mp} if mp else {}
-    raise NotImplementedError("TODO(lab3): fully_shard(block, **kwargs) for each block in model.blocks, then fully_shard(model, **kwargs); return model")
+    raise NotImplementedError("TODO(lab3): fully_shard(block, **kwargs) for each block in model.blocks, then "
+                              "fully_shard(model, **kwargs); return model")
 
 
 def local_bytes(t: torch.Tensor) -> int:
@@ -36,5 +37,6 @@ def local_bytes(t: torch.Tensor) -> int:
 
 def model_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
     """Lab 1's count, for sharded tensors: only the local shards of params, grads and optimizer state."""
-    raise NotImplementedError("TODO(lab3): as in lab 1, but count local_bytes() of each parameter, each existing .grad and each optimizer-state tensor")
+    raise NotImplementedError("TODO(lab3): as in lab 1, but count local_bytes() of each parameter, each existing .grad "
+                              "and each optimizer-state tensor")
     return {"params": params, "grads": grads, "optimizer": opt, "total": params + grads + opt}

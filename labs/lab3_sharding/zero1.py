@@ -35,7 +35,8 @@ import torch.distributed as dist
 
 def partition(sizes: list[int], world_size: int) -> list[int]:
     """Owner rank of each tensor: largest first, to the least-loaded rank (ties: lowest rank)."""
-    raise NotImplementedError("TODO(lab3): sort tensor indices by size descending; give each to the rank with the smallest total so far; return owners in the original order")
+    raise NotImplementedError("TODO(lab3): sort tensor indices by size descending; give each to the rank with the "
+                              "smallest total so far; return owners in the original order")
 
 
 def as_groups(params) -> list[dict]:
@@ -66,7 +67,9 @@ class ShardedOptimizer(torch.optim.Optimizer):
         self.all_params = [p for g in self.param_groups for p in g["params"]]
         owners = partition([p.numel() for p in self.all_params], self.world_size)
         self.owner = {id(p): r for p, r in zip(self.all_params, owners)}
-        raise NotImplementedError("TODO(lab3): build self.optim = optimizer_cls over the same groups (same options, one local group per group, empty where this rank owns none of it) keeping only parameters this rank owns")
+        raise NotImplementedError("TODO(lab3): build self.optim = optimizer_cls over the same groups (same options, "
+                                  "one local group per group, empty where this rank owns none of it) keeping only "
+                                  "parameters this rank owns")
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -75,7 +78,8 @@ class ShardedOptimizer(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         sync_hyperparameters(self.param_groups, self.optim.param_groups)
-        raise NotImplementedError("TODO(lab3): step the local optimizer, then dist.broadcast every parameter from its owner rank")
+        raise NotImplementedError("TODO(lab3): step the local optimizer, then dist.broadcast every parameter from its "
+                                  "owner rank")
         return loss
 
     def state_dict(self) -> dict:

@@ -44,7 +44,9 @@ class FlatBucket:
         for p in params:
             self.offsets.append(n)
             n += p.numel()
-        raise NotImplementedError("TODO(lab3): pad n up to a multiple of world_size; self.lo, self.hi = this rank's contiguous slice; self.flat = zeros(padded) holding each parameter's values, and each p.data becomes its view of self.flat")
+        raise NotImplementedError("TODO(lab3): pad n up to a multiple of world_size; self.lo, self.hi = this rank's "
+                                  "contiguous slice; self.flat = zeros(padded) holding each parameter's values, and "
+                                  "each p.data becomes its view of self.flat")
         self.grad_shard = None   # the reduced gradient of [lo, hi), kept until zero_grad
         self.reset()
 
@@ -120,7 +122,9 @@ class Zero2Optimizer(torch.optim.Optimizer):
             self._reduce_scatter(b)
 
     def _reduce_scatter(self, b: FlatBucket) -> None:
-        raise NotImplementedError("TODO(lab3): average (divide flat_grad by the world size), then launch dist.reduce_scatter_single(this rank's slice of flat_grad, flat_grad, async_op=True) in place")
+        raise NotImplementedError("TODO(lab3): average (divide flat_grad by the world size), then launch "
+                                  "dist.reduce_scatter_single(this rank's slice of flat_grad, flat_grad, "
+                                  "async_op=True) in place")
 
     def finish_gradient_synchronization(self) -> None:
         """Wait for every bucket's reduce-scatter; keep only the owned slice; point the pieces' .grad at it."""
@@ -147,7 +151,9 @@ class Zero2Optimizer(torch.optim.Optimizer):
                 loss = closure()
         self.finish_gradient_synchronization()
         sync_hyperparameters(self.param_groups, self.optim.param_groups)
-        raise NotImplementedError("TODO(lab3): step the local optimizer (it updates the owned slices of each bucket's flat buffer in place), then dist.all_gather_single(b.flat, this rank's slice of b.flat) for every bucket (async, then wait all)")
+        raise NotImplementedError("TODO(lab3): step the local optimizer (it updates the owned slices of each bucket's "
+                                  "flat buffer in place), then dist.all_gather_single(b.flat, this rank's slice of "
+                                  "b.flat) for every bucket (async, then wait all)")
         return loss
 
     def zero_grad(self, set_to_none: bool = True) -> None:

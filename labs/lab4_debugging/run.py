@@ -108,7 +108,8 @@ def run(incident: int, variant: int = 0, log_path: Path | None = None, budget_s:
         try:
             if sc.kill_after_save:
                 return _preempt_and_resume(sc, env, log, deadline)
-            jobs = [Launch(job_command(sc, launch_args(sc)), env, log, prefix=f"[job {j}] " if sc.concurrent_jobs > 1 else "")
+            jobs = [Launch(job_command(sc, launch_args(sc)), env, log,
+                           prefix=f"[job {j}] " if sc.concurrent_jobs > 1 else "")
                     for j in range(sc.concurrent_jobs)]
             end = deadline()
             outcomes = [j.wait(end) for j in jobs]
@@ -141,7 +142,8 @@ def _preempt_and_resume(sc: Scenario, env, log, deadline) -> int:
     for s in sorted(got):
         log.write(f"step {s}: loss {got[s]} after resume, {want.get(s, '?')} uninterrupted"
                   f"{'  <- differs' if s in differ else ''}\n")
-    verdict = "resumed exactly" if got and not differ else f"resume differs from step {differ[0]}" if differ else "no resume"
+    verdict = ("resumed exactly" if got and not differ
+               else f"resume differs from step {differ[0]}" if differ else "no resume")
     log.write(f"# outcome: {', '.join(outcomes)}; {verdict}\n")
     print(f"incident {sc.incident}: {verdict}. Log: {log.name}")
     return 0 if verdict == "resumed exactly" and outcomes == ["completed", "preempted", "completed"] else 1

@@ -44,7 +44,8 @@ def scenario(incident: int, variant: int = 0) -> Scenario:
     if incident == 5:   # preempted after a checkpoint, then resumed
         return Scenario(5, {"steps": 12, "save_at": 5 + v % 3}, base_env, kill_after_save=True)
     if incident == 6:   # the cluster's module file names an interface this node does not have
-        return Scenario(6, {"timeout_s": HANG_TIMEOUT_S}, {**base_env, "COURSE_IFNAME": ["ib0", "eth9", "ens5f1"][v % 3]})
+        return Scenario(6, {"timeout_s": HANG_TIMEOUT_S},
+                        {**base_env, "COURSE_IFNAME": ["ib0", "eth9", "ens5f1"][v % 3]})
     if incident == 7:   # another job already runs on this node; and two of ours start together
         return Scenario(7, {"steps": 6}, base_env, busy_port=BUSY_PORT, concurrent_jobs=2)
     if incident == 8:   # a 0.01 GB/s link between the ranks, emulated in-process (see slowlink.py)

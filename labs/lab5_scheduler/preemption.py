@@ -42,4 +42,5 @@ class PreemptionFlag:
     def should_stop(self, device: torch.device) -> bool:
         """True on every rank as soon as any rank has received a signal. Every rank must call it,
         at the same point of the same step: it is a collective."""
-        raise NotImplementedError("TODO(lab5): all-reduce (MAX) a 0/1 tensor of 'a signal arrived here' so all ranks agree; return it as a bool")
+        raise NotImplementedError("TODO(lab5): all-reduce (MAX) a 0/1 tensor of 'a signal arrived here' so all ranks "
+                                  "agree; return it as a bool")

@@ -22,7 +22,9 @@ from pathlib import Path
 def scaling_table(rows: list[dict]) -> list[dict]:
     """One entry per world size (ascending): median tokens/s over its COMPLETED jobs, the jobs it came
     from, speedup and efficiency against the smallest world size measured (normally 1)."""
-    raise NotImplementedError("TODO(lab5): group COMPLETED rows with a tokens_per_s by int(world_size); median per size; base = the smallest size: speedup = tps / tps_base * base... efficiency = tps / (size / base * tps_base)")
+    raise NotImplementedError("TODO(lab5): group COMPLETED rows with a tokens_per_s by int(world_size); median per "
+                              "size; base = the smallest size: speedup = tps / tps_base * base... efficiency = tps / "
+                              "(size / base * tps_base)")
 
 
 def markdown(table: list[dict]) -> str:

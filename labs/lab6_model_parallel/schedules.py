@@ -70,13 +70,17 @@ class Pipe:
         x, y = self.micro_batches[i]
         if self.first:
             self._flush()  # this forward receives nothing: what is held goes now
-        raise NotImplementedError("TODO(lab6): not first: x = self._recv(self.rank - 1).requires_grad_(); out = self.stage(x); last: loss = loss_fn(out, y), record loss.item(), keep loss / m; else self._send(out.detach(), self.rank + 1); keep inputs[i], outputs[i]")
+        raise NotImplementedError("TODO(lab6): not first: x = self._recv(self.rank - 1).requires_grad_(); out = "
+                                  "self.stage(x); last: loss = loss_fn(out, y), record loss.item(), keep loss / m; "
+                                  "else self._send(out.detach(), self.rank + 1); keep inputs[i], outputs[i]")
 
     def backward(self, i: int) -> None:
         """Micro-batch i's backward on this stage; frees what its forward kept."""
         if self.last:
             self._flush()  # this backward receives nothing: what is held goes now
-        raise NotImplementedError("TODO(lab6): pop inputs[i], outputs[i]; last: out.backward(); else receive the output's gradient from rank + 1 and out.backward(grad); not first: self._send(x.grad, self.rank - 1)")
+        raise NotImplementedError("TODO(lab6): pop inputs[i], outputs[i]; last: out.backward(); else receive the "
+                                  "output's gradient from rank + 1 and out.backward(grad); not first: "
+                                  "self._send(x.grad, self.rank - 1)")
 
     def finish(self) -> None:
         self._flush()
@@ -87,12 +91,14 @@ class Pipe:
 
 def gpipe(pipe: Pipe) -> None:
     """All forwards, then all backwards."""
-    raise NotImplementedError("TODO(lab6): pipe.forward(i) for every micro-batch, then pipe.backward(i) for every micro-batch, in the same order")
+    raise NotImplementedError("TODO(lab6): pipe.forward(i) for every micro-batch, then pipe.backward(i) for every "
+                              "micro-batch, in the same order")
 
 
 def one_f_one_b(pipe: Pipe) -> None:
     """Warm-up forwards, then one forward + one backward at a time, then the remaining backwards."""
-    raise NotImplementedError("TODO(lab6): warmup = min(p - 1 - rank, m) forwards; then for each remaining micro-batch: forward the next one, backward the oldest; then backward what is left")
+    raise NotImplementedError("TODO(lab6): warmup = min(p - 1 - rank, m) forwards; then for each remaining "
+                              "micro-batch: forward the next one, backward the oldest; then backward what is left")
 
 
 SCHEDULES = {"gpipe": gpipe, "1f1b": one_f_one_b}

@@ -40,7 +40,8 @@ class GPTStage(nn.Module):
         self.tied_group = tied_group
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError("TODO(lab6): first stage: x = drop(tok_emb(x) + pos_emb(arange(T))) as GPT.forward does; then every block; last stage: head(ln_f(x))")
+        raise NotImplementedError("TODO(lab6): first stage: x = drop(tok_emb(x) + pos_emb(arange(T))) as GPT.forward "
+                                  "does; then every block; last stage: head(ln_f(x))")
 
 
 def split_stages(model: nn.Module, stage: int, n_stages: int) -> GPTStage:
@@ -53,7 +54,8 @@ def split_stages(model: nn.Module, stage: int, n_stages: int) -> GPTStage:
     group = None
     if dist.is_initialized() and n_stages > 2:
         group = dist.new_group([0, n_stages - 1])
-    raise NotImplementedError("TODO(lab6): per = n_layer // n_stages; return GPTStage(model, range(stage * per, (stage + 1) * per), first=stage == 0, last=stage == n_stages - 1, tied_group=group)")
+    raise NotImplementedError("TODO(lab6): per = n_layer // n_stages; return GPTStage(model, range(stage * per, (stage "
+                              "+ 1) * per), first=stage == 0, last=stage == n_stages - 1, tied_group=group)")
 
 
 def sync_tied_grads(stage: nn.Module) -> None:
@@ -62,4 +64,5 @@ def sync_tied_grads(stage: nn.Module) -> None:
     tied = getattr(stage, "tied", None)
     if tied is None:
         return
-    raise NotImplementedError("TODO(lab6): dist.all_reduce(tied.grad, group=stage.tied_group) (a zero gradient if this copy got none)")
+    raise NotImplementedError("TODO(lab6): dist.all_reduce(tied.grad, group=stage.tied_group) (a zero gradient if this "
+                              "copy got none)")

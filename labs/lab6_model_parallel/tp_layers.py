@@ -40,7 +40,8 @@ class _CopyToTP(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        raise NotImplementedError("TODO(lab6): sum this rank's partial input gradient over the group (dist.all_reduce on a copy: grad may be shared), return (sum, None)")
+        raise NotImplementedError("TODO(lab6): sum this rank's partial input gradient over the group (dist.all_reduce "
+                                  "on a copy: grad may be shared), return (sum, None)")
 
 
 class _ReduceFromTP(torch.autograd.Function):
@@ -48,11 +49,13 @@ class _ReduceFromTP(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, group):
-        raise NotImplementedError("TODO(lab6): all-reduce (sum) a copy of the partial output over the group and return it")
+        raise NotImplementedError("TODO(lab6): all-reduce (sum) a copy of the partial output over the group and return "
+                                  "it")
 
     @staticmethod
     def backward(ctx, grad):
-        raise NotImplementedError("TODO(lab6): the output is replicated, so its gradient already is: pass it through (grad, None)")
+        raise NotImplementedError("TODO(lab6): the output is replicated, so its gradient already is: pass it through "
+                                  "(grad, None)")
 
 
 def copy_to_tp(x: torch.Tensor, group=None) -> torch.Tensor:
@@ -73,7 +76,8 @@ class ColumnParallelLinear(nn.Module):
     def __init__(self, linear: nn.Linear, rows: torch.Tensor, group=None):
         super().__init__()
         self.group = group
-        raise NotImplementedError("TODO(lab6): new Parameters holding only linear.weight[rows] and linear.bias[rows] (copies: the full layer is dropped afterwards)")
+        raise NotImplementedError("TODO(lab6): new Parameters holding only linear.weight[rows] and linear.bias[rows] "
+                                  "(copies: the full layer is dropped afterwards)")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError("TODO(lab6): F.linear of copy_to_tp(x, self.group) with this rank's weight and bias")
@@ -93,4 +97,5 @@ class RowParallelLinear(nn.Module):
         raise NotImplementedError("TODO(lab6): Parameters holding linear.weight[:, cols] and the whole bias (copies)")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError("TODO(lab6): reduce_from_tp(F.linear(x, self.weight)) over self.group, then add the bias")
+        raise NotImplementedError("TODO(lab6): reduce_from_tp(F.linear(x, self.weight)) over self.group, then add the "
+                                  "bias")

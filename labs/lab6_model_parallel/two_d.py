@@ -34,7 +34,8 @@ def apply_2d(model: torch.nn.Module, mesh) -> torch.nn.Module:
     """TP inside mesh["tp"], then FSDP2 over mesh["dp"]: each block, then the root. In place."""
     from torch.distributed.fsdp import fully_shard
 
-    raise NotImplementedError("TODO(lab6): parallelize_dtensor(model, mesh['tp']); then fully_shard(block, mesh=mesh['dp']) for every block and fully_shard(model, mesh=mesh['dp']); return model")
+    raise NotImplementedError("TODO(lab6): parallelize_dtensor(model, mesh['tp']); then fully_shard(block, "
+                              "mesh=mesh['dp']) for every block and fully_shard(model, mesh=mesh['dp']); return model")
 
 
 def main(argv=None) -> None:

@@ -36,4 +36,5 @@ def train_step(model, optimizer, batch, precision: str = "fp32", scaler=None) ->
     overflowed; scaler.update() adjusts the scale. The parameters stay fp32 throughout."""
     x, y = batch
     optimizer.zero_grad(set_to_none=True)
-    raise NotImplementedError("TODO(lab7): forward under autocast(x.device.type, precision); backward (scaled with a scaler); step")
+    raise NotImplementedError("TODO(lab7): forward under autocast(x.device.type, precision); backward (scaled with a "
+                              "scaler); step")

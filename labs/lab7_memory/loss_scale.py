@@ -31,8 +31,10 @@ class LossScaler:
 
     def step(self, optimizer) -> bool:
         """Unscale every gradient in place; step the optimizer only if all are finite. Returns whether it stepped."""
-        raise NotImplementedError("TODO(lab7): divide each .grad by the scale; found_inf = any non-finite; optimizer.step() only if none")
+        raise NotImplementedError("TODO(lab7): divide each .grad by the scale; found_inf = any non-finite; "
+                                  "optimizer.step() only if none")
 
     def update(self) -> None:
         """After step(): back off on an overflow, grow after growth_interval clean steps."""
-        raise NotImplementedError("TODO(lab7): halve (backoff_factor) after an overflow and restart the count; grow after growth_interval")
+        raise NotImplementedError("TODO(lab7): halve (backoff_factor) after an overflow and restart the count; grow "
+                                  "after growth_interval")

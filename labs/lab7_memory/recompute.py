@@ -35,7 +35,8 @@ def keep_matmuls(ctx, op, *args, **kwargs):
 
 
 def _checkpointed(forward, mode: str, *args, **kwargs):
-    raise NotImplementedError("TODO(lab7): checkpoint(forward, ...) non-reentrant, RNG preserved; selective: context_fn from keep_matmuls")
+    raise NotImplementedError("TODO(lab7): checkpoint(forward, ...) non-reentrant, RNG preserved; selective: "
+                              "context_fn from keep_matmuls")
 
 
 def apply_recompute(model: torch.nn.Module, mode: str = "full") -> torch.nn.Module:

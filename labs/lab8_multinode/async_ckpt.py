@@ -58,7 +58,9 @@ class AsyncCheckpointer:
 
     def save(self, root, state_dict: dict, step: int) -> None:
         self.wait()  # one save in flight: a second would need a second copy of the state
-        raise NotImplementedError("TODO(lab8): staged = stage(state_dict) (before returning: the next step mutates the live tensors); submit _write(Path(root), step, staged, self.group) to self.pool and keep the future in self.pending")
+        raise NotImplementedError("TODO(lab8): staged = stage(state_dict) (before returning: the next step mutates the "
+                                  "live tensors); submit _write(Path(root), step, staged, self.group) to self.pool and "
+                                  "keep the future in self.pending")
 
     def wait(self) -> None:
         if self.pending is not None:

@@ -54,4 +54,5 @@ def latest(root) -> Path | None:
 def resume(root, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
     """Every rank, at start: load the last complete checkpoint under root into model and optimizer (already
     sharded the same way) and return its step; 0 if there is none. The next step to run is the returned + 1."""
-    raise NotImplementedError("TODO(lab8): folder = latest(root); None -> 0; else get_state_dict, dcp.load({'model', 'optim', 'step'}, checkpoint_id=folder), set_state_dict, return the step")
+    raise NotImplementedError("TODO(lab8): folder = latest(root); None -> 0; else get_state_dict, dcp.load({'model', "
+                              "'optim', 'step'}, checkpoint_id=folder), set_state_dict, return the step")

@@ -28,7 +28,8 @@ from torch.distributed.fsdp import fully_shard
 def make_mesh(nnodes: int, nproc_per_node: int, device_type: str) -> DeviceMesh:
     """The 2-D mesh HSDP shards on: dim 0 "replicate" across nodes, dim 1 "shard" within a node. A row of
     the mesh must be one node's ranks (torchrun numbers ranks node by node, so rank = node * per_node + local)."""
-    raise NotImplementedError("TODO(lab8): init_device_mesh(device_type, (nnodes, nproc_per_node), mesh_dim_names=('replicate', 'shard'))")
+    raise NotImplementedError("TODO(lab8): init_device_mesh(device_type, (nnodes, nproc_per_node), "
+                              "mesh_dim_names=('replicate', 'shard'))")
 
 
 def shard_model(model: torch.nn.Module, mesh: DeviceMesh) -> torch.nn.Module:

@@ -33,14 +33,18 @@ def torchrun_args(nnodes: int, nproc_per_node: int, node_rank: int, endpoint: st
     MASTER_PORT to agree on. A node that dies stops sending keep-alives; the others notice after
     keep_alive_interval x keep_alive_max_attempt seconds (5 x 3 = 15 s by default, 1 x 3 here) and the
     rendezvous opens a new round the restarted node can join."""
-    raise NotImplementedError("TODO(lab8): --nnodes, --nproc-per-node, --node-rank, --rdzv-backend c10d, --rdzv-endpoint, --rdzv-id, --local-addr, --max-restarts, and --rdzv-conf keep_alive_interval=1,keep_alive_max_attempt=3 (is_host=1 on node 0)")
+    raise NotImplementedError("TODO(lab8): --nnodes, --nproc-per-node, --node-rank, --rdzv-backend c10d, "
+                              "--rdzv-endpoint, --rdzv-id, --local-addr, --max-restarts, and --rdzv-conf "
+                              "keep_alive_interval=1,keep_alive_max_attempt=3 (is_host=1 on node 0)")
 
 
 def pick_interface(master_addr: str) -> str:
     """The network interface this node reaches `master_addr` through (set it as GLOO_SOCKET_IFNAME, and
     NCCL_SOCKET_IFNAME on GPUs). Without it gloo binds to the address the hostname resolves to, which on a
     cluster is often the management network or, in a container, no interface at all."""
-    raise NotImplementedError("TODO(lab8): the interface holding master_addr if it is this node's (`ip -o addr show to ADDR`, 2nd word); else the routing table's choice (`ip -o route get ADDR`, the word after 'dev')")
+    raise NotImplementedError("TODO(lab8): the interface holding master_addr if it is this node's (`ip -o addr show to "
+                              "ADDR`, 2nd word); else the routing table's choice (`ip -o route get ADDR`, the word "
+                              "after 'dev')")
 
 
 def check_layout(expected_nodes: int, expected_per_node: int) -> dict:
@@ -48,7 +52,9 @@ def check_layout(expected_nodes: int, expected_per_node: int) -> dict:
     LOCAL_WORLD_SIZE, host) and raise if the job is not `expected_nodes` x `expected_per_node`, laid out
     node by node. Returns {"world", "nodes": [[ranks of node 0], ...], "ifname"}. A job that starts with a
     wrong layout still trains, but its HSDP mesh puts a shard group across the slow link."""
-    raise NotImplementedError("TODO(lab8): all_gather_object each rank's ids (node identity: hostname + the network namespace, /proc/self/ns/net); check WORLD_SIZE, node count, ranks per node and rank == group_rank * local_world + local_rank")
+    raise NotImplementedError("TODO(lab8): all_gather_object each rank's ids (node identity: hostname + the network "
+                              "namespace, /proc/self/ns/net); check WORLD_SIZE, node count, ranks per node and rank == "
+                              "group_rank * local_world + local_rank")
 
 
 def source_addr(addr: str) -> str:

@@ -32,7 +32,8 @@ class ThroughputMeter:
         self.t_last = None
 
     def step(self, tokens: int) -> None:
-        # BEGIN SOLUTION synchronise the device, read time.perf_counter(); open the window at the warmup_steps-th call, after it count tokens and move the window's end
+        # BEGIN SOLUTION synchronise the device, read time.perf_counter(); open the window at the warmup_steps-th call,
+        #                after it count tokens and move the window's end
         cdist.synchronize(self.device)
         now = time.perf_counter()
         self.steps += 1
@@ -46,7 +47,8 @@ class ThroughputMeter:
     @property
     def tokens_per_s(self) -> float:
         """nan until the window holds at least one step."""
-        # BEGIN SOLUTION tokens counted inside the window / (window end - window start); nan before the window holds a step
+        # BEGIN SOLUTION tokens counted inside the window / (window end - window start); nan before the window holds a
+        #                step
         if self.t_last is None:
             return float("nan")
         return self.tokens / (self.t_last - self.t_start)
@@ -60,7 +62,8 @@ def model_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) 
     For fp32 AdamW expect 4 + 4 + 8 = 16 bytes per parameter, plus 4 bytes per parameter
     *tensor* for AdamW's `step` counter. A tied weight is stored once and counts once.
     """
-    # BEGIN SOLUTION sum numel()*element_size() over model.parameters() (unique), over each p.grad that exists, and over every tensor in optimizer.state
+    # BEGIN SOLUTION sum numel()*element_size() over model.parameters() (unique), over each p.grad that exists, and over
+    #                every tensor in optimizer.state
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     grads = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)
     opt = sum(v.numel() * v.element_size()

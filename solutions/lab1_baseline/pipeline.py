@@ -24,7 +24,8 @@ def make_loader(dataset, batches, device):
     memory (pin_memory) lets a GPU copy a batch while it computes (non_blocking=True); on CPU there
     is no copy to hide.
     """
-    # BEGIN SOLUTION prepare batches in DataLoader worker processes (num_workers, prefetch_factor) so they are ready before the step asks; pin_memory on a GPU
+    # BEGIN SOLUTION prepare batches in DataLoader worker processes (num_workers, prefetch_factor) so they are ready
+    #                before the step asks; pin_memory on a GPU
     # 16 samples x 1 ms = 16 ms of transform per batch against a ~28 ms step: one worker keeps up if it has
     # a core to itself, two leave headroom on a busy machine; each keeps 4 batches ready.
     loader = DataLoader(dataset, batch_sampler=batches, num_workers=2, prefetch_factor=4,

@@ -19,7 +19,8 @@ def save_checkpoint(path, model, optimizer, scheduler, sampler, step: int) -> No
     checkpoint intact) and labs.common.checkpoint.rng_state() for the random streams.
     `sampler` has state_dict()/load_state_dict() like the model and optimizer.
     """
-    # BEGIN SOLUTION build one dict with the state_dict() of model, optimizer, scheduler and sampler, the step and ckpt.rng_state(); write it with ckpt.atomic_save
+    # BEGIN SOLUTION build one dict with the state_dict() of model, optimizer, scheduler and sampler, the step and
+    #                ckpt.rng_state(); write it with ckpt.atomic_save
     state = {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
@@ -38,7 +39,8 @@ def load_checkpoint(path, model, optimizer, scheduler, sampler) -> int:
     The objects are freshly built (and possibly differently initialised): after this call the
     next training step must be exactly the step the uninterrupted run would have taken.
     """
-    # BEGIN SOLUTION ckpt.load(path), then load_state_dict on model, optimizer, scheduler, sampler, ckpt.set_rng_state, return the step
+    # BEGIN SOLUTION ckpt.load(path), then load_state_dict on model, optimizer, scheduler, sampler, ckpt.set_rng_state,
+    #                return the step
     state = ckpt.load(path)
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])

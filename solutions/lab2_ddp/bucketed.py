@@ -62,7 +62,8 @@ class BucketedDDP(nn.Module):
 
         One flat buffer has one dtype, and each .grad becomes a view of it, so a bf16 parameter's gradient
         cannot live in an fp32 buffer: each dtype fills buckets of its own (one open bucket per dtype)."""
-        # BEGIN SOLUTION walk reversed(params) keeping one open bucket per dtype; close a Bucket when its bytes reach cap_bytes; the open remainders become the last buckets
+        # BEGIN SOLUTION walk reversed(params) keeping one open bucket per dtype; close a Bucket when its bytes reach
+        #                cap_bytes; the open remainders become the last buckets
         buckets, open_ = [], {}  # dtype -> (params, bytes) of the bucket being filled
         for p in reversed(params):
             current, size = open_.pop(p.dtype, ([], 0))
@@ -80,7 +81,8 @@ class BucketedDDP(nn.Module):
         """Post-accumulate-grad hook: runs inside backward as soon as p.grad is final."""
         if not self.sync:
             return
-        # BEGIN SOLUTION copy p.grad into its slice of the bucket's flat buffer; when the bucket's last gradient arrives, divide the buffer by the world size and launch dist.all_reduce(flat, async_op=True)
+        # BEGIN SOLUTION copy p.grad into its slice of the bucket's flat buffer; when the bucket's last gradient
+        #                arrives, divide the buffer by the world size and launch dist.all_reduce(flat, async_op=True)
         b, i = self.bucket_of[id(p)]
         b.flat[b.offsets[i]: b.offsets[i] + p.numel()].copy_(p.grad.reshape(-1))
         b.ready += 1
@@ -91,7 +93,8 @@ class BucketedDDP(nn.Module):
 
     def finish_gradient_synchronization(self) -> None:
         """Before the optimizer step: wait for every bucket and copy the averages back into .grad."""
-        # BEGIN SOLUTION for each bucket: wait on its work, point each p.grad at its slice of flat (a view, no copy), reset the bucket
+        # BEGIN SOLUTION for each bucket: wait on its work, point each p.grad at its slice of flat (a view, no copy),
+        #                reset the bucket
         for b in self.buckets:
             if b.work is None:
                 raise RuntimeError("a bucket's all-reduce never started: did backward reach every parameter?")

@@ -24,7 +24,8 @@ class ShardedSampler(BatchSampler):
 
     def next_ids(self) -> np.ndarray:
         """This rank's window ids for the next global step."""
-        # BEGIN SOLUTION take the next global batch (BatchSampler.next_ids) and return this rank's contiguous block of local_batch ids
+        # BEGIN SOLUTION take the next global batch (BatchSampler.next_ids) and return this rank's contiguous block of
+        #                local_batch ids
         global_ids = super().next_ids()
         return global_ids[self.rank * self.local_batch: (self.rank + 1) * self.local_batch]
         # END SOLUTION

@@ -24,7 +24,9 @@ def rng_path(path, rank: int, step: int) -> Path:
 
 def save_checkpoint(path, model, optimizer, scheduler, sampler, step: int) -> None:
     """Every rank calls this. `model` is the DDP wrapper (its .module is the GPT)."""
-    # BEGIN SOLUTION each rank atomic_saves its rng_state() to rng_path(path, rank, step); barrier; rank 0 atomic_saves model.module, optimizer, scheduler, sampler state dicts and the step to path; barrier; each rank deletes its RNG files of other steps
+    # BEGIN SOLUTION each rank atomic_saves its rng_state() to rng_path(path, rank, step); barrier; rank 0 atomic_saves
+    #                model.module, optimizer, scheduler, sampler state dicts and the step to path; barrier; each rank
+    #                deletes its RNG files of other steps
     rank = dist.get_rank()
     mine = rng_path(path, rank, step)
     ckpt.atomic_save({"rng": ckpt.rng_state(), "step": step}, mine)
@@ -42,7 +44,8 @@ def save_checkpoint(path, model, optimizer, scheduler, sampler, step: int) -> No
 
 def load_checkpoint(path, model, optimizer, scheduler, sampler) -> int:
     """Every rank calls this; returns the step to continue from."""
-    # BEGIN SOLUTION every rank loads the main file into model.module, optimizer, scheduler, sampler, then its own RNG file for that step; return the step
+    # BEGIN SOLUTION every rank loads the main file into model.module, optimizer, scheduler, sampler, then its own RNG
+    #                file for that step; return the step
     state = ckpt.load(path)
     model.module.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])

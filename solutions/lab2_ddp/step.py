@@ -19,7 +19,8 @@ def train_step(model, optimizer, scheduler, micro_batches, grad_clip: float = 1.
     communication in model.finish_gradient_synchronization(); torch DDP has none (its reducer
     finishes inside backward).
     """
-    # BEGIN SOLUTION zero grads; for each micro-batch forward+backward of loss/k, under model.no_sync() for all but the last; then finish synchronisation, clip, step optimizer and scheduler
+    # BEGIN SOLUTION zero grads; for each micro-batch forward+backward of loss/k, under model.no_sync() for all but the
+    #                last; then finish synchronisation, clip, step optimizer and scheduler
     optimizer.zero_grad(set_to_none=True)
     k = len(micro_batches)
     total = 0.0

@@ -44,7 +44,8 @@ from .torch_ddp import make_torch_ddp
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="tiny")
-    ap.add_argument("--dropout", type=float, default=None, help="override the config's (0: runs at any world size coincide)")
+    ap.add_argument("--dropout", type=float, default=None,
+                    help="override the config's (0: runs at any world size coincide)")
     ap.add_argument("--ddp", choices=["naive", "bucketed", "torch"], default="bucketed")
     ap.add_argument("--bucket-mb", type=float, default=25.0)
     ap.add_argument("--accum", type=int, default=1, help="micro-steps per optimizer step")

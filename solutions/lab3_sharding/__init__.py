@@ -6,5 +6,5 @@ from .fsdp import apply_fsdp, model_state_bytes
 from .zero1 import ShardedOptimizer, partition
 from .zero2 import Zero2Optimizer
 
-__all__ = ["partition", "ShardedOptimizer", "Zero2Optimizer", "apply_fsdp", "model_state_bytes", "TrainState", "save_sharded",
-           "load_sharded", "ds_config", "make_engine"]
+__all__ = ["partition", "ShardedOptimizer", "Zero2Optimizer", "apply_fsdp", "model_state_bytes", "TrainState",
+           "save_sharded", "load_sharded", "ds_config", "make_engine"]

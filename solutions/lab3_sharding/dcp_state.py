@@ -31,14 +31,16 @@ class TrainState(Stateful):
         self.model, self.optimizer, self.scheduler, self.sampler, self.step = model, optimizer, scheduler, sampler, step
 
     def state_dict(self) -> dict:
-        # BEGIN SOLUTION get_state_dict(model, optimizer) gives DTensor-sharded dicts with fully qualified names; add scheduler, sampler and step
+        # BEGIN SOLUTION get_state_dict(model, optimizer) gives DTensor-sharded dicts with fully qualified names; add
+        #                scheduler, sampler and step
         model_sd, optim_sd = get_state_dict(self.model, self.optimizer)
         return {"model": model_sd, "optim": optim_sd, "scheduler": self.scheduler.state_dict(),
                 "sampler": self.sampler.state_dict(), "step": self.step}
         # END SOLUTION
 
     def load_state_dict(self, state: dict) -> None:
-        # BEGIN SOLUTION set_state_dict(model, optimizer, model_state_dict=..., optim_state_dict=...); restore scheduler, sampler, step
+        # BEGIN SOLUTION set_state_dict(model, optimizer, model_state_dict=..., optim_state_dict=...); restore
+        #                scheduler, sampler, step
         set_state_dict(self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.sampler.load_state_dict(state["sampler"])
@@ -54,7 +56,9 @@ def save_sharded(root, model, optimizer, scheduler, sampler, step: int) -> Path:
     if rank == 0:  # what an earlier, killed save of this step left behind must not be promoted
         shutil.rmtree(partial, ignore_errors=True)
     dist.barrier()
-    # BEGIN SOLUTION dcp.save({"train": TrainState(...)}, checkpoint_id=partial); each rank atomic_saves rng_state() to partial/rng-rank{rank}.pt; barrier; rank 0 replaces final with partial (os.replace) and atomically writes root/latest; barrier
+    # BEGIN SOLUTION dcp.save({"train": TrainState(...)}, checkpoint_id=partial); each rank atomic_saves rng_state() to
+    #                partial/rng-rank{rank}.pt; barrier; rank 0 replaces final with partial (os.replace) and atomically
+    #                writes root/latest; barrier
     dcp.save({"train": TrainState(model, optimizer, scheduler, sampler, step)}, checkpoint_id=str(partial))
     ckpt.atomic_save({"rng": ckpt.rng_state()}, partial / f"rng-rank{rank}.pt")
     dist.barrier()
@@ -75,7 +79,8 @@ def load_sharded(root, model, optimizer, scheduler, sampler) -> int:
     """
     root = Path(root)
     folder = root / (root / "latest").read_text().strip()
-    # BEGIN SOLUTION state = {"train": TrainState(...)}; dcp.load(state, checkpoint_id=folder); restore this rank's RNG file if it exists; return the step
+    # BEGIN SOLUTION state = {"train": TrainState(...)}; dcp.load(state, checkpoint_id=folder); restore this rank's RNG
+    #                file if it exists; return the step
     state = {"train": TrainState(model, optimizer, scheduler, sampler)}
     dcp.load(state, checkpoint_id=str(folder))
     rng = folder / f"rng-rank{dist.get_rank()}.pt"

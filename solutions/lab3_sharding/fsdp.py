@@ -23,7 +23,8 @@ def apply_fsdp(model: torch.nn.Module, mixed_precision: bool = False) -> torch.n
     """
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if mixed_precision else None
     kwargs = {"mp_policy": mp} if mp else {}
-    # BEGIN SOLUTION fully_shard(block, **kwargs) for each block in model.blocks, then fully_shard(model, **kwargs); return model
+    # BEGIN SOLUTION fully_shard(block, **kwargs) for each block in model.blocks, then fully_shard(model, **kwargs);
+    #                return model
     for block in model.blocks:
         fully_shard(block, **kwargs)
     fully_shard(model, **kwargs)
@@ -39,7 +40,8 @@ def local_bytes(t: torch.Tensor) -> int:
 
 def model_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
     """Lab 1's count, for sharded tensors: only the local shards of params, grads and optimizer state."""
-    # BEGIN SOLUTION as in lab 1, but count local_bytes() of each parameter, each existing .grad and each optimizer-state tensor
+    # BEGIN SOLUTION as in lab 1, but count local_bytes() of each parameter, each existing .grad and each
+    #                optimizer-state tensor
     params = sum(local_bytes(p) for p in model.parameters())
     grads = sum(local_bytes(p.grad) for p in model.parameters() if p.grad is not None)
     opt = sum(local_bytes(v) for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v))

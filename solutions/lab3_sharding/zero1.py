@@ -33,7 +33,8 @@ import torch.distributed as dist
 
 def partition(sizes: list[int], world_size: int) -> list[int]:
     """Owner rank of each tensor: largest first, to the least-loaded rank (ties: lowest rank)."""
-    # BEGIN SOLUTION sort tensor indices by size descending; give each to the rank with the smallest total so far; return owners in the original order
+    # BEGIN SOLUTION sort tensor indices by size descending; give each to the rank with the smallest total so far;
+    #                return owners in the original order
     load, owner = [0] * world_size, [0] * len(sizes)
     for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
         r = min(range(world_size), key=lambda r: load[r])
@@ -71,7 +72,8 @@ class ShardedOptimizer(torch.optim.Optimizer):
         self.all_params = [p for g in self.param_groups for p in g["params"]]
         owners = partition([p.numel() for p in self.all_params], self.world_size)
         self.owner = {id(p): r for p, r in zip(self.all_params, owners)}
-        # BEGIN SOLUTION build self.optim = optimizer_cls over the same groups (same options, one local group per group, empty where this rank owns none of it) keeping only parameters this rank owns
+        # BEGIN SOLUTION build self.optim = optimizer_cls over the same groups (same options, one local group per group,
+        #                empty where this rank owns none of it) keeping only parameters this rank owns
         local = [{**g, "params": [p for p in g["params"] if self.owner[id(p)] == self.rank]} for g in self.param_groups]
         self.optim = optimizer_cls(local, **defaults)
         # END SOLUTION

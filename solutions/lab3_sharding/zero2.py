@@ -42,7 +42,9 @@ class FlatBucket:
         for p in params:
             self.offsets.append(n)
             n += p.numel()
-        # BEGIN SOLUTION pad n up to a multiple of world_size; self.lo, self.hi = this rank's contiguous slice; self.flat = zeros(padded) holding each parameter's values, and each p.data becomes its view of self.flat
+        # BEGIN SOLUTION pad n up to a multiple of world_size; self.lo, self.hi = this rank's contiguous slice;
+        #                self.flat = zeros(padded) holding each parameter's values, and each p.data becomes its view of
+        #                self.flat
         padded = -(-n // world_size) * world_size
         shard = padded // world_size
         self.lo, self.hi = rank * shard, (rank + 1) * shard
@@ -126,7 +128,8 @@ class Zero2Optimizer(torch.optim.Optimizer):
             self._reduce_scatter(b)
 
     def _reduce_scatter(self, b: FlatBucket) -> None:
-        # BEGIN SOLUTION average (divide flat_grad by the world size), then launch dist.reduce_scatter_single(this rank's slice of flat_grad, flat_grad, async_op=True) in place
+        # BEGIN SOLUTION average (divide flat_grad by the world size), then launch dist.reduce_scatter_single(this
+        #                rank's slice of flat_grad, flat_grad, async_op=True) in place
         b.flat_grad.div_(self.world_size)
         b.work = dist.reduce_scatter_single(b.flat_grad[b.lo:b.hi], b.flat_grad, async_op=True)
         # END SOLUTION
@@ -156,7 +159,9 @@ class Zero2Optimizer(torch.optim.Optimizer):
                 loss = closure()
         self.finish_gradient_synchronization()
         sync_hyperparameters(self.param_groups, self.optim.param_groups)
-        # BEGIN SOLUTION step the local optimizer (it updates the owned slices of each bucket's flat buffer in place), then dist.all_gather_single(b.flat, this rank's slice of b.flat) for every bucket (async, then wait all)
+        # BEGIN SOLUTION step the local optimizer (it updates the owned slices of each bucket's flat buffer in place),
+        #                then dist.all_gather_single(b.flat, this rank's slice of b.flat) for every bucket (async, then
+        #                wait all)
         self.optim.step()
         works = [dist.all_gather_single(b.flat, b.flat[b.lo:b.hi], async_op=True) for b in self.buckets]
         for w in works:

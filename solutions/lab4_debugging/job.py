@@ -70,7 +70,8 @@ def _link_check(env, job: Job) -> None:
     """Measure before you train: one 1 MB all-reduce. busbw = bytes * 2(n-1)/n / time, because a ring
     all-reduce sends and receives 2(n-1)/n of the buffer per rank whatever n is."""
     t = torch.ones(2**18, device=env.device)  # 2^18 fp32 = 1 MiB
-    reduce = (lambda x: slow_all_reduce(x, job.link_gbps, job.link_latency_ms / 1e3)) if job.link_gbps else dist.all_reduce
+    reduce = ((lambda x: slow_all_reduce(x, job.link_gbps, job.link_latency_ms / 1e3)) if job.link_gbps
+              else dist.all_reduce)
     reduce(t)  # warm-up: connections, buffers
     cdist.synchronize(env.device)
     t0 = time.perf_counter()
@@ -79,7 +80,8 @@ def _link_check(env, job: Job) -> None:
     cdist.synchronize(env.device)
     dt = (time.perf_counter() - t0) / 3
     n = env.world_size
-    cdist.log(env, f"link check: 1.0 MB all-reduce in {dt * 1e3:.1f} ms = {2**20 * 2 * (n - 1) / n / dt / 1e9:.3f} GB/s "
+    cdist.log(env, f"link check: 1.0 MB all-reduce in {dt * 1e3:.1f} ms = "
+                   f"{2**20 * 2 * (n - 1) / n / dt / 1e9:.3f} GB/s "
                    f"bus bandwidth ({env.backend}, {n} ranks)")
 
 

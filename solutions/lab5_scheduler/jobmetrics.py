@@ -8,7 +8,8 @@ line of key=value pairs each time a job leaves the node: a requeued job leaves o
 resets SubmitTime. So a job's queue wait is the sum over its runs of StartTime - SubmitTime, and
 its run time the sum of EndTime - StartTime.
 
-    python -m solutions.lab5_scheduler.jobmetrics --jobcomp /var/log/slurm/jobcomp.txt --runs runs/lab5 --csv runs/lab5/metrics.csv
+    python -m solutions.lab5_scheduler.jobmetrics --jobcomp /var/log/slurm/jobcomp.txt --runs runs/lab5
+        --csv runs/lab5/metrics.csv
 """
 from __future__ import annotations
 
@@ -60,7 +61,10 @@ def tokens_per_s(log: list[dict]) -> float | None:
 
 def job_row(job_id: str, records: list[dict], log: list[dict]) -> dict:
     """Everything we report about one job, from its jobcomp records (oldest first) and its step log."""
-    # BEGIN SOLUTION queue wait = sum of StartTime - SubmitTime over the job's records, elapsed = sum of EndTime - StartTime, state = the last record's JobState, runs = how many records; steps/tokens_per_s/final_loss/world_size from the log's step records (tokens_per_s: use tokens_per_s(log))
+    # BEGIN SOLUTION queue wait = sum of StartTime - SubmitTime over the job's records, elapsed = sum of EndTime -
+    #                StartTime, state = the last record's JobState, runs = how many records;
+    #                steps/tokens_per_s/final_loss/world_size from the log's step records (tokens_per_s: use
+    #                tokens_per_s(log))
     steps = [r for r in log if "loss" in r]
     last = records[-1]
     return {

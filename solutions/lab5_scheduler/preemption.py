@@ -40,7 +40,8 @@ class PreemptionFlag:
     def should_stop(self, device: torch.device) -> bool:
         """True on every rank as soon as any rank has received a signal. Every rank must call it,
         at the same point of the same step: it is a collective."""
-        # BEGIN SOLUTION all-reduce (MAX) a 0/1 tensor of "a signal arrived here" so all ranks agree; return it as a bool
+        # BEGIN SOLUTION all-reduce (MAX) a 0/1 tensor of "a signal arrived here" so all ranks agree; return it as a
+        #                bool
         mine = torch.tensor([1 if self.received is not None else 0], device=device)
         if dist.is_initialized():
             dist.all_reduce(mine, op=dist.ReduceOp.MAX)

@@ -20,7 +20,8 @@ from pathlib import Path
 def scaling_table(rows: list[dict]) -> list[dict]:
     """One entry per world size (ascending): median tokens/s over its COMPLETED jobs, the jobs it came
     from, speedup and efficiency against the smallest world size measured (normally 1)."""
-    # BEGIN SOLUTION group COMPLETED rows with a tokens_per_s by int(world_size); median per size; base = the smallest size: speedup = tps / tps_base * base... efficiency = tps / (size / base * tps_base)
+    # BEGIN SOLUTION group COMPLETED rows with a tokens_per_s by int(world_size); median per size; base = the smallest
+    #                size: speedup = tps / tps_base * base... efficiency = tps / (size / base * tps_base)
     by_size: dict[int, list[dict]] = {}
     for r in rows:
         if r["state"] == "COMPLETED" and r["tokens_per_s"] not in ("", None):

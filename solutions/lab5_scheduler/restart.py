@@ -24,7 +24,9 @@ def resume(ckpt_path, restart_count: int, model, optimizer, scheduler, sampler) 
     Refuse a checkpoint written at another world size (lab 2's per-rank RNG and sampler state are
     per rank), and say so when a restarted job finds nothing: that is a lost run, not a fresh one.
     """
-    # BEGIN SOLUTION no checkpoint: print a warning if restart_count > 0 (requeued but nothing saved), return 0; else check the saved world_size equals dist.get_world_size() (raise a clear error if not) and return load_checkpoint(...)
+    # BEGIN SOLUTION no checkpoint: print a warning if restart_count > 0 (requeued but nothing saved), return 0; else
+    #                check the saved world_size equals dist.get_world_size() (raise a clear error if not) and return
+    #                load_checkpoint(...)
     path = Path(ckpt_path)
     if not path.exists():
         if restart_count > 0 and dist.get_rank() == 0:

@@ -30,7 +30,8 @@ def sbatch_env(runs: str | Path, train_args: str, **extra: str) -> dict:
 def submit_sweep(world_sizes: list[int], runs: str | Path, train_args: str = "",
                  script: str | Path = HERE / "train.sbatch", extra_sbatch: list[str] = ()) -> str:
     """Submit the array; return its job id (the tasks' own ids are in squeue / the jobcomp file)."""
-    # BEGIN SOLUTION sbatch --parsable --array=0-(N-1)%1 with LAB5_WORLD_SIZES (space-separated) in the environment (sbatch_env) and --output under `runs`; return the array job id it prints
+    # BEGIN SOLUTION sbatch --parsable --array=0-(N-1)%1 with LAB5_WORLD_SIZES (space-separated) in the environment
+    #                (sbatch_env) and --output under `runs`; return the array job id it prints
     Path(runs).mkdir(parents=True, exist_ok=True)
     cmd = ["sbatch", "--parsable", f"--array=0-{len(world_sizes) - 1}%1", "--job-name=lab5-sweep",
            f"--output={Path(runs) / 'slurm-%j.log'}", *extra_sbatch, str(script)]

@@ -68,7 +68,9 @@ class Pipe:
         x, y = self.micro_batches[i]
         if self.first:
             self._flush()  # this forward receives nothing: what is held goes now
-        # BEGIN SOLUTION not first: x = self._recv(self.rank - 1).requires_grad_(); out = self.stage(x); last: loss = loss_fn(out, y), record loss.item(), keep loss / m; else self._send(out.detach(), self.rank + 1); keep inputs[i], outputs[i]
+        # BEGIN SOLUTION not first: x = self._recv(self.rank - 1).requires_grad_(); out = self.stage(x); last: loss =
+        #                loss_fn(out, y), record loss.item(), keep loss / m; else self._send(out.detach(), self.rank +
+        #                1); keep inputs[i], outputs[i]
         if not self.first:
             x = self._recv(self.rank - 1).requires_grad_()
         out = self.stage(x)
@@ -85,7 +87,8 @@ class Pipe:
         """Micro-batch i's backward on this stage; frees what its forward kept."""
         if self.last:
             self._flush()  # this backward receives nothing: what is held goes now
-        # BEGIN SOLUTION pop inputs[i], outputs[i]; last: out.backward(); else receive the output's gradient from rank + 1 and out.backward(grad); not first: self._send(x.grad, self.rank - 1)
+        # BEGIN SOLUTION pop inputs[i], outputs[i]; last: out.backward(); else receive the output's gradient from rank +
+        #                1 and out.backward(grad); not first: self._send(x.grad, self.rank - 1)
         x, out = self.inputs.pop(i), self.outputs.pop(i)
         if self.last:
             out.backward()
@@ -104,7 +107,8 @@ class Pipe:
 
 def gpipe(pipe: Pipe) -> None:
     """All forwards, then all backwards."""
-    # BEGIN SOLUTION pipe.forward(i) for every micro-batch, then pipe.backward(i) for every micro-batch, in the same order
+    # BEGIN SOLUTION pipe.forward(i) for every micro-batch, then pipe.backward(i) for every micro-batch, in the same
+    #                order
     for i in range(pipe.m):
         pipe.forward(i)
     for i in range(pipe.m):
@@ -114,7 +118,8 @@ def gpipe(pipe: Pipe) -> None:
 
 def one_f_one_b(pipe: Pipe) -> None:
     """Warm-up forwards, then one forward + one backward at a time, then the remaining backwards."""
-    # BEGIN SOLUTION warmup = min(p - 1 - rank, m) forwards; then for each remaining micro-batch: forward the next one, backward the oldest; then backward what is left
+    # BEGIN SOLUTION warmup = min(p - 1 - rank, m) forwards; then for each remaining micro-batch: forward the next one,
+    #                backward the oldest; then backward what is left
     warmup = min(pipe.p - 1 - pipe.rank, pipe.m)
     for i in range(warmup):
         pipe.forward(i)

@@ -38,7 +38,8 @@ class GPTStage(nn.Module):
         self.tied_group = tied_group
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # BEGIN SOLUTION first stage: x = drop(tok_emb(x) + pos_emb(arange(T))) as GPT.forward does; then every block; last stage: head(ln_f(x))
+        # BEGIN SOLUTION first stage: x = drop(tok_emb(x) + pos_emb(arange(T))) as GPT.forward does; then every block;
+        #                last stage: head(ln_f(x))
         if self.first:
             pos = torch.arange(x.shape[1], device=x.device)
             x = self.drop(self.tok_emb(x) + self.pos_emb(pos))
@@ -60,7 +61,8 @@ def split_stages(model: nn.Module, stage: int, n_stages: int) -> GPTStage:
     group = None
     if dist.is_initialized() and n_stages > 2:
         group = dist.new_group([0, n_stages - 1])
-    # BEGIN SOLUTION per = n_layer // n_stages; return GPTStage(model, range(stage * per, (stage + 1) * per), first=stage == 0, last=stage == n_stages - 1, tied_group=group)
+    # BEGIN SOLUTION per = n_layer // n_stages; return GPTStage(model, range(stage * per, (stage + 1) * per),
+    #                first=stage == 0, last=stage == n_stages - 1, tied_group=group)
     per = n_layer // n_stages
     return GPTStage(model, range(stage * per, (stage + 1) * per), first=stage == 0, last=stage == n_stages - 1,
                     tied_group=group)

@@ -38,7 +38,8 @@ def block_rows(n: int, rank: int, world: int) -> torch.Tensor:
 
 def qkv_rows(n_embd: int, n_head: int, rank: int, world: int) -> torch.Tensor:
     """Rows of the fused qkv weight (3*n_embd rows) that rank r keeps: its heads of q, then of k, then of v."""
-    # BEGIN SOLUTION this rank's block_rows(n_embd, ...) (whole heads, since n_head % world == 0) in each of the three parts at offsets 0, n_embd, 2*n_embd, concatenated
+    # BEGIN SOLUTION this rank's block_rows(n_embd, ...) (whole heads, since n_head % world == 0) in each of the three
+    #                parts at offsets 0, n_embd, 2*n_embd, concatenated
     part = block_rows(n_embd, rank, world)
     return torch.cat([part, part + n_embd, part + 2 * n_embd])
     # END SOLUTION
@@ -57,7 +58,9 @@ class TPAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
-        # BEGIN SOLUTION as CausalSelfAttention.forward but with width = n_head * head_dim (local): split qkv(x) into q, k, v of that width, view as (B, T, n_head, head_dim), transpose, causal SDPA, back to (B, T, width), then proj and resid_drop
+        # BEGIN SOLUTION as CausalSelfAttention.forward but with width = n_head * head_dim (local): split qkv(x) into q,
+        #                k, v of that width, view as (B, T, n_head, head_dim), transpose, causal SDPA, back to (B, T,
+        #                width), then proj and resid_drop
         width = self.n_head * self.head_dim
         q, k, v = self.qkv(x).split(width, dim=2)
         q, k, v = (t.view(B, T, self.n_head, self.head_dim).transpose(1, 2) for t in (q, k, v))
@@ -79,7 +82,10 @@ def parallelize(model: nn.Module, group=None) -> nn.Module:
     if cfg.n_head % world or (4 * cfg.n_embd) % world:
         raise ValueError(f"{world} ranks must divide n_head={cfg.n_head} and 4*n_embd={4 * cfg.n_embd}")
     d, hd = cfg.n_embd, cfg.n_embd // cfg.n_head
-    # BEGIN SOLUTION for each block: block.attn = TPAttention(ColumnParallelLinear(attn.qkv, qkv_rows(...)), RowParallelLinear(attn.proj, block_rows(d, ...)), n_head // world, hd, attn.dropout, attn.resid_drop); block.mlp.fc / block.mlp.proj become Column/RowParallelLinear over block_rows(4 * d, ...); return model
+    # BEGIN SOLUTION for each block: block.attn = TPAttention(ColumnParallelLinear(attn.qkv, qkv_rows(...)),
+    #                RowParallelLinear(attn.proj, block_rows(d, ...)), n_head // world, hd, attn.dropout,
+    #                attn.resid_drop); block.mlp.fc / block.mlp.proj become Column/RowParallelLinear over block_rows(4 *
+    #                d, ...); return model
     for block in model.blocks:
         a = block.attn
         block.attn = TPAttention(ColumnParallelLinear(a.qkv, qkv_rows(d, cfg.n_head, rank, world), group),

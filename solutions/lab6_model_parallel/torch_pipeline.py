@@ -30,7 +30,8 @@ def torch_schedule(stage_module: nn.Module, n_micro: int, loss_fn: Callable, dev
     # imported here, not at the top: it pulls in torch._dynamo (~1 s per rank), and only this function needs it
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
-    # BEGIN SOLUTION PipelineStage(stage_module, dist.get_rank(), dist.get_world_size(), device); return ScheduleGPipe or Schedule1F1B (by `schedule`) of it with n_microbatches=n_micro, loss_fn=loss_fn
+    # BEGIN SOLUTION PipelineStage(stage_module, dist.get_rank(), dist.get_world_size(), device); return ScheduleGPipe
+    #                or Schedule1F1B (by `schedule`) of it with n_microbatches=n_micro, loss_fn=loss_fn
     stage = PipelineStage(stage_module, dist.get_rank(), dist.get_world_size(), device)
     cls = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[schedule]
     return cls(stage, n_microbatches=n_micro, loss_fn=loss_fn)

@@ -29,7 +29,8 @@ from .tensor_parallel import TPAttention, qkv_rows
 def interleave_qkv(qkv: nn.Linear, n_head: int, world: int) -> None:
     """Permute qkv's output rows in place so that contiguous block r holds rank r's heads of q, k and v."""
     d = qkv.in_features
-    # BEGIN SOLUTION order = cat of qkv_rows(d, n_head, r, world) for r in range(world); under no_grad, weight.copy_(weight[order]) and the same for the bias
+    # BEGIN SOLUTION order = cat of qkv_rows(d, n_head, r, world) for r in range(world); under no_grad,
+    #                weight.copy_(weight[order]) and the same for the bias
     order = torch.cat([qkv_rows(d, n_head, r, world) for r in range(world)])
     with torch.no_grad():
         qkv.weight.copy_(qkv.weight[order])
@@ -45,7 +46,10 @@ def parallelize_dtensor(model: nn.Module, mesh) -> nn.Module:
 
     cfg, world = model.cfg, mesh.size()
     hd = cfg.n_embd // cfg.n_head
-    # BEGIN SOLUTION per block: interleave_qkv(attn.qkv), block.attn = TPAttention(attn.qkv, attn.proj, n_head // world, hd, attn.dropout, attn.resid_drop), then parallelize_module(block, mesh, {"attn.qkv": ColwiseParallel(), "attn.proj": RowwiseParallel(), "mlp.fc": ColwiseParallel(), "mlp.proj": RowwiseParallel()}); return model
+    # BEGIN SOLUTION per block: interleave_qkv(attn.qkv), block.attn = TPAttention(attn.qkv, attn.proj, n_head // world,
+    #                hd, attn.dropout, attn.resid_drop), then parallelize_module(block, mesh, {"attn.qkv":
+    #                ColwiseParallel(), "attn.proj": RowwiseParallel(), "mlp.fc": ColwiseParallel(), "mlp.proj":
+    #                RowwiseParallel()}); return model
     for block in model.blocks:
         a = block.attn
         interleave_qkv(a.qkv, cfg.n_head, world)

@@ -38,7 +38,8 @@ class _CopyToTP(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        # BEGIN SOLUTION sum this rank's partial input gradient over the group (dist.all_reduce on a copy: grad may be shared), return (sum, None)
+        # BEGIN SOLUTION sum this rank's partial input gradient over the group (dist.all_reduce on a copy: grad may be
+        #                shared), return (sum, None)
         grad = grad.contiguous().clone()  # autograd may hand the same buffer to other consumers
         dist.all_reduce(grad, group=ctx.group)
         return grad, None
@@ -81,7 +82,8 @@ class ColumnParallelLinear(nn.Module):
     def __init__(self, linear: nn.Linear, rows: torch.Tensor, group=None):
         super().__init__()
         self.group = group
-        # BEGIN SOLUTION new Parameters holding only linear.weight[rows] and linear.bias[rows] (copies: the full layer is dropped afterwards)
+        # BEGIN SOLUTION new Parameters holding only linear.weight[rows] and linear.bias[rows] (copies: the full layer
+        #                is dropped afterwards)
         self.weight = nn.Parameter(linear.weight.detach()[rows].clone())
         self.bias = nn.Parameter(linear.bias.detach()[rows].clone()) if linear.bias is not None else None
         # END SOLUTION

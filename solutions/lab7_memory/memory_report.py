@@ -44,7 +44,8 @@ def bytes_rows(cfg, batch: int, seq: int) -> list[dict]:
             model = _model(cfg, mode)
             x = torch.randn(batch, seq, cfg.n_embd, requires_grad=True)
 
-            def blocks(h, model=model, precision=precision):  # autocast's cache of weight casts is freed as the context exits: measure after it
+            # autocast's cache of weight casts is freed as the context exits: measure after it
+            def blocks(h, model=model, precision=precision):
                 with autocast("cpu", precision):
                     for b in model.blocks:
                         h = b(h)

@@ -56,7 +56,8 @@ class AsyncCheckpointer:
 
     def save(self, root, state_dict: dict, step: int) -> None:
         self.wait()  # one save in flight: a second would need a second copy of the state
-        # BEGIN SOLUTION staged = stage(state_dict) (before returning: the next step mutates the live tensors); submit _write(Path(root), step, staged, self.group) to self.pool and keep the future in self.pending
+        # BEGIN SOLUTION staged = stage(state_dict) (before returning: the next step mutates the live tensors); submit
+        #                _write(Path(root), step, staged, self.group) to self.pool and keep the future in self.pending
         staged = stage(state_dict)
         self.pending = self.pool.submit(_write, Path(root), step, staged, self.group)
         # END SOLUTION

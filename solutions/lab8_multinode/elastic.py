@@ -52,7 +52,8 @@ def latest(root) -> Path | None:
 def resume(root, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
     """Every rank, at start: load the last complete checkpoint under root into model and optimizer (already
     sharded the same way) and return its step; 0 if there is none. The next step to run is the returned + 1."""
-    # BEGIN SOLUTION folder = latest(root); None -> 0; else get_state_dict, dcp.load({"model", "optim", "step"}, checkpoint_id=folder), set_state_dict, return the step
+    # BEGIN SOLUTION folder = latest(root); None -> 0; else get_state_dict, dcp.load({"model", "optim", "step"},
+    #                checkpoint_id=folder), set_state_dict, return the step
     folder = latest(root)
     if folder is None:
         return 0

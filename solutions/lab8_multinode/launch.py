@@ -31,7 +31,9 @@ def torchrun_args(nnodes: int, nproc_per_node: int, node_rank: int, endpoint: st
     MASTER_PORT to agree on. A node that dies stops sending keep-alives; the others notice after
     keep_alive_interval x keep_alive_max_attempt seconds (5 x 3 = 15 s by default, 1 x 3 here) and the
     rendezvous opens a new round the restarted node can join."""
-    # BEGIN SOLUTION --nnodes, --nproc-per-node, --node-rank, --rdzv-backend c10d, --rdzv-endpoint, --rdzv-id, --local-addr, --max-restarts, and --rdzv-conf keep_alive_interval=1,keep_alive_max_attempt=3 (is_host=1 on node 0)
+    # BEGIN SOLUTION --nnodes, --nproc-per-node, --node-rank, --rdzv-backend c10d, --rdzv-endpoint, --rdzv-id,
+    #                --local-addr, --max-restarts, and --rdzv-conf keep_alive_interval=1,keep_alive_max_attempt=3
+    #                (is_host=1 on node 0)
     conf = "keep_alive_interval=1,keep_alive_max_attempt=3" + (",is_host=1" if node_rank == 0 else ",is_host=0")
     return [f"--nnodes={nnodes}", f"--nproc-per-node={nproc_per_node}", f"--node-rank={node_rank}",
             "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", f"--rdzv-id={run_id}",
@@ -43,7 +45,8 @@ def pick_interface(master_addr: str) -> str:
     """The network interface this node reaches `master_addr` through (set it as GLOO_SOCKET_IFNAME, and
     NCCL_SOCKET_IFNAME on GPUs). Without it gloo binds to the address the hostname resolves to, which on a
     cluster is often the management network or, in a container, no interface at all."""
-    # BEGIN SOLUTION the interface holding master_addr if it is this node's (`ip -o addr show to ADDR`, 2nd word); else the routing table's choice (`ip -o route get ADDR`, the word after "dev")
+    # BEGIN SOLUTION the interface holding master_addr if it is this node's (`ip -o addr show to ADDR`, 2nd word); else
+    #                the routing table's choice (`ip -o route get ADDR`, the word after "dev")
     def ip(*argv: str) -> list[str]:
         return subprocess.run(["ip", "-o", *argv], capture_output=True, text=True, check=True,
                               timeout=10).stdout.split()
@@ -61,7 +64,9 @@ def check_layout(expected_nodes: int, expected_per_node: int) -> dict:
     LOCAL_WORLD_SIZE, host) and raise if the job is not `expected_nodes` x `expected_per_node`, laid out
     node by node. Returns {"world", "nodes": [[ranks of node 0], ...], "ifname"}. A job that starts with a
     wrong layout still trains, but its HSDP mesh puts a shard group across the slow link."""
-    # BEGIN SOLUTION all_gather_object each rank's ids (node identity: hostname + the network namespace, /proc/self/ns/net); check WORLD_SIZE, node count, ranks per node and rank == group_rank * local_world + local_rank
+    # BEGIN SOLUTION all_gather_object each rank's ids (node identity: hostname + the network namespace,
+    #                /proc/self/ns/net); check WORLD_SIZE, node count, ranks per node and rank == group_rank *
+    #                local_world + local_rank
     me = {"rank": int(os.environ["RANK"]), "group_rank": int(os.environ["GROUP_RANK"]),
           "local_rank": int(os.environ["LOCAL_RANK"]), "local_world": int(os.environ["LOCAL_WORLD_SIZE"]),
           "host": f"{socket.gethostname()}:{os.stat('/proc/self/ns/net').st_ino}"}

@@ -5,9 +5,10 @@ A check is only as good as the wrong answer it fails. Each lab's mutants live in
 (`checker grade labN --root TREE --only CHECK`) and demands that its named check FAILS, and `make bench`
 reports the kill rate per lab (`python -m tests.mutants`).
 
-Two tiers, both in CI: the first mutant listed for a check is that check's *sentinel* and runs in
-`make test` (so every check with mutants is proven to bite on every run of the suite); the others are
-marked `exhaustive` and run in `make test-mutants`, which `.ci/run` runs after `make test`.
+Two tiers, both in CI: the first mutant listed in a lab's file is that lab's *sentinel* and runs in
+`make test` (so the suite proves, within its 15 minutes, that every lab's grading path can fail a wrong
+answer); the others are marked `exhaustive` and run in `make test-mutants`, which `.ci/run` runs after
+`make test`: every check with mutants is proven to bite on every CI run.
 
 A mutant is one edit of one reference file: `old` must occur exactly once in
 `solutions/<lab folder>/<file>`, so a reference that moves on breaks the mutant loudly instead of
@@ -52,8 +53,8 @@ def mutants(lab: str) -> list[Mutant]:
 
 
 def is_sentinel(lab: str, m: Mutant) -> bool:
-    """Whether `m` is the first mutant listed for its check: the one `make test` grades."""
-    return next(x for x in mutants(lab) if x.check == m.check) is m
+    """Whether `m` is the lab's first mutant: the one `make test` grades."""
+    return mutants(lab)[0] is m
 
 
 def unavailable(lab: str, m: Mutant) -> str | None:

@@ -51,9 +51,11 @@ MUTANTS = [
     # meters.py: model_state_bytes
     Mutant("bytes_no_step_tensor", "meters.py", "for state in optimizer.state.values() for v in state.values() "
            "if torch.is_tensor(v))", "for state in optimizer.state.values() for v in state.values() "
-           "if torch.is_tensor(v) and v.dim() > 0)", "memory_reported", "AdamW's per-tensor step counter is not counted"),
+           "if torch.is_tensor(v) and v.dim() > 0)", "memory_reported",
+           "AdamW's per-tensor step counter is not counted"),
     Mutant("bytes_grads_as_params", "meters.py",
-           "    grads = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)\n",
+           "    grads = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() "
+           "if p.grad is not None)\n",
            "    grads = params\n", "memory_reported", "gradients assumed to exist and be as big as the weights"),
     # pipeline.py: make_loader
     Mutant("loader_in_process", "pipeline.py", "batch_sampler=batches, num_workers=2, prefetch_factor=4,",

@@ -9,7 +9,8 @@ MUTANTS = [
     Mutant("naive_sum_not_mean", "naive.py", "                p.grad.div_(self.world_size)\n", "",
            "grad_equivalence", "NaiveDDP sums the gradients instead of averaging them"),
     # bucketed.py: _make_buckets, _grad_ready, finish_gradient_synchronization
-    Mutant("last_bucket_dropped", BUCKETED, "        buckets.extend(Bucket(current) for current, _ in open_.values())\n", "",
+    Mutant("last_bucket_dropped", BUCKETED,
+           "        buckets.extend(Bucket(current) for current, _ in open_.values())\n", "",
            "grad_equivalence", "the parameters left over after the last full bucket are never all-reduced"),
     Mutant("bucket_sum_not_mean", BUCKETED, "            b.flat.div_(self.world_size)\n", "",
            "grad_equivalence", "BucketedDDP sums the gradients instead of averaging them"),
@@ -21,7 +22,8 @@ MUTANTS = [
            "the per-call latency buckets exist to amortise"),
     Mutant("hook_ignores_no_sync", BUCKETED, "        if not self.sync:\n            return\n", "",
            "no_sync_accumulation", "the grad hook all-reduces inside no_sync() too"),
-    Mutant("bucket_not_reset", BUCKETED, "                p.grad = b.flat[off: off + p.numel()].view_as(p)\n            b.reset()\n",
+    Mutant("bucket_not_reset", BUCKETED,
+           "                p.grad = b.flat[off: off + p.numel()].view_as(p)\n            b.reset()\n",
            "                p.grad = b.flat[off: off + p.numel()].view_as(p)\n",
            "grad_equivalence", "buckets are not reset: from step 2 on nothing is launched and old results are read"),
     Mutant("grad_not_written_back", BUCKETED, "                p.grad = b.flat[off: off + p.numel()].view_as(p)\n",
@@ -49,8 +51,10 @@ MUTANTS = [
            "        with nullcontext():\n", "step_matches_reference",
            "every micro-step communicates (and the wrapper's buckets see k backward passes)"),
     Mutant("clip_before_sync", STEP,
-           "    if finish is not None:\n        finish()\n    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)\n",
-           "    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)\n    if finish is not None:\n        finish()\n",
+           "    if finish is not None:\n        finish()\n"
+           "    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)\n",
+           "    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)\n"
+           "    if finish is not None:\n        finish()\n",
            "step_matches_reference", "each rank clips its local gradient before the average"),
     Mutant("returns_last_micro_loss", STEP, "    return (total / k).item()\n", "    return loss.item()\n",
            "step_matches_reference", "returns the last micro-batch's loss, not the step's mean"),

@@ -6,7 +6,8 @@ MUTANTS = [
     Mutant("partition_smallest_first", "zero1.py", "key=lambda i: -sizes[i]", "key=lambda i: sizes[i]",
            "zero1_memory", "tensors dealt smallest first: the last, largest ones land unevenly"),
     Mutant("zero1_state_not_sharded", "zero1.py",
-           'local = [{**g, "params": [p for p in g["params"] if self.owner[id(p)] == self.rank]} for g in self.param_groups]',
+           'local = [{**g, "params": [p for p in g["params"] if self.owner[id(p)] == self.rank]} '
+           'for g in self.param_groups]',
            'local = [{**g, "params": list(g["params"])} for g in self.param_groups]',
            "zero1_memory", "every rank builds moments for every parameter"),
     Mutant("zero1_empty_group_dropped", "zero1.py", "self.optim = optimizer_cls(local, **defaults)",
@@ -45,5 +46,6 @@ MUTANTS = [
            "", "sharded_resume", "the LR schedule restarts from step 0 after a resume"),
     # DeepSpeed (deepspeed_zero.py)
     Mutant("deepspeed_stage_fixed", "deepspeed_zero.py", '"zero_optimization": {"stage": stage}',
-           '"zero_optimization": {"stage": 2}', "deepspeed_stages", "every engine runs ZeRO-2, whatever stage is asked"),
+           '"zero_optimization": {"stage": 2}', "deepspeed_stages",
+           "every engine runs ZeRO-2, whatever stage is asked"),
 ]

@@ -21,7 +21,8 @@ MUTANTS = [
     Mutant("skip_decided_per_rank", "incident2.py", "    flag = torch.tensor([0.0 if math.isfinite(loss) else 1.0], "
            "device=device)\n    dist.all_reduce(flag)\n    return flag.item() > 0\n",
            "    return not math.isfinite(loss)  # no collective in the branch: nothing to hang\n",
-           "fixed_incident2", "skip_step decides on its own rank's loss: the hang is gone, the other rank steps on NaN"),
+           "fixed_incident2",
+           "skip_step decides on its own rank's loss: the hang is gone, the other rank steps on NaN"),
     Mutant("skip_flag_not_summed", "incident2.py", "    dist.all_reduce(flag)\n    return flag.item() > 0\n",
            "    dist.all_reduce(flag)\n    return not math.isfinite(loss)\n",
            "fixed_incident2", "every rank joins the all-reduce, then ignores its result and decides locally"),

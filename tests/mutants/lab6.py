@@ -13,15 +13,18 @@ MUTANTS = [
     Mutant("f_no_allreduce_backward", _TPL, "        dist.all_reduce(grad, group=ctx.group)\n        return grad, None",
            "        return grad, None", "tp_equivalence",
            "copy_to_tp's backward passes the partial input gradient through: LayerNorms and embeddings get 1/N of it"),
-    Mutant("g_allreduce_backward", _TPL, "        # BEGIN SOLUTION the output is replicated, so its gradient already is: "
+    Mutant("g_allreduce_backward", _TPL,
+           "        # BEGIN SOLUTION the output is replicated, so its gradient already is: "
            "pass it through (grad, None)\n        return grad, None",
-           "        # BEGIN SOLUTION the output is replicated, so its gradient already is: pass it through (grad, None)\n"
+           "        # BEGIN SOLUTION the output is replicated, so its gradient already is: "
+           "pass it through (grad, None)\n"
            "        grad = grad.clone()\n        dist.all_reduce(grad, group=ctx.group)\n        return grad, None",
            "tp_comm", "reduce_from_tp also all-reduces in backward: an extra collective per row-parallel layer"),
     Mutant("column_uses_g", _TPL, "return F.linear(copy_to_tp(x, self.group), self.weight, self.bias)",
            "return F.linear(reduce_from_tp(x, self.group), self.weight, self.bias)", "tp_equivalence",
            "f and g swapped in the column-parallel layer: its (replicated) input is all-reduced in forward"),
-    Mutant("column_keeps_full_linear", _TPL, "        self.weight = nn.Parameter(linear.weight.detach()[rows].clone())\n",
+    Mutant("column_keeps_full_linear", _TPL,
+           "        self.weight = nn.Parameter(linear.weight.detach()[rows].clone())\n",
            "        self.full = linear  # kept for reference\n"
            "        self.weight = nn.Parameter(linear.weight.detach()[rows].clone())\n", "tp_memory",
            "the column-parallel layer keeps the whole nn.Linear as a submodule: every rank still holds all of it"),
@@ -36,7 +39,8 @@ MUTANTS = [
            "self.bias = nn.Parameter(linear.bias.detach().clone() / dist.get_world_size(group)) "
            "if linear.bias is not None else None\n        # END SOLUTION\n\n"
            "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n        # BEGIN SOLUTION reduce_from_tp",
-           "tp_equivalence", "the row-parallel bias is stored divided by N, as if it were summed (invisible at bias 0)"),
+           "tp_equivalence",
+           "the row-parallel bias is stored divided by N, as if it were summed (invisible at bias 0)"),
     # tensor_parallel.py: heads and the plan
     Mutant("qkv_rows_contiguous", _TP, "    part = block_rows(n_embd, rank, world)\n"
            "    return torch.cat([part, part + n_embd, part + 2 * n_embd])",
@@ -51,7 +55,8 @@ MUTANTS = [
            "block.mlp.proj = RowParallelLinear(block.mlp.proj, block_rows(4 * d, world - 1 - rank, world), group)",
            "tp_equivalence", "the row-parallel layer takes other hidden units than the column-parallel one produced"),
     # tp_dtensor.py: the permutation and the plan
-    Mutant("interleave_forgets_bias", _DT, "        if qkv.bias is not None:\n            qkv.bias.copy_(qkv.bias[order])\n",
+    Mutant("interleave_forgets_bias", _DT,
+           "        if qkv.bias is not None:\n            qkv.bias.copy_(qkv.bias[order])\n",
            "", "tp_equivalence", "qkv's rows are permuted but its bias is not (invisible at bias 0)"),
     Mutant("no_interleave", _DT, "        interleave_qkv(a.qkv, cfg.n_head, world)\n", "", "tp_equivalence",
            "ColwiseParallel shards qkv contiguously without the head permutation"),
@@ -60,7 +65,8 @@ MUTANTS = [
     # schedules.py
     Mutant("loss_not_scaled", _SCH, "            out = loss / self.m  #", "            out = loss  #", "pp_equivalence",
            "each micro-batch's loss is not divided by m: the gradient is m times the batch's"),
-    Mutant("backward_sends_nothing", _SCH, "        if not self.first:\n            self._send(x.grad, self.rank - 1)\n",
+    Mutant("backward_sends_nothing", _SCH,
+           "        if not self.first:\n            self._send(x.grad, self.rank - 1)\n",
            "", "pp_equivalence", "backward never sends dL/dx upstream: the earlier stage waits forever"),
     Mutant("gpipe_not_pipelined", _SCH, "    for i in range(pipe.m):\n        pipe.forward(i)\n"
            "    for i in range(pipe.m):\n        pipe.backward(i)\n",
@@ -77,7 +83,8 @@ MUTANTS = [
            "    warmup = min(pipe.p - pipe.rank, pipe.m)", "pp_1f1b_memory",
            "1F1B warms up with p - rank forwards: one micro-batch more than needed on every stage"),
     # stages.py
-    Mutant("stage_boundary_off", _ST, "range(stage * per, (stage + 1) * per), first=stage == 0, last=stage == n_stages - 1,\n",
+    Mutant("stage_boundary_off", _ST,
+           "range(stage * per, (stage + 1) * per), first=stage == 0, last=stage == n_stages - 1,\n",
            "range(stage * per, n_layer), first=stage == 0, last=stage == n_stages - 1,\n",
            "pp_equivalence", "each stage runs from its first block to the model's last: blocks run twice"),
     Mutant("stage_forgets_positions", _ST, "x = self.drop(self.tok_emb(x) + self.pos_emb(pos))",

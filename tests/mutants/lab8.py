@@ -7,7 +7,8 @@ LOAD = ('    state = {"model": model_sd, "optim": optim_sd, "step": torch.tensor
 
 MUTANTS = [
     Mutant("hsdp_mesh_transposed", "hsdp.py",
-           '    return init_device_mesh(device_type, (nnodes, nproc_per_node), mesh_dim_names=("replicate", "shard"))\n',
+           '    return init_device_mesh(device_type, (nnodes, nproc_per_node), '
+           'mesh_dim_names=("replicate", "shard"))\n',
            "    import torch\n    from torch.distributed.device_mesh import DeviceMesh\n"
            "    ranks = torch.arange(nnodes * nproc_per_node).view(nnodes, nproc_per_node).t()\n"
            '    return DeviceMesh(device_type, ranks, mesh_dim_names=("replicate", "shard"))\n',
