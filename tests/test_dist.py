@@ -44,15 +44,19 @@ def test_without_torchrun_a_single_process(monkeypatch):
     assert (env.rank, env.world_size, env.is_main, env.distributed) == (0, 1, True, False)
 
 
+def _two_ranks(tmp_path, source: str) -> list[dict]:
+    """Run `source` on 2 CPU ranks under torchrun; each rank writes a JSON dict to argv[1] + its rank."""
+    script = tmp_path / "script.py"
+    script.write_text(source)
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                    str(script), str(tmp_path / "rank")], check=True, timeout=80, capture_output=True,
+                   env={**os.environ, "COURSE_DEVICE": "cpu"})
+    return [json.loads((tmp_path / f"rank{r}").read_text()) for r in range(2)]
+
+
 @pytest.mark.timeout(90)
 def test_two_ranks_under_torchrun_all_reduce(tmp_path):
-    script = tmp_path / "smoke.py"
-    script.write_text(SMOKE)
-    out = tmp_path / "rank"
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                    str(script), str(out)], check=True, timeout=80, capture_output=True,
-                   env={**os.environ, "COURSE_DEVICE": "cpu"})
-    results = [json.loads((tmp_path / f"rank{r}").read_text()) for r in range(2)]
+    results = _two_ranks(tmp_path, SMOKE)
     assert [r["sum"] for r in results] == [3.0, 3.0]
     assert {r["backend"] for r in results} == {"gloo"} and {r["world"] for r in results} == {2}
     assert {r["threads"] for r in results} == {1}  # ranks don't oversubscribe the cores
@@ -78,12 +82,6 @@ json.dump({"arrive": arrive, "left": time.time(), "initialized": dist.is_initial
 @pytest.mark.timeout(90)
 def test_teardown_waits_for_every_rank_even_on_a_store_with_an_earlier_round(tmp_path):
     """No rank destroys its group before the last one has arrived, though the store already counts two arrivals."""
-    script = tmp_path / "teardown.py"
-    script.write_text(TEARDOWN)
-    out = tmp_path / "rank"
-    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                    str(script), str(out)], check=True, timeout=80, capture_output=True,
-                   env={**os.environ, "COURSE_DEVICE": "cpu"})
-    r0, r1 = (json.loads((tmp_path / f"rank{r}").read_text()) for r in range(2))
+    r0, r1 = _two_ranks(tmp_path, TEARDOWN)
     assert r0["left"] >= r1["arrive"] and r1["arrive"] - r0["arrive"] > 0.8, (r0, r1)
     assert not r0["initialized"] and not r1["initialized"]
