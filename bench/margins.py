@@ -1,6 +1,10 @@
 """How far the reference sits from each threshold: grade a lab's solutions N times, one table row per check.
 
     .venv/bin/python -m bench.margins lab4 lab6 --repeats 3 >> bench/MARGINS.md
+    .venv/bin/python -m bench.margins lab1 lab2 --repeats 10 --paired >> bench/MARGINS.md
+
+--paired grades the labs two by two at once (load ~2 on 2 cores: each grade has another beside it the whole
+time); the one that finishes its repeats first goes on grading, uncounted, until the other is done.
 
 A check whose reference value sits close to its threshold fails a correct learner on a loaded machine:
 such a check should measure a steadier quantity, not get a wider threshold. Checks without a numeric
@@ -14,6 +18,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -47,11 +52,45 @@ def table(lab: str, grades: list[tuple[float, dict]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def paired(a: str, b: str, repeats: int) -> dict[str, list[tuple[float, dict]]]:
+    """`repeats` grades of each of two labs, the two always running at once."""
+    grades = {a: [], b: []}
+    done = threading.Event()
+
+    def loop(lab: str, other: str) -> None:
+        try:
+            while not done.is_set():
+                g = grade(lab)
+                if len(grades[lab]) < repeats:
+                    grades[lab].append(g)
+                    print(f"<!-- {lab} grade {len(grades[lab])}: {g[0]:.0f} s -->", file=sys.stderr, flush=True)
+                if len(grades[lab]) >= repeats and len(grades[other]) >= repeats:
+                    done.set()
+        finally:
+            done.set()  # a grade that wrote no report stops its partner too
+
+    threads = [threading.Thread(target=loop, args=pair) for pair in ((a, b), (b, a))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return grades
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("labs", nargs="+")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--paired", action="store_true", help="grade the labs two by two, at once")
     args = ap.parse_args(argv)
+    if args.paired:
+        if len(args.labs) % 2:
+            ap.error("--paired needs an even number of labs")
+        for a, b in zip(args.labs[::2], args.labs[1::2]):
+            for lab, grades in paired(a, b, args.repeats).items():
+                print(table(lab, grades).replace(" grades of the reference,", " grades of the reference, "
+                                                 f"each beside a grade of {b if lab == a else a},", 1), flush=True)
+        return
     for lab in args.labs:
         grades = []
         for _ in range(args.repeats):
