@@ -14,13 +14,12 @@ and becomes `raise NotImplementedError("TODO(labN): <what to write>")` at the sa
 is one sentence: lines right after BEGIN that start with "#" and 16 spaces go on with it (joined by one
 space), and the TODO the starter gets is cut at spaces to fit WIDTH columns (adjacent string literals, one
 echo argument per line, or comment lines). Lab 5 also writes shell (.sbatch, .sh) and Kubernetes YAML:
-there a block of code becomes
-`echo 'TODO(labN): ...' >&2; exit 1`, and a block of comments only (#SBATCH directives) or any YAML
-block becomes a `# TODO(labN): ...` comment, so the starter still parses but lacks what was cut. A block
-may instead give the starter's own code, commented out after a `# STARTER` line (lab 4: the starter is
-the faulty code the learner debugs); those lines are uncommented in place of
-the raise. Everything outside the markers is copied, with `solutions.`/`solutions/` paths
-pointing at `labs.`/`labs/`. Non-Python files in labs/ (README, notebook) are not touched.
+there a block of code becomes `echo 'TODO(labN): ...' >&2; exit 1`, and a block of comments only
+(#SBATCH directives) or any YAML block becomes a `# TODO(labN): ...` comment, so the starter still parses
+but lacks what was cut. A block may instead give the starter's own code, commented out after a `# STARTER`
+line (lab 4: the starter is the faulty code the learner debugs); those lines are uncommented in place of
+the raise. Everything outside the markers is copied, with `solutions.`/`solutions/` paths pointing at
+`labs.`/`labs/`. Non-Python files in labs/ (README, notebook) are not touched.
 """
 from __future__ import annotations
 

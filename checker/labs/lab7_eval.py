@@ -7,9 +7,9 @@ from checker.report import CheckResult
 
 EQUIV_TOL = 1e-6   # recomputation reruns the same ops on the same inputs: measured 0.0 here
 AMP_TOL = 0.01     # bf16 vs fp32 loss, relative, every step of 8 (measured max 5e-5 to 3e-4 here; bf16 eps 2^-8 = 0.4%)
-# recompute_cost: full/none step time = 1 + x, x = one forward of the blocks / a step. In FLOPs a step is forward
-# 1 + backward 2, so x = F_blocks / (3 F_model) (0.31 for TIMING's shape). On one CPU core backward costs 1.5-2x a
-# forward (not exactly 2x), so measured x runs 0.3-0.5 (medians of 10-12 interleaved pairs: 1.31-1.45 here, load ~3).
+# recompute_cost: full/none CPU time per step = 1 + x, x = one forward of the blocks / a step. In FLOPs a step is
+# forward 1 + backward 2, so x = F_blocks / (3 F_model) (0.31 for TIMING's shape). On one CPU core backward costs
+# 1.5-2x a forward (not exactly 2x), so measured x runs 0.3-0.5 (medians of 10 interleaved pairs).
 # The band is [1 + x/2, 1 + 2x]. Nested non-reentrant checkpoints do not rerun twice (torch recomputes the inner
 # one inside the outer rerun); checkpoint(debug=True), which traces every op, measures 3.3x.
 COST_BAND = (0.5, 2.0)
@@ -92,7 +92,7 @@ def _x(cfg) -> float:
 
 
 def recompute_cost(c: Check, runs) -> CheckResult:
-    bad = _fail(c, runs, "timing", unit="step time ratio")
+    bad = _fail(c, runs, "timing", unit="CPU time per step, full / none")
     if bad:
         return bad
     r = runs["timing"].result
@@ -101,7 +101,8 @@ def recompute_cost(c: Check, runs) -> CheckResult:
     ok = lo <= r["ratio"] <= hi
     why = "" if ok else (" (more than one extra forward: a second forward, op tracing?)" if r["ratio"] > hi
                          else " (is anything recomputed?)")
-    return CheckResult(c.name, ok, value=round(r["ratio"], 3), threshold=round(hi, 3), unit="step time, full / none",
+    return CheckResult(c.name, ok, value=round(r["ratio"], 3), threshold=round(hi, 3),
+                       unit="CPU time per step, full / none",
                        hint=c.hint, message=f"median of {len(r['ratios'])} interleaved pairs {r['ratio']:.2f}x; FLOPs "
                                             f"say {1 + x:.2f}x; band {lo:.2f}-{hi:.2f}{why}")
 
