@@ -40,8 +40,11 @@ def _fmt(x) -> str:
     return f"{x:.4g}" if isinstance(x, float) else str(x)
 
 
-def table(lab: str, grades: list[tuple[float, dict]]) -> str:
-    lines = [f"### {lab}: {len(grades)} grades of the reference, {', '.join(f'{s:.0f} s' for s, _ in grades)}",
+def table(lab: str, grades: list[tuple[float, dict]], beside: str = "") -> str:
+    """One lab's grades as markdown; `beside`: the lab graded alongside each one (--paired)."""
+    where = f"each beside a grade of {beside}, " if beside else ""
+    lines = [f"### {lab}: {len(grades)} grades of the reference, {where}"
+             f"{', '.join(f'{s:.0f} s' for s, _ in grades)}",
              "", "| check | passed | measured (each grade) | threshold | unit |", "|---|---|---|---|---|"]
     for name in grades[0][1]:
         rows = [g[name] for _, g in grades]
@@ -88,8 +91,7 @@ def main(argv=None) -> None:
             ap.error("--paired needs an even number of labs")
         for a, b in zip(args.labs[::2], args.labs[1::2]):
             for lab, grades in paired(a, b, args.repeats).items():
-                print(table(lab, grades).replace(" grades of the reference,", " grades of the reference, "
-                                                 f"each beside a grade of {b if lab == a else a},", 1), flush=True)
+                print(table(lab, grades, beside=b if lab == a else a), flush=True)
         return
     for lab in args.labs:
         grades = []

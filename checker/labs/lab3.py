@@ -163,9 +163,9 @@ def _fsdp(ctx, seam, env, comm, steps=4, windows=12):
     rates = {name: [] for name in opts}
     if "zero2" in opts:
         run("zero2")  # warm-up: its buckets' first gradient buffers
+    # DDP in the middle: each ratio pairs windows run back to back, whichever side of DDP goes first
+    order = [n for n in ("fsdp", "ddp", "zero2") if n in opts]
     for w in range(windows):
-        # DDP in the middle: each ratio pairs windows run back to back, whichever side of DDP goes first
-        order = [n for n in ("fsdp", "ddp", "zero2") if n in opts]
         for name in (order if w % 2 == 0 else order[::-1]):
             rates[name].append(run(name))
     out["ratio"] = statistics.median(a / b for a, b in zip(rates["fsdp"], rates["ddp"]))

@@ -298,7 +298,7 @@ def task_timing(ctx, target, reps=TIMING["reps"], seed=SEED):
             seam.apply_recompute(models[mode], mode)
 
     def step(model):  # CPU seconds of this process: the step's work, which a busy neighbour does not stretch
-        t0 = time.process_time()  # (wall time does: 1.80 once beside a grade of lab 4, against 1.31-1.45)
+        t0 = time.process_time()  # (wall time does: up to 1.80 beside another grade, against 1.31-1.45)
         model(x, x)[1].backward()
         return time.process_time() - t0
     for m in models.values():  # warm-up: allocator, autograd, checkpoint's first call

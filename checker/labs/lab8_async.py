@@ -25,7 +25,7 @@ HELD_S = 30.0  # the longest the checker holds a save's file writes back while t
 # off training's path: the held write is a sleep, which a loaded CPU does not stretch, so a correct save
 # takes >= WRITE_S off whatever the load, and a save that writes before it returns takes ~0 off (it does
 # the same work plus a copy). A ratio of the two would not hold still: on a loaded CPU the copy stretches and
-# the sleep does not (0.05 idle, 0.57 once in CI beside a 4-rank run).
+# the sleep does not (measured: 0.04 alone, up to 0.57 beside the 4-rank run).
 WRITE_S = 0.5
 
 
