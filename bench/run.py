@@ -35,6 +35,8 @@ from .lab8_figures import markdown as lab8_markdown
 from .lab_figures import lab4_figures, lab6_figures
 from .lab_figures import markdown as lab_figures_markdown
 from .profiler_bench import overhead as profiler_overhead
+from .sandbox_bench import markdown as sandbox_markdown
+from .sandbox_bench import sandbox_figures
 
 OUT = Path(__file__).resolve().parent
 
@@ -128,6 +130,7 @@ def main() -> None:
         "sharding": torchrun(2, "solutions.lab3_sharding.compare", "--out"),
         "profiler": profiler_overhead(),
         "grades": [grade_time("lab1"), grade_time("lab2"), grade_time("lab3")],
+        "sandbox": sandbox_figures(),
         "lab4": lab4_figures(),
         "lab5": lab5_figures(),
         "lab6": lab6_figures(),
@@ -189,7 +192,7 @@ def write_markdown(results: dict) -> str:
     for g in results["grades"]:
         for name, value in g["info"].items():
             lines.append(f"- lab {g['lab'][-1]}, {name}: {value}")
-    lines += lab_figures_markdown(results) + lab5_markdown(results)
+    lines += sandbox_markdown(results) + lab_figures_markdown(results) + lab5_markdown(results)
     lines += lab7_markdown(results) + lab8_markdown(results) + mutation_markdown(results)
     text = "\n".join(lines) + "\n"
     (OUT / "RESULTS.md").write_text(text)

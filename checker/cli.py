@@ -82,7 +82,7 @@ def _sandbox_line(args) -> str:
     if args.no_sandbox:
         return "not sandboxed (--no-sandbox): learner code could reach the checker, the course files and the network"
     why = sandbox.why_not()
-    return f"not sandboxed: {why}" if why else "sandboxed: each run in its own bwrap (read-only course, loopback only)"
+    return f"not sandboxed: {why}" if why else "sandboxed: the grade's runs in a bwrap (read-only course, loopback)"
 
 
 def grade_lab(lab: str, args, console: Console) -> LabReport:

@@ -1,52 +1,70 @@
-"""A fork server for graded runs on CPU: torch is imported once per grade, not once per process.
+"""The one way a graded run starts: a server per grade that imported torch once and starts each run for the harness.
 
 `import torch` with torch.distributed costs ~4 s of CPU on these cores (2.5 s for torch alone), and a
-grade starts 7-20 runs of 1-4 ranks: on 2 cores that was about 40% of lab 1's grade. So the harness
-starts this server once, it imports torch and waits; each run is a fork of it that already has torch.
+grade starts 7-20 runs of 1-4 ranks: on 2 cores that was about 40% of lab 1's grade. So the harness starts
+this server when a grade begins (sandboxed: inside the grade's bwrap, checker/sandbox.py); every run, the
+reference's and the learner's, whatever its device, is a child of it:
 
-    harness --(request: worker args, nproc, env, cwd, log)--> server: fork C; C forks G and exits
+    harness --{"id", "args", "argv", "nproc", "env", "cwd", "log"}--> server
+    server: G = fork()  --{"id", "pid", "forked"}--> harness   ...later, when G ends: {"id", "exit": status}
     G: setsid(), stdio -> the run's log, chdir, environ := the run's, then checker.worker's main()
        (nproc given: G forks the ranks, each with torchrun's variables, and supervises them as
        checker/spawn.py does)
 
-C exits at once, so G is re-parented to the nearest child subreaper: the checker (harness.py makes
-itself one). G is then the checker's own child in its own session, exactly like a run started with
-subprocess.Popen(start_new_session=True): waitpid, killpg and the orphan sweep work unchanged.
+A run that is a command rather than a worker task (`argv` only: torchrun where the launch is graded, lab 4's
+job script, lab 8's nodes), and any run where forking is not safe (below), is G = that command, started
+fresh (subprocess: fork + exec), the same run with its own imports. Either way G is the server's child in its
+own session: the harness signals its session and its descendants, and learns its exit status from the server.
 
 What makes the fork safe and the run faithful:
-  - the server imports only third-party modules (never the course's or the learner's code: a
-    SyntaxError in a learner's file must fail that run, not the server), runs no torch op and
-    starts no thread; it refuses to serve if importing left more than one thread;
-  - it never touches a GPU, and the harness uses it only where the run's device is the CPU;
+  - the server imports only third-party modules (never the course's or the learner's code: a SyntaxError in
+    a learner's file must fail that run, not the server), runs no torch op and starts no thread. Before each
+    fork it checks it still has one thread and no CUDA context (importing torch creates none: a forked run on
+    a GPU node initialises CUDA itself, as a fresh process does); otherwise, and on macOS, where the system
+    frameworks forbid fork without exec, runs start fresh;
+  - a request that arrives while the server is still importing is served between two imports: the first
+    run of a grade does not wait for the whole preload, and brings up the rest itself;
   - the server's environment is the runs' own (libgomp reads OMP_NUM_THREADS when torch loads it);
-    a run with extra environment, or one launched by another program (torchrun, lab 4's jobs),
-    is started with Popen instead;
+    a worker run with extra environment is started fresh;
   - Python reseeds `random` in a forked child; torch's default generator is untouched, as fresh;
   - a run ends like any Python program (SystemExit: atexit, non-daemon threads are joined).
-CHECKER_FORKSERVER=0 turns it off.
+The server is a child subreaper (Linux): a process that a run double-forks into a session of its own is
+re-parented to the server, not to init, so the harness finds it among the server's children and ends it
+(Harness._sweep). CHECKER_FORKSERVER=0 starts every run fresh (no preload).
 """
 from __future__ import annotations
 
+import ctypes
+import importlib
 import json
 import os
 import select
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from checker import spawn  # standard library only: it adds nothing to what a fork carries
 
 PRELOAD = ("numpy", "torch", "torch.distributed", "torch.nn.parallel", "torch.distributed.fsdp",
            "torch.distributed.checkpoint", "torch.distributed.tensor", "torch.distributed.pipelining")
-READY_TIMEOUT_S = 120.0  # importing torch on a loaded laptop
+HELLO_TIMEOUT_S = 60.0  # a Python start (and a bwrap) on a loaded laptop
+REPLY_TIMEOUT_S = 120.0  # a request that arrived during `import torch` waits for it to finish
+EXIT_TIMEOUT_S = 30.0  # a SIGKILLed run's exit, reported by the server
 
 
 # ---- the server ---------------------------------------------------------------------------------
 
-def _threads() -> int:
-    return len(os.listdir("/proc/self/task"))
+def fork_safe() -> bool:
+    """May this process fork a run that goes on to run Python? One thread (a fork copies a lock another
+    thread holds, never released), no CUDA context, Linux."""
+    if os.environ.get("CHECKER_FORKSERVER") == "0" or not sys.platform.startswith("linux"):
+        return False
+    if len(os.listdir("/proc/self/task")) != 1:
+        return False
+    torch = sys.modules.get("torch")
+    return torch is None or not torch.cuda.is_initialized()
 
 
 def _fork_rank(rank: int, nproc: int, port: int, args: list[str]) -> "Forked":
@@ -66,8 +84,8 @@ def _worker(args: list[str]) -> int:
 def _become_run(req: dict) -> None:
     """In G: become the run, then exit as a Python program does (SystemExit unwinds to the top)."""
     os.setsid()
-    null, log = os.open(os.devnull, os.O_RDONLY), os.open(req["log"], os.O_WRONLY | os.O_APPEND)
-    os.dup2(null, 0), os.dup2(log, 1), os.dup2(log, 2)
+    null, log = os.open(os.devnull, os.O_RDONLY), os.open(req["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    os.dup2(null, 0), os.dup2(log, 1), os.dup2(log, 2)  # the server's pipes to the harness are out of reach
     os.close(null), os.close(log)
     os.chdir(req["cwd"])
     os.environ.clear()
@@ -79,38 +97,90 @@ def _become_run(req: dict) -> None:
     raise SystemExit(spawn.supervise(ranks))
 
 
-def serve() -> int:
-    import importlib
-    for name in PRELOAD:
-        importlib.import_module(name)
-    if _threads() != 1:  # forking a threaded process can copy a lock that some thread holds
-        print(f"forkserver: {_threads()} threads after imports; not serving", file=sys.stderr)
-        return 2
-    os.write(1, b"ready\n")
-    for line in sys.stdin.buffer:
-        req = json.loads(line)
-        r, w = os.pipe()
-        c = os.fork()
-        if c == 0:  # C: fork G, tell the server its pid, leave
-            os.close(r)
-            g = os.fork()
-            if g == 0:
-                os.close(w)
-                _become_run(req)  # never returns: raises SystemExit in G
-            os.write(w, str(g).encode())
-            os._exit(0)
-        os.close(w)
-        with os.fdopen(r, "rb") as f:
-            pid = f.read()
-        os.waitpid(c, 0)  # C is gone, so G's parent is now the subreaper
-        os.write(1, json.dumps({"pid": int(pid)} if pid else {"error": "fork failed"}).encode() + b"\n")
+class _Server:
+    def __init__(self):
+        self.runs: dict[int, str] = {}  # G's pid -> the request's id
+        self.fresh: dict[int, subprocess.Popen] = {}  # runs started fresh, kept until they end
+        self.buf = b""
+
+    @staticmethod
+    def send(msg: dict) -> None:
+        os.write(1, json.dumps(msg).encode() + b"\n")  # < PIPE_BUF: one write, never interleaved
+
+    def pump(self, timeout_s: float) -> bool:
+        """Start the runs asked for, report the ones that ended. False at end of input (the harness closed)."""
+        more = True
+        if select.select([0], [], [], timeout_s)[0]:
+            chunk = os.read(0, 1 << 16)
+            more = bool(chunk)
+            *lines, self.buf = (self.buf + chunk).split(b"\n")
+            for line in filter(bytes.strip, lines):
+                self.start(json.loads(line))
+        self.reap()
+        return more
+
+    def start(self, req: dict) -> None:
+        forked = req.get("args") is not None and fork_safe()
+        try:
+            if forked:
+                pid = os.fork()
+                if pid == 0:
+                    _become_run(req)  # never returns: raises SystemExit in G
+            else:
+                with open(req["log"], "ab") as log:
+                    p = subprocess.Popen(req["argv"], cwd=req["cwd"], env=req["env"], stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                pid, self.fresh[p.pid] = p.pid, p
+        except OSError as e:
+            self.send({"id": req["id"], "error": f"{type(e).__name__}: {e}"})
+            return
+        self.runs[pid] = req["id"]
+        self.send({"id": req["id"], "pid": pid, "forked": forked})
+
+    def reap(self) -> None:
+        """Wait for every child that ended: runs (reported) and processes runs left behind (re-parented here)."""
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            code = os.waitstatus_to_exitcode(status)
+            if (p := self.fresh.pop(pid, None)) is not None:
+                p.returncode = code  # so subprocess never waits for this pid again
+            if pid in self.runs:
+                self.send({"id": self.runs.pop(pid), "exit": code})
+
+
+def serve(preload: bool) -> int:
+    _become_subreaper()
+    server = _Server()
+    server.send({"hello": os.getpid()})
+    if preload and fork_safe():
+        for name in PRELOAD:
+            importlib.import_module(name)
+            if not server.pump(0.0):  # what was asked for meanwhile starts now, with what is imported so far
+                return 0
+    while server.pump(0.05):
+        pass
     return 0
+
+
+def _become_subreaper() -> bool:
+    """Orphans of our runs get re-parented to this process instead of init (Linux; elsewhere False)."""
+    if sys.platform.startswith("linux"):
+        try:
+            return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+        except (OSError, AttributeError):
+            pass
+    return False
 
 
 # ---- the harness's side -------------------------------------------------------------------------
 
 class Forked:
-    """A child that was not started by subprocess: Popen's poll/wait/send_signal/returncode for its pid."""
+    """One of our own children by pid (a rank forked by G): Popen's poll/wait/send_signal/returncode."""
 
     def __init__(self, pid: int):
         self.pid, self.returncode = pid, None
@@ -139,79 +209,138 @@ class Forked:
             pass
 
 
-def usable(device: str, subreaper: bool) -> str | None:
-    """None if runs may be forked here, else why not. `subreaper`: the checker is a child subreaper
-    (harness.become_subreaper()), without which a forked run would be re-parented to init, not to it."""
-    if os.environ.get("CHECKER_FORKSERVER", "1") == "0":
-        return "CHECKER_FORKSERVER=0"
-    if device not in ("cpu", "auto") or (device == "auto" and any(
-            os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg"))):
-        return "the runs' device may be a GPU"
-    return None if subreaper else "the checker is not a child subreaper"
+class Launched:
+    """A run the server started: Popen's pid (the harness's view of it; None if it ended before it was
+    seen), poll(), wait() and returncode, the exit status coming from the server."""
+
+    def __init__(self, server: "ForkServer", rid: str, pid: int | None, forked: bool):
+        self.server, self.rid, self.pid, self.forked = server, rid, pid, forked
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.server.pump(0.0)
+            self.returncode = self.server.exits.pop(self.rid, None)
+        return self.returncode
+
+    def wait(self) -> int:
+        deadline = time.monotonic() + EXIT_TIMEOUT_S
+        while self.poll() is None:
+            if time.monotonic() > deadline or not self.server.alive():
+                self.returncode = 255  # the server is gone, and with it the exit status
+                break
+            self.server.pump(0.05)
+        return self.returncode
+
+
+class ServerGone(RuntimeError):
+    pass
 
 
 class ForkServer:
-    """The harness's handle. Constructing it starts the server and returns at once (the imports overlap
-    the first run); launch() forks a run, or returns None (the harness then uses Popen) if the server can't."""
+    """The harness's handle on one server. `wrap` puts the server's command in a sandbox (bwrap): the
+    server's pids are then the sandbox's, and the harness finds its own for them (NSpid in /proc)."""
 
-    def __init__(self, env: dict, cwd: Path, log_path: Path):
+    def __init__(self, env: dict, cwd: Path, log_path: Path, wrap: Callable[[list[str]], list[str]] | None = None,
+                 preload: bool = True):
+        argv = [sys.executable, "-m", "checker.forkserver", *([] if preload else ["--no-preload"])]
         with open(log_path, "wb") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "checker.forkserver"], cwd=cwd, env=env,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                         start_new_session=True)
-        self.ready: bool | None = None
-        self.why_not = ""
+            self.proc = subprocess.Popen(wrap(argv) if wrap else argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=log, start_new_session=True)
+        self.sandboxed = wrap is not None
+        self.exits: dict[str, int] = {}  # request id -> exit status, for runs not yet polled
+        self._buf, self._ids = b"", 0
+        hello = self._next(lambda m: "hello" in m, HELLO_TIMEOUT_S)
+        if hello is None:
+            raise ServerGone(f"the run server did not start: {self._log_tail(log_path)}")
+        from labs.instruments import proctree  # here, in the checker: the server itself imports nothing of labs
+        # The server and what wraps it (bwrap's processes), before any run exists: never swept as a run's leftover.
+        self.own = {self.proc.pid, *proctree.descendants(self.proc.pid)}
+        self.pid = self._host_pid(hello["hello"], self.own)  # None: not found, and no sweep (Harness._sweep)
 
-    def _line(self, timeout_s: float) -> bytes:
+    @staticmethod
+    def _log_tail(path: Path) -> str:
+        return " | ".join(path.read_text(errors="replace").strip().splitlines()[-3:]) or "no output"
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _host_pid(self, pid: int, among) -> int | None:
+        """The harness's pid for a pid the server reported (the same one unless the server is sandboxed)."""
+        if not self.sandboxed:
+            return pid
+        for p in among:
+            try:
+                for line in open(f"/proc/{p}/status"):
+                    if line.startswith("NSpid:"):
+                        if int(line.split()[-1]) == pid:
+                            return p
+                        break
+            except (OSError, ValueError):
+                continue
+        return None
+
+    def _lines(self, timeout_s: float) -> list[dict]:
         fd = self.proc.stdout.fileno()
         if not select.select([fd], [], [], timeout_s)[0]:
-            return b""
-        return self.proc.stdout.readline()
+            return []
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return []
+        *lines, self._buf = (self._buf + chunk).split(b"\n")
+        return [json.loads(ln) for ln in lines if ln.strip()]
 
-    def launch(self, args: list[str], nproc: int | None, env: dict, cwd: Path, log: Path,
-               wait: bool = True) -> Forked | None:
-        """wait=False: if the server is still importing, return None at once (the caller uses Popen)."""
-        if self.ready is None:
-            line = self._line(READY_TIMEOUT_S if wait else 0.0)
-            if not line and not wait and self.proc.poll() is None:
+    def pump(self, timeout_s: float) -> list[dict]:
+        """Read what the server said; exits are kept in self.exits, the rest returned."""
+        other = []
+        for msg in self._lines(timeout_s):
+            if "exit" in msg:
+                self.exits[msg["id"]] = msg["exit"]
+            else:
+                other.append(msg)
+        return other
+
+    def _next(self, want, timeout_s: float) -> dict | None:
+        deadline = time.monotonic() + timeout_s
+        while (left := deadline - time.monotonic()) > 0:
+            found = [m for m in self.pump(min(left, 0.5)) if want(m)]
+            if found:
+                return found[0]
+            if not self.alive():
                 return None
-            self.ready = line == b"ready\n"
-            if not self.ready:
-                self.why_not = "did not start"
-        if not self.ready or self.proc.poll() is not None:
-            return None
-        try:
-            self.proc.stdin.write(json.dumps({"args": args, "nproc": nproc, "env": env, "cwd": str(cwd),
-                                              "log": str(log)}).encode() + b"\n")
-            self.proc.stdin.flush()
-            reply = json.loads(self._line(30.0) or b"{}")
-        except (OSError, ValueError):
-            reply = {}
-        if "pid" not in reply:
-            self.ready, self.why_not = False, reply.get("error", "stopped answering")
-            return None
-        from labs.instruments import proctree  # here, in the checker: the server itself imports nothing of labs
+        return None
 
-        if proctree.parent(reply["pid"]) != os.getpid():  # not ours to wait for (even as a zombie): don't use it
-            try:
-                os.killpg(reply["pid"], signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            self.ready, self.why_not = False, "its runs are not the checker's children"
-            return None
-        return Forked(reply["pid"])
+    def launch(self, args: list[str] | None, argv: list[str], nproc: int | None, env: dict, cwd: Path,
+               log: Path) -> Launched:
+        """Start a run: a fork running checker.worker with `args` where it may, else `argv` started fresh."""
+        self._ids += 1
+        rid = str(self._ids)
+        try:
+            self.proc.stdin.write(json.dumps({"id": rid, "args": args, "argv": argv, "nproc": nproc, "env": env,
+                                              "cwd": str(cwd), "log": str(log)}).encode() + b"\n")
+            self.proc.stdin.flush()
+        except OSError as e:
+            raise ServerGone(f"the run server stopped ({e})") from None
+        reply = self._next(lambda m: m.get("id") == rid, REPLY_TIMEOUT_S)
+        if reply is None or "pid" not in reply:
+            raise ServerGone((reply or {}).get("error") or "the run server stopped answering")
+        from labs.instruments import proctree
+        pid = self._host_pid(reply["pid"], proctree.descendants(self.pid or self.proc.pid))
+        return Launched(self, rid, pid, reply["forked"])
 
     def close(self) -> None:
-        if self.proc.poll() is None:
+        if self.alive():
             self.proc.stdin.close()  # the server's loop ends at end of input
             deadline = time.monotonic() + 5
-            while self.proc.poll() is None and time.monotonic() < deadline:
+            while self.alive() and time.monotonic() < deadline:
                 time.sleep(0.02)
-            if self.proc.poll() is None:
+            if self.alive():
                 self.proc.kill()
+        elif not self.proc.stdin.closed:
+            self.proc.stdin.close()
         self.proc.wait()
         self.proc.stdout.close()
 
 
 if __name__ == "__main__":
-    sys.exit(serve())
+    sys.exit(serve(preload="--no-preload" not in sys.argv[1:]))

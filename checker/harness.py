@@ -1,13 +1,14 @@
-"""Launching graded runs: one subprocess per run (its ranks started by checker/spawn.py), each with a time budget.
-Unsandboxed on CPU, runs are forks of a server that imported torch once (checker/forkserver.py).
+"""Launching graded runs: each run is started by the grade's run server (checker/forkserver.py), with a time budget.
 
 Guarantees the checker relies on:
   - every run starts in its own session (process group), so one signal reaches all its ranks;
   - a run that outlives its budget is asked for its Python stacks (SIGUSR1 -> faulthandler in
     the worker), then killed; the stacks become the failed check's evidence;
-  - nothing survives a run: the process group is killed, and the checker, a child subreaper, reaps even a
-    grandchild that escaped into its own session; sandboxed (checker/sandbox.py: one bwrap per run, course
-    read-only, own PID and network namespaces), ending the run's namespace ends whatever it forked;
+  - nothing survives a run: its session and descendants are killed when it ends; a process it moved out of
+    its tree (double fork, setsid) is re-parented to the server, a child subreaper, and ended when any run
+    ends (_sweep); the checker, a subreaper too, kills whatever else of its own is left after each batch of
+    runs. Sandboxed (checker/sandbox.py: one bwrap per grade around the server, course read-only, own PID and
+    network namespaces), ending the sandbox ends whatever it holds;
   - results come over a pipe per rank opened by the checker's worker before learner code is imported
     (checker/channel.py), with a per-run secret (CHECKER_NONCE, out of the environment before learner code
     runs); nothing after a rank's final result counts; a run whose clock disagrees with the checker's is refused;
@@ -20,7 +21,6 @@ import json
 import os
 import secrets
 import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -71,7 +71,7 @@ class Run:
     log_path: Path | None = None
     stacks: str = ""
     nproc: int = 1
-    forked: bool = False  # started by the fork server (else by Popen)
+    forked: bool = False  # a fork of the run server, torch already imported (else a fresh process)
     clock_error: dict | None = None  # the run's clock disagreed with the checker's (checker/channel.py)
     final: bool = True  # every rank's worker reported that its task ended
 
@@ -130,24 +130,41 @@ class Harness:
         self.variant = variant  # 0: the public numbers; >0: an instructor's hidden variant (labs read it)
         self.on_progress = on_progress or (lambda msg: None)
         self.on_finish = on_finish or (lambda run: None)
-        subreaper = become_subreaper()
-        self.sandboxed = sandboxed  # each run in its own bwrap (checker/sandbox.py)
-        self.forkserver: forkserver.ForkServer | None = None
-        self.forkserver_off = ("each run is started in its own sandbox" if sandboxed
-                               else forkserver.usable(device, subreaper))  # None: runs on this device may be forks
-        self.started = 0  # runs started so far: the first one does not wait for the server's imports
+        become_subreaper()
+        self.sandboxed = sandboxed  # the grade's runs in one bwrap (checker/sandbox.py)
         # On GPUs: each live run holds disjoint GPUs (checker/placement.py); None on CPU.
         self.gpus = (placement.GpuPool(placement.visible_gpus(), placement.ranks_per_gpu())
                      if placement.uses_gpu(device) else None)
-        if self.forkserver_off is None:
+        # The run servers, by whether their runs are sandboxed; the grade's own is started now, so that its
+        # imports overlap the grade's set-up. A sandboxed grade's few runs that need the host (sandbox=False:
+        # lab 4's port clash, lab 5's sbatch, lab 8's namespaces) get a second one, without the preload.
+        self.servers: dict[bool, forkserver.ForkServer] = {}
+        self.server(sandboxed)
+
+    @property
+    def forkserver(self) -> forkserver.ForkServer:
+        """The grade's run server."""
+        return self.server(self.sandboxed)
+
+    def server(self, sandboxed: bool) -> forkserver.ForkServer:
+        """The live server for runs sandboxed or not; started anew if it has gone (learner code can kill it)."""
+        srv = self.servers.get(sandboxed)
+        if srv is None or not srv.alive():
+            if srv is not None:
+                srv.close()
             env = self._env("")
             del env["CHECKER_NONCE"]
-            self.forkserver = forkserver.ForkServer(env, self.workdir, self.workdir / "forkserver.log")
+            name = "forkserver" + ".host" * (sandboxed != self.sandboxed)
+            srv = forkserver.ForkServer(env, self.workdir, self.workdir / f"{name}.log",
+                                        wrap=(lambda argv: self._sandboxed(argv, env)) if sandboxed else None,
+                                        preload=sandboxed == self.sandboxed)
+            self.servers[sandboxed] = srv
+        return srv
 
     def close(self) -> None:
-        """Stop the fork server (its runs are finished or killed by then)."""
-        if self.forkserver is not None:
-            self.forkserver.close()
+        """Stop the run servers (their runs are finished or killed by then)."""
+        for srv in self.servers.values():
+            srv.close()
 
     def _worker_args(self, task: str, out: Path, args: dict) -> list[str]:
         return ["--lab", self.lab, "--task", task, "--target", self.target, "--root", str(self.root),
@@ -177,7 +194,7 @@ class Harness:
             "COURSE_DEVICE": self.device, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
             "COURSE_DATA_DIR": env.get("COURSE_DATA_DIR", str(REPO_ROOT / "data")),
         })
-        env.update(limits.env(cpu=forkserver.usable(self.device, True) in (None, "CHECKER_FORKSERVER=0")))
+        env.update(limits.env(cpu=not placement.may_use_gpu(self.device)))
         return env
 
     def _sandboxed(self, argv: list[str], env: dict) -> list[str]:
@@ -211,8 +228,9 @@ class Harness:
                         if self.gpus is not None:
                             self.gpus.release(live[name]["gpus"])
                         done[name] = run
-                        self.on_finish(run)
                         del live[name]
+                        self._sweep(live)
+                        self.on_finish(run)
                 if live:
                     self.on_progress(", ".join(f"{n} {time.monotonic() - s['t0']:.0f}s" for n, s in live.items()))
                     time.sleep(0.05)
@@ -221,7 +239,7 @@ class Harness:
                 self._kill(st)
                 if st["pipes"] is not None:
                     st["pipes"].close()
-            reap_orphans(spare={self.forkserver.proc.pid} if self.forkserver else set())
+            reap_orphans(spare={p for srv in self.servers.values() if srv.alive() for p in srv.own})
         return done
 
     def run_phases(self, phases: list[list[dict]], need: set[str], parallel: int = 2) -> dict[str, Run]:
@@ -254,33 +272,25 @@ class Harness:
         out = self.workdir / f"{name}.result.json"
         log_path = self.workdir / f"{name}.log"
         args = {**spec.get("args", {}), "workdir": str(self.workdir)}
-        log = open(log_path, "wb")
+        log_path.write_bytes(b"")
         nonce = secrets.token_hex(16)
         env = self._env(nonce)
         pipes = None if spec.get("argv") else channel.Channel(out, nproc, nonce)
         if gpus is not None:
             env.update(placement.cuda_env(gpus))
-        proc = None
-        if self.forkserver and not (spec.get("argv") or spec.get("launch") or spec.get("env")):
-            # A worker run with the runs' own environment: what the server was started for. The first run
-            # (the probe) goes by Popen if the server is still importing torch: the two then overlap.
-            proc = self.forkserver.launch(self._worker_args(spec["task"], out, args),
-                                          None if nproc == 1 and not spec.get("group") else nproc,
-                                          env, self.workdir, log_path, wait=self.started > 0)
-        self.started += 1
-        if proc is None:
-            argv = spec.get("argv") or self._command(spec["task"], out, args, nproc, spec.get("group", False),
-                                                     spec.get("launch"))
-            if self.sandboxed and spec.get("sandbox", True):  # sandbox=False: runs that build the checker's
-                argv = self._sandboxed(argv, env)           # own network namespaces (lab 8's two nodes, as root)
-            proc = subprocess.Popen(argv, cwd=self.workdir, env={**env, **spec.get("env", {})},
-                                    stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
-        log.close()
+        argv = spec.get("argv") or self._command(spec["task"], out, args, nproc, spec.get("group", False),
+                                                 spec.get("launch"))
+        # A worker task with the runs' own environment may be a fork of the server; a command, or a run with
+        # variables of its own (read at start-up, as PYTHONPATH is), starts fresh.
+        fork = None if spec.get("argv") or spec.get("launch") or spec.get("env") else self._worker_args(
+            spec["task"], out, args)
+        srv = self.server(self.sandboxed and spec.get("sandbox", True))
+        proc = srv.launch(fork, argv, None if nproc == 1 and not spec.get("group") else nproc,
+                          {**env, **spec.get("env", {})}, self.workdir, log_path)
         kill_on = self.workdir / spec["kill_on"] if spec.get("kill_on") else None
         return {"spec": spec, "proc": proc, "t0": time.monotonic(), "out": out, "log": log_path, "pipes": pipes,
                 "gpus": gpus,
-                "kill_on": kill_on, "nproc": nproc, "nonce": nonce, "forked": isinstance(proc, forkserver.Forked)}
+                "kill_on": kill_on, "nproc": nproc, "nonce": nonce, "forked": proc.forked}
 
     def _poll(self, st: dict) -> Run | None:
         proc, spec = st["proc"], st["spec"]
@@ -306,8 +316,25 @@ class Harness:
                    nproc=st["nproc"], forked=st["forked"], clock_error=pipes.clock_error() if pipes else None,
                    final=pipes is None or len(pipes.final) >= st["nproc"])
 
+    def _sweep(self, live: dict) -> None:
+        """End what runs left behind: a server's children that are no live run are processes a run moved out
+        of its own tree (double fork, setsid), re-parented to the server (a child subreaper)."""
+        keep = {st["proc"].pid for st in live.values()}
+        for srv in self.servers.values():
+            if not srv.pid or srv.pid <= 1:  # never the machine's init
+                continue
+            for _ in range(20):  # again while any is found: one that forked as it was killed left a child
+                strays = [p for p in proctree.descendants(srv.pid) if p not in keep and proctree.parent(p) == srv.pid]
+                if not strays:
+                    break
+                proctree.signal_each({*strays, *proctree.descendants(*strays)}, signal.SIGKILL)
+                time.sleep(0.01)
+
     def _kill(self, st: dict, dump_stacks: bool = False) -> str:
         proc = st["proc"]
+        if proc.pid is None:  # it ended before the harness saw it: what it left behind is _sweep's
+            proc.wait()
+            return ""
         pids = {proc.pid, *proctree.descendants(proc.pid, zombies=True)}
         stacks = ""
         if dump_stacks:

@@ -107,3 +107,10 @@ def cuda_env(gpus: list[str]) -> dict[str, str]:
 def uses_gpu(device: str, environ=os.environ) -> bool:
     """Will this grade's runs be on GPUs? `auto` means yes exactly when one is visible."""
     return device == "cuda" or (device == "auto" and bool(visible_gpus(environ)))
+
+
+def may_use_gpu(device: str) -> bool:
+    """Could this grade's runs touch a GPU (device `auto` on a machine with GPU device files)? Where it could
+    not, a run's address space may be limited (checker/limits.py): CUDA reserves far more than it uses."""
+    return device not in ("cpu", "auto") or (device == "auto" and any(
+        os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")))

@@ -1,14 +1,17 @@
-"""Graded runs in a bubblewrap sandbox (Debian/Ubuntu: `apt-get install bubblewrap`), one per run.
+"""Graded runs in a bubblewrap sandbox (Debian/Ubuntu: `apt-get install bubblewrap`), one per grade.
 
-Inside, learner code sees:
+The grade's run server (checker/forkserver.py) is started inside it, so every run of the grade is a fork
+of a process that already imported torch, as outside. Inside, learner code sees:
   - the whole file system read-only (the course tree, the virtualenv, the learner's folder with it);
   - one writable folder, the grade's run folder (checkpoints, logs, the result channel), the course
     data folder (the corpus is generated there on first use), and a private, empty /tmp;
   - its own PID namespace: bwrap is the namespace's init, and when it dies the kernel kills every
     process in it, whatever it forked and whichever session it moved to (`setsid` escapes end too);
+    within the grade, a run's leftovers are re-parented to the server and ended when the run ends;
   - its own network namespace with loopback only: gloo rendezvous on 127.0.0.1 works, nothing
     reaches out and no port clashes with anything outside;
-  - --die-with-parent: if the checker dies, so does the run.
+  - --die-with-parent: if the checker dies, so does the sandbox.
+The runs of one grade share the sandbox (its processes, its loopback), as the ranks of one job share a node.
 Limits (address space, file size) are set by checker/worker.py before learner code is imported, soft
 = hard, so learner code cannot raise them (bwrap drops every capability, CAP_SYS_RESOURCE included).
 

@@ -113,7 +113,7 @@ def main(argv=None) -> int:
     limits.apply()
     sys.path.insert(0, str(root))  # the graded tree's labs/ and solutions/ win over any installed copy
 
-    # A fork of the fork server inherits the server's Python and NumPy generator states: reseed them from the
+    # A fork of the run server inherits the server's Python and NumPy generator states: reseed them from the
     # OS as a fresh interpreter does, so that an unseeded generator differs between two runs here too.
     import random
     random.seed()

@@ -184,7 +184,7 @@ def test_class_report_page_shows_the_grid_and_the_spread(browser, tmp_path):
     reports = {}
     for learner, speed, ok in [("ada", 0.97, True), ("bo", 0.62, False), ("cy", None, False), ("di", 0.91, True),
                                ("ed", 0.84, True)]:
-        reports[learner] = {"passed": ok and speed is not None, "sandbox": "sandboxed: each run in its own bwrap",
+        reports[learner] = {"passed": ok and speed is not None, "sandbox": "sandboxed: the grade's runs in a bwrap",
                             "checks": [check("throughput", bool(speed and speed >= 0.8), speed, 0.8, "x ref"),
                                        check("reproducible", ok, 0.0 if ok else 3e-3, 0.0, "max abs diff")]}
     path = tmp_path / "class.html"

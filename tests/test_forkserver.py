@@ -1,12 +1,17 @@
-"""The checker's fork server (checker/forkserver.py): a forked run computes what a fresh process
-computes, is the checker's own child in its own session like a Popen'd run, dies whole when killed,
-and the harness falls back to Popen when the server can't serve."""
+"""The run server (checker/forkserver.py), the one way a graded run starts: a forked run computes what a fresh
+process computes, is the server's child in its own session and dies whole; a process a run moves out of its tree
+is ended when the run ends; sandboxed, the harness sees the runs under their own pids; a server learner code
+killed is started again; and it forks only where that is safe."""
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 
 from checker import forkserver
 from checker.harness import Harness
+from conftest import ROOT, needs_sandbox
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -15,9 +20,7 @@ def _harness(tmp_path, name, lab, monkeypatch, fork=True, **kw):
     monkeypatch.setenv("CHECKER_FORKSERVER", "1" if fork else "0")
     workdir = tmp_path / name
     workdir.mkdir()
-    h = Harness(workdir, lab, "solutions", "cpu", **kw)
-    assert (h.forkserver is not None) == fork, h.forkserver_off
-    return h
+    return Harness(workdir, lab, "solutions", "cpu", **kw)
 
 
 def _in(workdir) -> dict[int, tuple[int, int, str]]:
@@ -35,29 +38,29 @@ def _in(workdir) -> dict[int, tuple[int, int, str]]:
 
 @pytest.mark.slow
 def test_forked_ranks_compute_what_fresh_processes_compute(tmp_path, monkeypatch):
-    """Two ranks of lab 2's seeded DDP training with dropout, forked and Popen'd: bit-identical losses."""
+    """Two ranks of lab 2's seeded DDP training with dropout, forked and started fresh: bit-identical losses."""
     spec = dict(name="train", task="train", nproc=2, budget_s=90, args=dict(seed=3, steps=4))
     got = {}
     for fork in (True, False):
         h = _harness(tmp_path, f"fork{fork}", "lab2", monkeypatch, fork=fork)
         try:
-            h.run("probe", "probe", {}, budget_s=60)  # a grade's first run does not wait for the server
+            h.run("probe", "probe", {}, budget_s=60)  # served while the server is still importing
             run = h.run(**spec)
         finally:
             h.close()
         assert run.error() is None and run.returncode == 0, run.log_tail()
-        assert run.forked == fork, h.forkserver and h.forkserver.why_not
+        assert run.forked == fork
         got[fork] = [(r["losses"], r["digest"]) for r in run.results]
     assert len(got[True]) == 2 and len(got[True][0][0]) == 4
     assert got[True] == got[False]
 
 
-def test_a_forked_run_is_our_child_in_its_own_session_and_dies_whole(tmp_path, monkeypatch):
+def test_a_forked_run_is_the_servers_child_in_its_own_session_and_dies_whole(tmp_path, monkeypatch):
     seen = []
     h = _harness(tmp_path, "w", "lab1", monkeypatch, on_progress=lambda _: seen.append(_in(h.workdir)))
-    server = h.forkserver.proc.pid
+    server = h.forkserver.pid
     try:
-        h.run("probe", "probe", {}, budget_s=60)  # a grade's first run does not wait for the server
+        h.run("probe", "probe", {}, budget_s=60)
         seen.clear()
         # killed by the harness (SIGKILL to its session) once it has saved, as a preemption is
         run = h.run("resume_1", "train", dict(seed=1, steps=400, save_at=3, ckpt=str(h.workdir / "c.pt")),
@@ -65,8 +68,8 @@ def test_a_forked_run_is_our_child_in_its_own_session_and_dies_whole(tmp_path, m
         assert run.forked and run.killed_on_cue and run.result.get("losses"), run.log_tail()
         runs = {pid: ps for snap in seen for pid, ps in snap.items() if pid != server}
         assert runs, "the run was never seen working in its run folder"
-        roots = {pid: ps for pid, ps in runs.items() if ps[0] == os.getpid()}
-        assert len(roots) == 1, runs  # one run: one process, a child of the checker
+        roots = {pid: ps for pid, ps in runs.items() if ps[0] == server}
+        assert len(roots) == 1, runs  # one run: one process, a child of the server
         for pid, (_, session, cmd) in roots.items():
             assert session == pid and "checker.forkserver" in cmd, (pid, session, cmd)  # own session; a fork
         assert set(_in(h.workdir)) == {server}  # nothing of the run is left
@@ -75,22 +78,99 @@ def test_a_forked_run_is_our_child_in_its_own_session_and_dies_whole(tmp_path, m
     assert _in(h.workdir) == {}
 
 
-def test_when_the_server_is_gone_runs_start_as_plain_processes(tmp_path, monkeypatch):
+ESCAPE = """
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        open(sys.argv[1], "w").write(str(os.getpid()))
+        time.sleep(120)
+    os._exit(0)
+time.sleep(0.5)
+"""
+
+WATCH = """
+import json, os, sys, time
+time.sleep(3)
+pid = int(open(sys.argv[1]).read())
+try:
+    os.kill(pid, 0)
+    alive = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+except ProcessLookupError:
+    alive = False
+open(sys.argv[2], "w").write(json.dumps(alive))
+"""
+
+
+@pytest.mark.parametrize("sandboxed", [False, pytest.param(True, marks=needs_sandbox())])
+def test_a_process_a_run_moved_out_of_its_tree_ends_when_that_run_ends(tmp_path, monkeypatch, sandboxed):
+    """Run A double-forks a setsid sleeper and exits; run B, still running beside it, finds it gone."""
+    h = _harness(tmp_path, "w", "lab1", monkeypatch, sandboxed=sandboxed)
+    pidfile, verdict = h.workdir / "escapee.pid", h.workdir / "verdict.json"
+    try:
+        runs = h.run_many([dict(name="escape", task="", budget_s=30, argv=[sys.executable, "-c", ESCAPE, str(pidfile)]),
+                           dict(name="watch", task="", budget_s=30,
+                                argv=[sys.executable, "-c", WATCH, str(pidfile), str(verdict)])], parallel=2)
+    finally:
+        h.close()
+    assert runs["escape"].returncode == 0 and runs["watch"].returncode == 0, runs["watch"].log_tail()
+    assert json.loads(verdict.read_text()) is False, "the escaped process outlived its run"
+    assert _in(h.workdir) == {}
+
+
+@needs_sandbox()
+def test_sandboxed_runs_are_forks_and_the_harness_sees_them_under_its_own_pids(tmp_path, monkeypatch):
+    seen = []
+    h = _harness(tmp_path, "w", "lab1", monkeypatch, sandboxed=True, on_progress=lambda _: seen.append(_in(h.workdir)))
+    try:
+        h.run("probe", "probe", {}, budget_s=60)
+        run = h.run("resume_1", "train", dict(seed=1, steps=400, save_at=3, ckpt=str(h.workdir / "c.pt")),
+                    budget_s=60, kill_on="saved")
+        assert run.forked and run.killed_on_cue and run.result.get("losses"), run.log_tail()
+        assert h.forkserver.pid != h.forkserver.proc.pid  # the server is inside bwrap's namespace
+        children = {pid for snap in seen for pid, ps in snap.items() if ps[0] == h.forkserver.pid}
+        assert children, "no run was seen as the server's child"
+        assert set(_in(h.workdir)) <= h.forkserver.own  # the run was killed whole, by its host pid
+    finally:
+        h.close()
+    assert _in(h.workdir) == {}
+
+
+def test_a_server_that_was_killed_is_started_again(tmp_path, monkeypatch):
     h = _harness(tmp_path, "w", "lab1", monkeypatch)
-    h.forkserver.proc.kill()
-    h.forkserver.proc.wait()
+    first = h.forkserver
+    first.proc.kill()
+    first.proc.wait()
     try:
         run = h.run("probe", "probe", {}, budget_s=60)
     finally:
         h.close()
-    assert run.error() is None and not run.forked and run.result["device"] == "cpu", run.log_tail()
-    assert h.forkserver.ready is False and h.forkserver.why_not
+    assert h.forkserver is not first
+    assert run.error() is None and run.forked and run.result["device"] == "cpu", run.log_tail()
 
 
-def test_the_server_is_off_when_asked_or_where_the_device_may_be_a_gpu(monkeypatch):
+FORK_SAFE = """
+import sys, threading, types
+from checker import forkserver
+seen = [forkserver.fork_safe()]
+stop = threading.Event()
+t = threading.Thread(target=stop.wait)
+t.start()
+seen.append(forkserver.fork_safe())  # another thread may hold a lock the fork would copy
+stop.set()
+t.join()
+import torch
+seen.append(forkserver.fork_safe())  # importing torch starts no thread and no CUDA context
+sys.modules["torch"] = types.SimpleNamespace(cuda=types.SimpleNamespace(is_initialized=lambda: True))
+seen.append(forkserver.fork_safe())  # a CUDA context cannot be shared with a child
+print(seen)
+"""
+
+
+def test_fork_only_where_it_is_safe(monkeypatch):
+    env = {**os.environ, "CHECKER_FORKSERVER": "1", "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", FORK_SAFE], env=env, cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.strip() == "[True, False, True, False]", out.stdout + out.stderr
     monkeypatch.setenv("CHECKER_FORKSERVER", "0")
-    assert forkserver.usable("cpu", True) == "CHECKER_FORKSERVER=0"
-    monkeypatch.setenv("CHECKER_FORKSERVER", "1")
-    assert forkserver.usable("cuda", True) == "the runs' device may be a GPU"
-    assert forkserver.usable("cpu", False) == "the checker is not a child subreaper"
-    assert forkserver.usable("cpu", True) is None
+    assert not forkserver.fork_safe()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -72,18 +73,21 @@ def test_harness_gives_each_run_its_own_gpus(monkeypatch, tmp_path):
     monkeypatch.delenv("COURSE_BACKEND", raising=False)
     seen = []
 
-    class FakeProc:
-        def __init__(self, argv, env, **kw):
-            self.env, self.pid, self.returncode = env, 0, 0
+    class FakeServer:  # the run server's launch, without processes: what each run's environment would be
+        def __init__(self, *a, **kw):
+            self.own, self.pid = set(), None
+
+        def alive(self):
+            return True
+
+        def launch(self, args, argv, nproc, env, cwd, log):
             seen.append(env["CUDA_VISIBLE_DEVICES"])
+            return SimpleNamespace(pid=None, forked=True, returncode=0, poll=lambda: 0, wait=lambda: 0)
 
-        def poll(self):
-            return 0
-
-    monkeypatch.setattr(harness.subprocess, "Popen", FakeProc)
+    monkeypatch.setattr(harness.forkserver, "ForkServer", FakeServer)
     monkeypatch.setattr(harness.Harness, "_kill", lambda self, st, dump_stacks=False: "")
     h = harness.Harness(tmp_path, "lab2", "solutions", device="cuda")
-    assert h.forkserver is None and h.gpus is not None
+    assert h.gpus is not None
     specs = [dict(name=f"r{i}", task="x", nproc=2, budget_s=5) for i in range(3)]
     runs = h.run_many(specs, parallel=3)
     assert set(runs) == {"r0", "r1", "r2"}
