@@ -9,7 +9,9 @@ The checker's thread stamps each line with its own clock as it arrives. So:
     of learner code that sends or writes another is too late);
   - each rank's span of clock readings is compared with the span of their arrival times: a run whose own
     clock ran slower than the checker's (time.perf_counter patched, or the clock helper replaced) has its
-    timings refused (Channel.clock_error).
+    timings refused (Channel.clock_error);
+  - the speed checks' windows are re-checked reading by reading against these stamps, in the checker
+    (checker/labs/_windows.py).
 Lines without the run's nonce are ignored.
 """
 from __future__ import annotations

@@ -74,6 +74,7 @@ class Run:
     forked: bool = False  # a fork of the run server, torch already imported (else a fresh process)
     clock_error: dict | None = None  # the run's clock disagreed with the checker's (checker/channel.py)
     final: bool = True  # every rank's worker reported that its task ended
+    marks: dict = field(default_factory=dict)  # rank -> [(the run's clock reading, the checker's arrival stamp)]
 
     @property
     def result(self) -> dict:
@@ -314,7 +315,7 @@ class Harness:
         return Run(name=spec["name"], returncode=proc.returncode, seconds=elapsed, timed_out=timed_out,
                    killed_on_cue=killed, flooded=flooded, results=self._results(st), log_path=st["log"], stacks=stacks,
                    nproc=st["nproc"], forked=st["forked"], clock_error=pipes.clock_error() if pipes else None,
-                   final=pipes is None or len(pipes.final) >= st["nproc"])
+                   final=pipes is None or len(pipes.final) >= st["nproc"], marks=dict(pipes.marks) if pipes else {})
 
     def _sweep(self, live: dict) -> None:
         """End what runs left behind: a server's children that are no live run are processes a run moved out

@@ -231,3 +231,17 @@ def test_a_segfault_is_reported_with_where_it_happened(lab_tree):
     r, checks = _grade(tree, "lab1", "loss_decreases")
     msg = checks["loss_decreases"]["message"]
     assert r.returncode == 1 and "Segmentation fault" in msg and "step.py" in msg, msg
+
+
+def test_a_replaced_checker_clock_does_not_hide_a_slow_step(lab_tree):
+    tree = lab_tree()  # the clock the measuring code reads, replaced in its own module: readings the parent never saw
+    _slow_lab1(tree, '''
+        import sys as _s
+        from .step import _HIDDEN
+        for _name in ("checker.labs.lab1_measure", "checker.labs._windows"):
+            if (_m := _s.modules.get(_name)) is not None:
+                _m.clock = lambda _real=_m.clock: _real() - _HIDDEN[0]
+    ''')
+    r, checks = _grade(tree, "lab1", "throughput")
+    row = checks["throughput"]
+    assert r.returncode == 1 and not row["passed"] and "checker's clock" in row["message"], row

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 from checker.labs._common import Check, diverged_at, error_result, first_error, profile_info, run_info
+from checker.labs._windows import Untimed, medians, paired_ratio, untimed_error, window_rates
 from checker.report import CheckResult
 
 THROUGHPUT_MIN = 0.8   # learner/reference tokens/s, medians of interleaved windows (noise here is ~15%)
@@ -105,12 +106,16 @@ def throughput(c: Check, runs) -> CheckResult:
     err = first_error(runs, "measure") or runs["measure"].result.get("speed_error")
     if err:
         return error_result(c, err, unit="x reference")
-    s = runs["measure"].result["speed"]
-    return CheckResult(c.name, s["ratio"] >= THROUGHPUT_MIN, value=round(s["ratio"], 3), threshold=THROUGHPUT_MIN,
+    try:
+        rates = window_rates(runs["measure"], runs["measure"].result["speed"]["windows"])
+    except Untimed as e:
+        return error_result(c, untimed_error(e), unit="x reference")
+    ratio, tps = paired_ratio(rates, "learner", "reference"), medians(rates)
+    return CheckResult(c.name, ratio >= THROUGHPUT_MIN, value=round(ratio, 3), threshold=THROUGHPUT_MIN,
                        unit="x reference", hint=c.hint,
-                       message=f"yours / reference {s['ratio']:.2f}x (median of the ratios of interleaved window "
-                               f"pairs); median tokens/s: yours {s['learner_tps']:,.0f}, "
-                               f"reference {s['reference_tps']:,.0f}")
+                       message=f"yours / reference {ratio:.2f}x (median of the ratios of interleaved window "
+                               f"pairs); median tokens/s: yours {tps['learner']:,.0f}, "
+                               f"reference {tps['reference']:,.0f}")
 
 
 def throughput_meter(c: Check, runs) -> CheckResult:
@@ -176,8 +181,13 @@ EVALUATORS = {f.__name__: f for f in (reproducible, resume_exact, loss_decreases
 
 def info(runs) -> list[tuple[str, str]]:
     m, p = runs.get("measure"), runs.get("pipeline")
-    rows = [("reference tokens/s (tiny, 1 thread)", f"{m.result['speed']['reference_tps']:,.0f}")] \
-        if m and m.result.get("speed") else []
+    rows = []
+    if m and m.result.get("speed"):
+        try:
+            tps = medians(window_rates(m, m.result["speed"]["windows"]))["reference"]
+            rows.append(("reference tokens/s (tiny, 1 thread)", f"{tps:,.0f}"))
+        except Untimed:
+            pass  # the throughput row says why
     rows += profile_info("reference, checker's profiler", m.result.get("profile")) if m else []
     if p and p.result.get("learner"):
         rows.append(("input stall", f"your loader {p.result['learner']['stall']:.1%}, in-process pipeline "

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from checker.labs._common import Check, diverged_at, error_result, first_error, part, run_info
+from checker.labs._windows import Untimed, medians, paired_ratio, untimed_error, window_rates
 from checker.report import CheckResult
 
 BYTES_TOL = 0.03        # measured bytes within 3% of the formula
@@ -92,12 +93,16 @@ def zero2_throughput(c: Check, runs) -> CheckResult:
     _, err = part(runs, "correctness", "zero2")  # what blocked it: your Zero2Optimizer first, then FSDP2's windows
     r, fsdp_err = part(runs, "correctness", "fsdp")
     err = err or fsdp_err
-    if not err and r.get("zero2_ratio") is None:
+    if not err and "zero2" not in r["windows"]:
         err = {"type": "Error", "message": "Zero2Optimizer could not be built for the throughput windows"}
+    try:
+        t = medians(rates := window_rates(runs["correctness"], r["windows"])) if not err else {}
+    except Untimed as e:
+        err = untimed_error(e)
     if err:
         return error_result(c, err, unit="x DDP")
-    t = r["tokens_per_s"]
-    return CheckResult(c.name, r["zero2_ratio"] >= ZERO2_MIN, value=round(r["zero2_ratio"], 3), threshold=ZERO2_MIN,
+    ratio = paired_ratio(rates, "zero2", "ddp")
+    return CheckResult(c.name, ratio >= ZERO2_MIN, value=round(ratio, 3), threshold=ZERO2_MIN,
                        unit="x DDP", hint=c.hint, message=f"Zero2Optimizer {t['zero2']:,.0f} vs DDP {t['ddp']:,.0f} "
                                                          "tokens/s (2 ranks, median of interleaved windows)")
 
@@ -203,10 +208,14 @@ def sharded_resume(c: Check, runs) -> CheckResult:
 
 def throughput(c: Check, runs) -> CheckResult:
     r, err = part(runs, "correctness", "fsdp")
+    try:
+        t = medians(rates := window_rates(runs["correctness"], r["windows"])) if not err else {}
+    except Untimed as e:
+        err = untimed_error(e)
     if err:
         return error_result(c, err, unit="x DDP")
-    t = r["tokens_per_s"]
-    return CheckResult(c.name, r["ratio"] >= THROUGHPUT_MIN, value=round(r["ratio"], 3), threshold=THROUGHPUT_MIN,
+    ratio = paired_ratio(rates, "fsdp", "ddp")
+    return CheckResult(c.name, ratio >= THROUGHPUT_MIN, value=round(ratio, 3), threshold=THROUGHPUT_MIN,
                        unit="x DDP", hint=c.hint, message=f"FSDP2 {t['fsdp']:,.0f} vs DDP {t['ddp']:,.0f} tokens/s "
                                                          "(2 ranks): the all-gathers and reduce-scatters are the price")
 
@@ -222,7 +231,11 @@ def info(runs) -> list[tuple[str, str]]:
     parts = [r.get("fsdp") for r in (run.results if run else [])]
     if parts and all(isinstance(x, dict) and x.get("peak_flops") for x in parts):
         r = parts[0]
-        per_rank = {k: v / r["world_size"] * r["flops_per_token"] for k, v in r["tokens_per_s"].items()}
+        try:
+            tps = medians(window_rates(run, r["windows"]))
+        except Untimed:
+            return rows + run_info(runs)  # the throughput rows say why
+        per_rank = {k: v / r["world_size"] * r["flops_per_token"] for k, v in tps.items()}
         rows.append(("MFU per rank (tiny; achieved / peak FLOP/s)", ", ".join(
             f"{k} {v / r['peak_flops']:.1%}" for k, v in per_rank.items())
             + f" of {r['peak_flops'] / 1e9:.1f} GFLOP/s"))
