@@ -147,10 +147,11 @@ class Harness:
         """The grade's run server."""
         return self.server(self.sandboxed)
 
-    def server(self, sandboxed: bool) -> forkserver.ForkServer:
-        """The live server for runs sandboxed or not; started anew if it has gone (learner code can kill it)."""
+    def server(self, sandboxed: bool, fresh: bool = False) -> forkserver.ForkServer:
+        """The live server for runs sandboxed or not; started anew if it has gone (learner code can kill it or
+        stop it) or `fresh`. Raises forkserver.ServerGone if it cannot start (the checker exits 2)."""
         srv = self.servers.get(sandboxed)
-        if srv is None or not srv.alive():
+        if fresh or srv is None or not srv.alive():
             if srv is not None:
                 srv.close()
             env = self._env("")
@@ -285,9 +286,15 @@ class Harness:
         # variables of its own (read at start-up, as PYTHONPATH is), starts fresh.
         fork = None if spec.get("argv") or spec.get("launch") or spec.get("env") else self._worker_args(
             spec["task"], out, args)
-        srv = self.server(self.sandboxed and spec.get("sandbox", True))
-        proc = srv.launch(fork, argv, None if nproc == 1 and not spec.get("group") else nproc,
-                          {**env, **spec.get("env", {})}, self.workdir, log_path)
+        for attempt in range(2):  # a server that stopped answering is replaced once
+            srv = self.server(self.sandboxed and spec.get("sandbox", True), fresh=attempt > 0)
+            try:
+                proc = srv.launch(fork, argv, None if nproc == 1 and not spec.get("group") else nproc,
+                                  {**env, **spec.get("env", {})}, self.workdir, log_path)
+                break
+            except forkserver.ServerGone:
+                if attempt:
+                    raise
         kill_on = self.workdir / spec["kill_on"] if spec.get("kill_on") else None
         return {"spec": spec, "proc": proc, "t0": time.monotonic(), "out": out, "log": log_path, "pipes": pipes,
                 "gpus": gpus,

@@ -4,6 +4,7 @@ is ended when the run ends; sandboxed, the harness sees the runs under their own
 killed is started again; and it forks only where that is safe."""
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -147,6 +148,19 @@ def test_a_server_that_was_killed_is_started_again(tmp_path, monkeypatch):
         h.close()
     assert h.forkserver is not first
     assert run.error() is None and run.forked and run.result["device"] == "cpu", run.log_tail()
+
+
+def test_a_server_that_stopped_answering_is_replaced(tmp_path, monkeypatch):
+    monkeypatch.setattr(forkserver, "REPLY_TIMEOUT_S", 3.0)
+    h = _harness(tmp_path, "w", "lab1", monkeypatch)
+    stopped = h.forkserver
+    os.kill(stopped.proc.pid, signal.SIGSTOP)  # alive, silent
+    try:
+        run = h.run("probe", "probe", {}, budget_s=60)
+    finally:
+        h.close()
+    assert h.forkserver is not stopped and stopped.proc.returncode is not None
+    assert run.error() is None and run.result["device"] == "cpu", run.log_tail()
 
 
 FORK_SAFE = """
