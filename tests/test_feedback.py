@@ -1,7 +1,7 @@
 """Feedback names the actual cause: the TODO that blocked a check, the criterion that failed it."""
-from checker.harness import Run
 from checker.labs import lab2, lab2_eval
 from checker.labs._common import Check, error_result
+from checker.run import Run
 
 CHECK = Check("resume_exact", "what", "Exact resume needs ... (labs/lab1_baseline/state.py).")
 
