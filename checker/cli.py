@@ -28,7 +28,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from checker import forkserver, placement, sandbox, seams
+from checker import launch, placement, sandbox, seams
 from checker.harness import REPO_ROOT, Harness
 from checker.report import LabReport, render, render_not_run, write_json
 
@@ -188,7 +188,7 @@ def cmd_grade(args, console: Console) -> int:
     for lab in labs:
         try:
             report = grade_lab(lab, args, console)
-        except (placement.Oversubscribed, forkserver.ServerGone) as e:
+        except (placement.Oversubscribed, launch.ServerGone) as e:
             raise UsageError(str(e)) from None
         render(report, console, verbose=args.verbose)
         reports.append(report)

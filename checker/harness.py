@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from checker import channel, forkserver, limits, placement, sandbox
+from checker import channel, launch, limits, placement, sandbox
 from checker.run import LOG_CAP_BYTES, Run
 from labs.instruments import proctree
 
@@ -75,17 +75,17 @@ class Harness:
         # The run servers, by whether their runs are sandboxed; the grade's own is started now, so that its
         # imports overlap the grade's set-up. A sandboxed grade's few runs that need the host (sandbox=False:
         # lab 4's port clash, lab 5's sbatch, lab 8's namespaces) get a second one, without the preload.
-        self.servers: dict[bool, forkserver.ForkServer] = {}
+        self.servers: dict[bool, launch.ForkServer] = {}
         self.server(sandboxed)
 
     @property
-    def forkserver(self) -> forkserver.ForkServer:
+    def forkserver(self) -> launch.ForkServer:
         """The grade's run server."""
         return self.server(self.sandboxed)
 
-    def server(self, sandboxed: bool, fresh: bool = False) -> forkserver.ForkServer:
+    def server(self, sandboxed: bool, fresh: bool = False) -> launch.ForkServer:
         """The live server for runs sandboxed or not; started anew if it has gone (learner code can kill it or
-        stop it) or `fresh`. Raises forkserver.ServerGone if it cannot start (the checker exits 2)."""
+        stop it) or `fresh`. Raises launch.ServerGone if it cannot start (the checker exits 2)."""
         srv = self.servers.get(sandboxed)
         if fresh or srv is None or not srv.alive():
             if srv is not None:
@@ -93,7 +93,7 @@ class Harness:
             env = self._env("")
             del env["CHECKER_NONCE"]
             name = "forkserver" + ".host" * (sandboxed != self.sandboxed)
-            srv = forkserver.ForkServer(env, self.workdir, self.workdir / f"{name}.log",
+            srv = launch.ForkServer(env, self.workdir, self.workdir / f"{name}.log",
                                         wrap=(lambda argv: self._sandboxed(argv, env)) if sandboxed else None,
                                         preload=sandboxed == self.sandboxed)
             self.servers[sandboxed] = srv
@@ -228,7 +228,7 @@ class Harness:
                 proc = srv.launch(fork, argv, None if nproc == 1 and not spec.get("group") else nproc,
                                   {**env, **spec.get("env", {})}, self.workdir, log_path)
                 break
-            except forkserver.ServerGone:
+            except launch.ServerGone:
                 if attempt:
                     raise
         kill_on = self.workdir / spec["kill_on"] if spec.get("kill_on") else None

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from checker import forkserver
+from checker import forkserver, launch
 from checker.harness import Harness
 from conftest import ROOT, needs_sandbox
 
@@ -151,7 +151,7 @@ def test_a_server_that_was_killed_is_started_again(tmp_path, monkeypatch):
 
 
 def test_a_server_that_stopped_answering_is_replaced(tmp_path, monkeypatch):
-    monkeypatch.setattr(forkserver, "REPLY_TIMEOUT_S", 3.0)
+    monkeypatch.setattr(launch, "REPLY_TIMEOUT_S", 3.0)
     h = _harness(tmp_path, "w", "lab1", monkeypatch)
     stopped = h.forkserver
     os.kill(stopped.proc.pid, signal.SIGSTOP)  # alive, silent
@@ -165,7 +165,7 @@ def test_a_server_that_stopped_answering_is_replaced(tmp_path, monkeypatch):
 
 FORK_SAFE = """
 import sys, threading, types
-from checker import forkserver
+from checker import forkserver, launch
 seen = [forkserver.fork_safe()]
 stop = threading.Event()
 t = threading.Thread(target=stop.wait)
@@ -175,16 +175,20 @@ stop.set()
 t.join()
 import torch
 seen.append(forkserver.fork_safe())  # importing torch starts no thread and no CUDA context
+forkserver.GPU_DEVICE_FILES = (sys.argv[1],)
+held = open(sys.argv[1], "w")
+seen.append(forkserver.fork_safe())  # a GPU driver's device file is open: its state cannot be shared
+held.close()
 sys.modules["torch"] = types.SimpleNamespace(cuda=types.SimpleNamespace(is_initialized=lambda: True))
 seen.append(forkserver.fork_safe())  # a CUDA context cannot be shared with a child
 print(seen)
 """
 
 
-def test_fork_only_where_it_is_safe(monkeypatch):
+def test_fork_only_where_it_is_safe(monkeypatch, tmp_path):
     env = {**os.environ, "CHECKER_FORKSERVER": "1", "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, "-c", FORK_SAFE], env=env, cwd=ROOT, capture_output=True, text=True,
-                         timeout=120)
-    assert out.stdout.strip() == "[True, False, True, False]", out.stdout + out.stderr
+    out = subprocess.run([sys.executable, "-c", FORK_SAFE, str(tmp_path / "nvidia0")], env=env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "[True, False, True, False, False]", out.stdout + out.stderr
     monkeypatch.setenv("CHECKER_FORKSERVER", "0")
     assert not forkserver.fork_safe()

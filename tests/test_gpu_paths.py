@@ -84,7 +84,7 @@ def test_harness_gives_each_run_its_own_gpus(monkeypatch, tmp_path):
             seen.append(env["CUDA_VISIBLE_DEVICES"])
             return SimpleNamespace(pid=None, forked=True, returncode=0, poll=lambda: 0, wait=lambda: 0)
 
-    monkeypatch.setattr(harness.forkserver, "ForkServer", FakeServer)
+    monkeypatch.setattr(harness.launch, "ForkServer", FakeServer)
     monkeypatch.setattr(harness.Harness, "_kill", lambda self, st, dump_stacks=False: "")
     h = harness.Harness(tmp_path, "lab2", "solutions", device="cuda")
     assert h.gpus is not None
