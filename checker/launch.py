@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from labs.instruments import proctree
+
 HELLO_TIMEOUT_S = 60.0  # a Python start (and a bwrap) on a loaded laptop
 REPLY_TIMEOUT_S = 120.0  # a request that arrived during `import torch` waits for it to finish
 EXIT_TIMEOUT_S = 30.0  # a SIGKILLed run's exit, reported by the server
@@ -33,8 +35,11 @@ class Launched:
 
     def poll(self) -> int | None:
         if self.returncode is None:
+            gone = not self.server.alive()  # before reading: what it said before it died is still in the pipe
             self.server.pump(0.0)
             self.returncode = self.server.exits.pop(self.rid, None)
+            if self.returncode is None and gone:
+                self.returncode = 255  # no one left to report it; the harness then ends what is left of the run
         return self.returncode
 
     def wait(self) -> int:
@@ -67,7 +72,6 @@ class ForkServer:
         hello = self._next(lambda m: "hello" in m, HELLO_TIMEOUT_S)
         if hello is None:
             raise ServerGone(f"the run server did not start: {self._log_tail(log_path)}")
-        from labs.instruments import proctree  # here, in the checker: the server itself imports nothing of labs
         # The server and what wraps it (bwrap's processes), before any run exists: never swept as a run's leftover.
         self.own = {self.proc.pid, *proctree.descendants(self.proc.pid)}
         self.pid = self._host_pid(hello["hello"], self.own)  # None: not found, and no sweep (Harness._sweep)
@@ -138,7 +142,6 @@ class ForkServer:
         reply = self._next(lambda m: m.get("id") == rid, REPLY_TIMEOUT_S)
         if reply is None or "pid" not in reply:
             raise ServerGone((reply or {}).get("error") or "the run server stopped answering")
-        from labs.instruments import proctree
         pid = self._host_pid(reply["pid"], proctree.descendants(self.pid or self.proc.pid))
         return Launched(self, rid, pid, reply["forked"])
 

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -148,6 +149,23 @@ def test_a_server_that_was_killed_is_started_again(tmp_path, monkeypatch):
         h.close()
     assert h.forkserver is not first
     assert run.error() is None and run.forked and run.result["device"] == "cpu", run.log_tail()
+
+
+def test_a_run_whose_server_died_ends_at_once_and_leaves_nothing(tmp_path, monkeypatch):
+    h = _harness(tmp_path, "w", "lab1", monkeypatch)
+    server, t0 = h.forkserver, time.monotonic()
+
+    def kill_server(_):
+        if time.monotonic() - t0 > 1.0 and server.alive():
+            server.proc.kill()
+
+    h.on_progress = kill_server
+    try:
+        run = h.run("sleeper", "", {}, budget_s=60, argv=[sys.executable, "-c", "import time; time.sleep(60)"])
+    finally:
+        h.close()
+    assert run.returncode == 255 and run.seconds < 15, (run.returncode, run.seconds)
+    assert _in(h.workdir) == {}
 
 
 def test_a_server_that_stopped_answering_is_replaced(tmp_path, monkeypatch):
