@@ -230,6 +230,8 @@ class Harness:
                 break
             except launch.ServerGone:
                 if attempt:
+                    if pipes is not None:
+                        pipes.close()
                     raise
         kill_on = self.workdir / spec["kill_on"] if spec.get("kill_on") else None
         return {"spec": spec, "proc": proc, "t0": time.monotonic(), "out": out, "log": log_path, "pipes": pipes,
