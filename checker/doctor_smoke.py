@@ -24,7 +24,8 @@ import time
 import torch
 import torch.distributed as dist
 
-from checker.harness import REPO_ROOT, become_subreaper
+from checker.forkserver import become_subreaper
+from checker.harness import REPO_ROOT
 from labs.instruments import proctree
 
 HOST = "127.0.0.1"  # both ranks on this node: the loopback needs no interface choice

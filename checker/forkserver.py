@@ -162,7 +162,7 @@ class _Server:
 
 
 def serve(preload: bool) -> int:
-    _become_subreaper()
+    become_subreaper()
     server = _Server()
     server.send({"hello": os.getpid()})
     if preload and fork_safe():
@@ -175,8 +175,9 @@ def serve(preload: bool) -> int:
     return 0
 
 
-def _become_subreaper() -> bool:
-    """Orphans of our runs get re-parented to this process instead of init (Linux; elsewhere False)."""
+def become_subreaper() -> bool:
+    """Orphans of this process's runs get re-parented to it instead of init, so cleanup can find them (Linux;
+    elsewhere False). The server and the checker both are one."""
     if sys.platform.startswith("linux"):
         try:
             return ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER

@@ -16,7 +16,6 @@ Guarantees the checker relies on:
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import secrets
@@ -27,22 +26,11 @@ from pathlib import Path
 from typing import Callable
 
 from checker import channel, launch, limits, placement, sandbox
+from checker.forkserver import become_subreaper
 from checker.run import LOG_CAP_BYTES, Run
 from labs.instruments import proctree
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-_PR_SET_CHILD_SUBREAPER = 36
-
-
-def become_subreaper() -> bool:
-    """Orphans of our runs get re-parented to us instead of init, so cleanup can find them. False where
-    that is not possible (not Linux)."""
-    if sys.platform.startswith("linux"):
-        try:
-            return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-        except (OSError, AttributeError):
-            pass
-    return False
 
 
 def reap_orphans(spare: set[int] = frozenset()) -> None:
@@ -94,8 +82,8 @@ class Harness:
             del env["CHECKER_NONCE"]
             name = "forkserver" + ".host" * (sandboxed != self.sandboxed)
             srv = launch.ForkServer(env, self.workdir, self.workdir / f"{name}.log",
-                                        wrap=(lambda argv: self._sandboxed(argv, env)) if sandboxed else None,
-                                        preload=sandboxed == self.sandboxed)
+                                    wrap=(lambda argv: self._sandboxed(argv, env)) if sandboxed else None,
+                                    preload=sandboxed == self.sandboxed)
             self.servers[sandboxed] = srv
         return srv
 
@@ -235,8 +223,7 @@ class Harness:
                     raise
         kill_on = self.workdir / spec["kill_on"] if spec.get("kill_on") else None
         return {"spec": spec, "proc": proc, "t0": time.monotonic(), "out": out, "log": log_path, "pipes": pipes,
-                "gpus": gpus,
-                "kill_on": kill_on, "nproc": nproc, "nonce": nonce, "forked": proc.forked}
+                "gpus": gpus, "kill_on": kill_on, "nproc": nproc, "nonce": nonce}
 
     def _poll(self, st: dict) -> Run | None:
         proc, spec = st["proc"], st["spec"]
@@ -259,7 +246,7 @@ class Harness:
             pipes.close()
         return Run(name=spec["name"], returncode=proc.returncode, seconds=elapsed, timed_out=timed_out,
                    killed_on_cue=killed, flooded=flooded, results=self._results(st), log_path=st["log"], stacks=stacks,
-                   nproc=st["nproc"], forked=st["forked"], clock_error=pipes.clock_error() if pipes else None,
+                   nproc=st["nproc"], forked=proc.forked, clock_error=pipes.clock_error() if pipes else None,
                    final=pipes is None or len(pipes.final) >= st["nproc"], marks=dict(pipes.marks) if pipes else {})
 
     def _sweep(self, live: dict) -> None:
@@ -270,7 +257,7 @@ class Harness:
             if not srv.pid or srv.pid <= 1:  # never the machine's init
                 continue
             for _ in range(20):  # again while any is found: one that forked as it was killed left a child
-                strays = [p for p in proctree.descendants(srv.pid) if p not in keep and proctree.parent(p) == srv.pid]
+                strays = [p for p in proctree.children(srv.pid) if p not in keep]
                 if not strays:
                     break
                 proctree.signal_each({*strays, *proctree.descendants(*strays)}, signal.SIGKILL)

@@ -43,12 +43,11 @@ class Launched:
         return self.returncode
 
     def wait(self) -> int:
-        deadline = time.monotonic() + EXIT_TIMEOUT_S
-        while self.poll() is None:
-            if time.monotonic() > deadline or not self.server.alive():
-                self.returncode = 255  # the server is gone, and with it the exit status
-                break
+        deadline = time.monotonic() + EXIT_TIMEOUT_S  # poll() itself gives up once the server is gone
+        while self.poll() is None and time.monotonic() < deadline:
             self.server.pump(0.05)
+        if self.returncode is None:
+            self.returncode = 255  # no exit status reported in time
         return self.returncode
 
 
@@ -74,7 +73,7 @@ class ForkServer:
             raise ServerGone(f"the run server did not start: {self._log_tail(log_path)}")
         # The server and what wraps it (bwrap's processes), before any run exists: never swept as a run's leftover.
         self.own = {self.proc.pid, *proctree.descendants(self.proc.pid)}
-        self.pid = self._host_pid(hello["hello"], self.own)  # None: not found, and no sweep (Harness._sweep)
+        self.pid = self._host_pid(hello["hello"], among=self.own)  # None: not found, and no sweep (Harness._sweep)
 
     @staticmethod
     def _log_tail(path: Path) -> str:
@@ -83,11 +82,12 @@ class ForkServer:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def _host_pid(self, pid: int, among) -> int | None:
-        """The harness's pid for a pid the server reported (the same one unless the server is sandboxed)."""
+    def _host_pid(self, pid: int, among=None) -> int | None:
+        """The harness's pid for a pid the server reported (the same one unless the server is sandboxed), found
+        `among` the given pids or the server's descendants."""
         if not self.sandboxed:
             return pid
-        for p in among:
+        for p in among if among is not None else proctree.descendants(self.pid or self.proc.pid):
             try:
                 for line in open(f"/proc/{p}/status"):
                     if line.startswith("NSpid:"):
@@ -142,8 +142,7 @@ class ForkServer:
         reply = self._next(lambda m: m.get("id") == rid, REPLY_TIMEOUT_S)
         if reply is None or "pid" not in reply:
             raise ServerGone((reply or {}).get("error") or "the run server stopped answering")
-        pid = self._host_pid(reply["pid"], proctree.descendants(self.pid or self.proc.pid))
-        return Launched(self, rid, pid, reply["forked"])
+        return Launched(self, rid, self._host_pid(reply["pid"]), reply["forked"])
 
     def close(self) -> None:
         if self.alive():

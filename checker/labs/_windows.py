@@ -82,5 +82,9 @@ def medians(rates: dict[str, list[float]]) -> dict[str, float]:
     return {name: statistics.median(v) for name, v in rates.items()}
 
 
-def untimed_error(e: Untimed) -> dict:
-    return {"type": "ClockMismatch", "message": str(e)}
+def checked_rates(run, spans: dict, rank: int = 0) -> tuple[dict | None, dict | None]:
+    """(window_rates(), None), or (None, the error a check reports) for windows the parent refuses."""
+    try:
+        return window_rates(run, spans, rank), None
+    except Untimed as e:
+        return None, {"type": "ClockMismatch", "message": str(e)}

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 
 from checker.labs._common import Check, diverged_at, error_result, first_error, profile_info, run_info
-from checker.labs._windows import Untimed, medians, paired_ratio, untimed_error, window_rates
+from checker.labs._windows import checked_rates, medians, paired_ratio
 from checker.report import CheckResult
 
 THROUGHPUT_MIN = 0.8   # learner/reference tokens/s, medians of interleaved windows (noise here is ~15%)
@@ -104,12 +104,10 @@ def step_matches_reference(c: Check, runs) -> CheckResult:
 
 def throughput(c: Check, runs) -> CheckResult:
     err = first_error(runs, "measure") or runs["measure"].result.get("speed_error")
+    if not err:
+        rates, err = checked_rates(runs["measure"], runs["measure"].result["speed"]["windows"])
     if err:
         return error_result(c, err, unit="x reference")
-    try:
-        rates = window_rates(runs["measure"], runs["measure"].result["speed"]["windows"])
-    except Untimed as e:
-        return error_result(c, untimed_error(e), unit="x reference")
     ratio, tps = paired_ratio(rates, "learner", "reference"), medians(rates)
     return CheckResult(c.name, ratio >= THROUGHPUT_MIN, value=round(ratio, 3), threshold=THROUGHPUT_MIN,
                        unit="x reference", hint=c.hint,
@@ -182,12 +180,8 @@ EVALUATORS = {f.__name__: f for f in (reproducible, resume_exact, loss_decreases
 def info(runs) -> list[tuple[str, str]]:
     m, p = runs.get("measure"), runs.get("pipeline")
     rows = []
-    if m and m.result.get("speed"):
-        try:
-            tps = medians(window_rates(m, m.result["speed"]["windows"]))["reference"]
-            rows.append(("reference tokens/s (tiny, 1 thread)", f"{tps:,.0f}"))
-        except Untimed:
-            pass  # the throughput row says why
+    if m and m.result.get("speed") and (rates := checked_rates(m, m.result["speed"]["windows"])[0]):
+        rows.append(("reference tokens/s (tiny, 1 thread)", f"{medians(rates)['reference']:,.0f}"))
     rows += profile_info("reference, checker's profiler", m.result.get("profile")) if m else []
     if p and p.result.get("learner"):
         rows.append(("input stall", f"your loader {p.result['learner']['stall']:.1%}, in-process pipeline "

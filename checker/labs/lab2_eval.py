@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from checker.labs._common import Check, diverged_at, error_result, first_error, part, run_info
-from checker.labs._windows import Untimed, medians, paired_ratio, untimed_error, window_rates
+from checker.labs._windows import checked_rates, medians, paired_ratio
 from checker.labs.lab2 import TOL
 from checker.report import CheckResult
 
@@ -127,12 +127,10 @@ def overlap(c: Check, runs) -> CheckResult:
 
 def throughput(c: Check, runs) -> CheckResult:
     err = first_error(runs, "throughput")
+    if not err:
+        rates, err = checked_rates(runs["throughput"], runs["throughput"].result["windows"])
     if err:
         return error_result(c, err, unit="x torch DDP")
-    try:
-        rates = window_rates(runs["throughput"], runs["throughput"].result["windows"])
-    except Untimed as e:
-        return error_result(c, untimed_error(e), unit="x torch DDP")
     # the graded figure is the median of the per-pair ratios (each pair: adjacent windows, same load); the
     # message leads with that same statistic, then the medians of each wrapper's windows for scale
     ratio, t = paired_ratio(rates, "bucketed", "torch"), medians(rates)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from checker.labs._common import Check, diverged_at, error_result, first_error, part, run_info
-from checker.labs._windows import Untimed, medians, paired_ratio, untimed_error, window_rates
+from checker.labs._windows import checked_rates, medians, paired_ratio
 from checker.report import CheckResult
 
 BYTES_TOL = 0.03        # measured bytes within 3% of the formula
@@ -95,13 +95,11 @@ def zero2_throughput(c: Check, runs) -> CheckResult:
     err = err or fsdp_err
     if not err and "zero2" not in r["windows"]:
         err = {"type": "Error", "message": "Zero2Optimizer could not be built for the throughput windows"}
-    try:
-        t = medians(rates := window_rates(runs["correctness"], r["windows"])) if not err else {}
-    except Untimed as e:
-        err = untimed_error(e)
+    if not err:
+        rates, err = checked_rates(runs["correctness"], r["windows"])
     if err:
         return error_result(c, err, unit="x DDP")
-    ratio = paired_ratio(rates, "zero2", "ddp")
+    ratio, t = paired_ratio(rates, "zero2", "ddp"), medians(rates)
     return CheckResult(c.name, ratio >= ZERO2_MIN, value=round(ratio, 3), threshold=ZERO2_MIN,
                        unit="x DDP", hint=c.hint, message=f"Zero2Optimizer {t['zero2']:,.0f} vs DDP {t['ddp']:,.0f} "
                                                          "tokens/s (2 ranks, median of interleaved windows)")
@@ -208,13 +206,11 @@ def sharded_resume(c: Check, runs) -> CheckResult:
 
 def throughput(c: Check, runs) -> CheckResult:
     r, err = part(runs, "correctness", "fsdp")
-    try:
-        t = medians(rates := window_rates(runs["correctness"], r["windows"])) if not err else {}
-    except Untimed as e:
-        err = untimed_error(e)
+    if not err:
+        rates, err = checked_rates(runs["correctness"], r["windows"])
     if err:
         return error_result(c, err, unit="x DDP")
-    ratio = paired_ratio(rates, "fsdp", "ddp")
+    ratio, t = paired_ratio(rates, "fsdp", "ddp"), medians(rates)
     return CheckResult(c.name, ratio >= THROUGHPUT_MIN, value=round(ratio, 3), threshold=THROUGHPUT_MIN,
                        unit="x DDP", hint=c.hint, message=f"FSDP2 {t['fsdp']:,.0f} vs DDP {t['ddp']:,.0f} tokens/s "
                                                          "(2 ranks): the all-gathers and reduce-scatters are the price")
@@ -231,10 +227,10 @@ def info(runs) -> list[tuple[str, str]]:
     parts = [r.get("fsdp") for r in (run.results if run else [])]
     if parts and all(isinstance(x, dict) and x.get("peak_flops") for x in parts):
         r = parts[0]
-        try:
-            tps = medians(window_rates(run, r["windows"]))
-        except Untimed:
+        rates, err = checked_rates(run, r["windows"])
+        if err:
             return rows + run_info(runs)  # the throughput rows say why
+        tps = medians(rates)
         per_rank = {k: v / r["world_size"] * r["flops_per_token"] for k, v in tps.items()}
         rows.append(("MFU per rank (tiny; achieved / peak FLOP/s)", ", ".join(
             f"{k} {v / r['peak_flops']:.1%}" for k, v in per_rank.items())

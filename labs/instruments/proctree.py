@@ -82,6 +82,11 @@ def group(pgid: int) -> list[int]:
     return [p for p, st in _table().items() if st[3] == pgid]
 
 
+def children(pid: int) -> list[int]:
+    """The live processes whose parent is `pid`."""
+    return [p for p, st in _table().items() if st[1] == pid]
+
+
 def descendants(*roots: int, zombies: bool = False) -> list[int]:
     """Every process below `roots` (children, grandchildren...), parents before children. Live ones only,
     unless `zombies`: a reaper wants those too, to wait for them."""
