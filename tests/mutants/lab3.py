@@ -37,6 +37,10 @@ MUTANTS = [
            "fsdp_structure", "one FSDP unit for the whole model: every parameter gathered at once"),
     Mutant("fsdp_no_root", "fsdp.py", "    fully_shard(model, **kwargs)\n    return model", "    return model",
            "fsdp_memory", "the root is not wrapped: embeddings and the final norm stay replicated"),
+    Mutant("fsdp_every_leaf", "fsdp.py", "    for block in model.blocks:\n        fully_shard(block, **kwargs)\n",
+           "    for sub in model.blocks.modules():\n        if any(True for _ in sub.parameters(recurse=False)):\n"
+           "            fully_shard(sub, **kwargs)\n", "throughput",
+           "one FSDP unit per layer with weights: many small gathers per block (measured 0.18-0.20x DDP)"),
     Mutant("model_state_bytes_global", "fsdp.py",
            "    params = sum(local_bytes(p) for p in model.parameters())",
            "    params = sum(p.numel() * p.element_size() for p in model.parameters())",
