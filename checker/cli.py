@@ -30,6 +30,7 @@ from rich.console import Console
 
 from checker import launch, placement, sandbox, seams
 from checker.harness import REPO_ROOT, Harness
+from checker.labs._common import cannot_run
 from checker.report import LabReport, render, render_not_run, write_json
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")  # mirrors labs.common.dist.DEVICE_CHOICES without importing torch
@@ -75,6 +76,16 @@ def _check_json_path(path: str | None) -> None:
         raise UsageError(f"cannot write the --json report to {path}: {e.strerror or e}") from None
     if not existed:
         p.unlink(missing_ok=True)
+
+
+def _grade_runnable(mod, h, checks):
+    """The lab grades the checks this machine can run; the others are NOT RUN (each says why and how),
+    set aside here, before the lab starts a run for them."""
+    skipped = cannot_run(checks, h.device)
+    runnable = [c for c in checks if c.name not in skipped]
+    results, info = mod.grade(h, runnable) if runnable else ([], [])
+    byname = {r.name: r for r in results} | skipped
+    return [byname[c.name] for c in checks], info
 
 
 def _sandbox_line(args) -> str:
@@ -123,7 +134,7 @@ def grade_lab(lab: str, args, console: Console) -> LabReport:
                 where = f" ({err['where']})" if err.get("where") else ""
                 raise UsageError(f"{target}/{seams.SEAMS[lab].folder} does not import: "
                                  f"{err['type']}: {err['message'].splitlines()[0] if err['message'] else ''}{where}")
-            results, info = mod.grade(h, checks)
+            results, info = _grade_runnable(mod, h, checks)
             info = list(info) + _device_info(h, args)
         changed = sandbox.changed_files(before, sandbox.course_digest())
         if changed:  # the grader or the reference was rewritten while learner code ran: nothing it measured counts

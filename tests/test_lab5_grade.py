@@ -9,8 +9,7 @@ import pytest
 
 from checker import batch
 from checker.cli import exit_status
-from checker.labs import _common, lab5, lab5_k8s
-from checker.labs._common import Check
+from checker.labs import lab5, lab5_k8s
 from checker.report import CheckResult, LabReport, status_of
 from conftest import ROOT, load_json, run_checker
 
@@ -98,15 +97,3 @@ def test_batch_reports_not_run_as_skipped(tmp_path):
     assert cases["preempt_resume"].find("skipped") is not None and cases["preempt_resume"].find("failure") is None
     assert "make slurm-up" in cases["preempt_resume"].find("skipped").get("message")
     assert cases["metrics_complete"].find("failure") is not None
-
-
-def test_cannot_run_names_each_missing_need_and_how_to_get_it(monkeypatch):
-    monkeypatch.setattr(_common.os, "geteuid", lambda: 1000)
-    monkeypatch.setitem(_common.NEEDS, "gpu", (lambda: "no NVIDIA GPU on this machine", "grade on a GPU node"))
-    checks = [Check("cpu_only", "w", "h"), Check("netns", "w", "h", needs=("root",)),
-              Check("both", "w", "h", needs=("root", "gpu"))]
-    got = _common.cannot_run(checks)
-    assert list(got) == ["netns", "both"] and all(r.not_run and not r.passed for r in got.values())
-    assert got["netns"].message == "not run on this machine: not root (network namespaces need it)"
-    assert "sudo" in got["netns"].hint
-    assert "no NVIDIA GPU" in got["both"].message and "GPU node" in got["both"].hint and "sudo" in got["both"].hint

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from checker import channel, slurm
+from checker import channel, placement, slurm
 from checker.report import CheckResult
 
 # Taken when the checker's lab module is imported, before any learner code: learner code that replaces
@@ -38,16 +38,28 @@ class Check:
     needs: tuple[str, ...] = ()
 
 
-def _gpu_missing() -> str | None:  # the checker's own process never imports torch: ask the driver's files
+def _gpu_missing(device: str) -> str | None:  # the checker's own process never imports torch: ask the driver
     return None if Path("/dev/nvidiactl").exists() or shutil.which("nvidia-smi") else "no NVIDIA GPU on this machine"
 
 
-# need -> (why it is missing here, or None; how to run a check that needs it)
+def _gloo_on_gpu(device: str) -> str | None:
+    """Two ranks sharing one GPU talk over gloo (COURSE_BACKEND=gloo), and gloo moves only all-reduce and
+    broadcast of CUDA tensors: its reduce-scatter, all-gather and send/recv take host memory, and given a
+    GPU pointer fail ("writev ... Bad address") or hang. Measured on an H200, torch 2.11."""
+    if os.environ.get("COURSE_BACKEND") == "gloo" and placement.may_use_gpu(device):
+        return ("COURSE_BACKEND=gloo with CUDA tensors: gloo carries only all-reduce and broadcast of GPU memory, "
+                "and this check's runs reduce-scatter, all-gather or send/recv it")
+    return None
+
+
+# need -> (why it is missing here, or None, given the grade's --device; how to run a check that needs it)
 NEEDS = {
-    "slurm": (lambda: slurm.unavailable(), slurm.HINT_START),
-    "root": (lambda: None if os.geteuid() == 0 else "not root (network namespaces need it)",
+    "slurm": (lambda device: slurm.unavailable(), slurm.HINT_START),
+    "root": (lambda device: None if os.geteuid() == 0 else "not root (network namespaces need it)",
              "grade as root: `sudo .venv/bin/checker grade ...`, or in a container where you are root"),
     "gpu": (_gpu_missing, "grade on a GPU node: `checker grade LAB --device cuda`"),
+    "device_collectives": (_gloo_on_gpu, "grade on 2 GPUs with NCCL (unset COURSE_BACKEND; one rank per GPU), "
+                           "or on the CPU: `--device cpu`"),
 }
 
 
@@ -56,9 +68,10 @@ def not_run(check: Check, why: str, how: str) -> CheckResult:
     return CheckResult(check.name, False, message=f"not run on this machine: {why}", hint=how, not_run=True)
 
 
-def cannot_run(checks) -> dict[str, CheckResult]:
-    """{name: NOT RUN result} for the checks whose needs this machine lacks (each need probed once)."""
-    missing = {need: NEEDS[need][0]() for need in {n for c in checks for n in c.needs}}
+def cannot_run(checks, device: str) -> dict[str, CheckResult]:
+    """{name: NOT RUN result} for the checks whose needs this machine lacks (each need probed once). The
+    checker asks before a lab's grade() runs, so a lab sees only the checks it can run."""
+    missing = {need: NEEDS[need][0](device) for need in {n for c in checks for n in c.needs}}
     out = {}
     for c in checks:
         why = [(need, missing[need]) for need in c.needs if missing[need]]

@@ -18,6 +18,8 @@ GLOBAL = 16          # sequences per step in the resume runs, at any world size
 N_STEPS, SAVE_AT = 12, 5
 WHERE = "labs/lab3_sharding"
 
+# On CUDA tensors gloo carries only all-reduce and broadcast (checker/labs/_common.py): these checks' runs
+# reduce-scatter and all-gather, so two ranks sharing one GPU over gloo cannot run them (needs: NOT RUN, not failed).
 CHECKS = [
     Check("zero1_equivalence", "ShardedOptimizer(AdamW) takes exactly the steps of an unsharded AdamW "
           "(4 steps, atol 1e-6), ranks in sync",
@@ -29,39 +31,49 @@ CHECKS = [
     Check("zero2_equivalence", "Zero2Optimizer(SGD) takes the steps of torch DDP + SGD (4 steps from random "
           "weights, an LR schedule, 4-5 buckets; and a 31-element tensor that needs padding), ranks in sync",
           f"Zero2Optimizer ({WHERE}/zero2.py): pad each bucket to a multiple of N, reduce-scatter the averaged "
-          "gradients into this rank's slice, step the slice, then all-gather every bucket's flat buffer."),
+          "gradients into this rank's slice, step the slice, then all-gather every bucket's flat buffer.",
+          needs=("device_collectives",)),
     Check("zero2_memory", "per rank after a step: AdamW moments 8Ψ/N and gradients 4Ψ/N, each within 0.2% "
           "(the padding: at most N-1 elements per bucket)",
           f"Keep only this rank's slice of the reduced gradients and free the full ones (p.grad = None in the hook; "
-          f"no view may keep the whole bucket alive); moments only for the owned slice ({WHERE}/zero2.py)."),
+          f"no view may keep the whole bucket alive); moments only for the owned slice ({WHERE}/zero2.py).",
+          needs=("device_collectives",)),
     Check("zero_comm_bytes", "bytes ZeRO-2 sends per rank per step, counted from its collectives, within 1% of "
           "DDP's all-reduce 2·4Ψ(N-1)/N (a reduce-scatter + an all-gather)",
           f"Reduce-scatter the gradients (not all-reduce and slice: that sends 1.5x) and all-gather the parameters "
-          f"once per step, flat buckets, not one broadcast per tensor ({WHERE}/zero2.py)."),
+          f"once per step, flat buckets, not one broadcast per tensor ({WHERE}/zero2.py).",
+          needs=("device_collectives",)),
     Check("fsdp_equivalence", "FSDP2 losses equal torch DDP's on the same data (4 steps, atol 1e-5)",
-          f"apply_fsdp ({WHERE}/fsdp.py): fully_shard every block, then the root; don't change the model."),
+          f"apply_fsdp ({WHERE}/fsdp.py): fully_shard every block, then the root; don't change the model.",
+          needs=("device_collectives",)),
     Check("fsdp_memory", "local shards of params + grads + AdamW state within 3% of 16Ψ/N, and your "
           "model_state_bytes agrees with the checker's count",
           f"Shard every parameter: fully_shard each block *and* the root (embeddings live there); count "
-          f"t.to_local() of DTensors in model_state_bytes ({WHERE}/fsdp.py)."),
+          f"t.to_local() of DTensors in model_state_bytes ({WHERE}/fsdp.py).",
+          needs=("device_collectives",)),
     Check("fsdp_structure", "FSDP2 forward all-gathers one unit per block and the root (>= blocks + 1 calls) and "
           "never holds more unsharded than the root's parameters + one block",
           f"apply_fsdp ({WHERE}/fsdp.py): fully_shard each block, then the root. The root alone gathers the whole "
-          "model at once: DDP's memory during forward, even though the bytes at rest look sharded."),
+          "model at once: DDP's memory during forward, even though the bytes at rest look sharded.",
+          needs=("device_collectives",)),
     Check("deepspeed_stages", "DeepSpeed ZeRO 1-3 train with losses equal stage 0; persistent bytes per rank "
           "follow each stage's formula (incl. DeepSpeed's fp32 master partition)",
           f"ds_config ({WHERE}/deepspeed_zero.py): zero_optimization.stage, an AdamW optimizer with "
-          "\"torch_adam\": true, fp16/bf16 off; make_engine calls deepspeed.initialize."),
+          "\"torch_adam\": true, fp16/bf16 off; make_engine calls deepspeed.initialize.",
+          needs=("device_collectives",)),
     Check("sharded_resume", f"FSDP2 + DCP: save at step {SAVE_AT}, SIGKILL, resume at 2 ranks (bit-identical) "
           "and at 1 rank (same losses within 1e-4)",
           f"save_sharded/load_sharded ({WHERE}/dcp_state.py): dcp.save/dcp.load of TrainState (get_state_dict/"
-          "set_state_dict), written to a temporary folder and renamed when every rank is done."),
+          "set_state_dict), written to a temporary folder and renamed when every rank is done.",
+          needs=("device_collectives",)),
     Check("throughput", "FSDP2 tokens/s >= 0.3x torch DDP in the same run (the price of ZeRO-3 on gloo)",
-          f"FSDP2 is far slower than expected: wrap per block, not per Linear ({WHERE}/fsdp.py)."),
+          f"FSDP2 is far slower than expected: wrap per block, not per Linear ({WHERE}/fsdp.py).",
+          needs=("device_collectives",)),
     Check("zero2_throughput", "Zero2Optimizer tokens/s >= 0.8x torch DDP (median of interleaved windows): the same "
           "bytes as DDP's all-reduce, so about as fast (0.8 leaves room for a busy machine)",
           f"Launch each bucket's reduce-scatter from the gradient hook (async) so it overlaps backward, and "
-          f"all-gather whole buckets, not tensors ({WHERE}/zero2.py)."),
+          f"all-gather whole buckets, not tensors ({WHERE}/zero2.py).",
+          needs=("device_collectives",)),
 ]
 
 

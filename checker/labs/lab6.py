@@ -29,6 +29,8 @@ TOL = 1e-5                   # fp32: splitting a matmul's sum in two changes rou
 # Per-boundary send/recv of 2 x 32 floats costs ~0.2 ms on gloo: ~1% of a 60 ms micro-batch.
 TIMING = dict(width=32, micro_batch=2, forward_s=0.020, backward_s=0.040, micro_batches=(4, 8), reps=3)
 
+# On CUDA tensors gloo carries only all-reduce and broadcast (checker/labs/_common.py): the pipeline checks'
+# runs send/recv, so two ranks sharing one GPU over gloo cannot run them (needs: NOT RUN, not failed).
 CHECKS = [
     Check("tp_equivalence", "parallelize (by hand) and parallelize_dtensor (DTensor) on 2 ranks: logits, loss "
           f"and every gradient equal the unsharded GPT's (atol {TOL:g}); each shard holds the right slice",
@@ -48,16 +50,19 @@ CHECKS = [
           f"(atol {TOL:g})",
           f"Divide each micro-batch's loss by m before backward; send out.detach() forward and x.grad backward "
           f"({WHERE}/schedules.py); keep the model's own modules in the stage and sum the tied embedding's "
-          f"gradient across the first and last stage ({WHERE}/stages.py)."),
+          f"gradient across the first and last stage ({WHERE}/stages.py).",
+          needs=("device_collectives",)),
     Check("pp_bubble", "your GPipe and 1F1B on the checker's fixed-cost stages, m = 4 and 8: measured idle "
           "fraction within a tolerance of (p-1)/(m+p-1)",
           f"Keep both stages busy ({WHERE}/schedules.py): send each forward's output as soon as it is computed "
           "(isend) and start the next micro-batch; don't wait for a micro-batch's backward before the next forward "
-          "outside 1F1B's steady state."),
+          "outside 1F1B's steady state.",
+          needs=("device_collectives",)),
     Check("pp_1f1b_memory", "m = 8: 1F1B holds at most p - stage micro-batches' activations at once, fewer than "
           "GPipe's m (counted from forward start to backward end)",
           f"1F1B ({WHERE}/schedules.py): only p-1-rank warm-up forwards, then one forward, one backward, so each "
-          "backward frees a micro-batch before the next is started."),
+          "backward frees a micro-batch before the next is started.",
+          needs=("device_collectives",)),
 ]
 
 

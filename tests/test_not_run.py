@@ -1,0 +1,77 @@
+"""Checks a machine cannot run are NOT RUN, set aside before the lab grades: each need's probe, and the
+checks a lab declares against the machine it is graded on (checker/labs/_common.py, checker/cli.py)."""
+from __future__ import annotations
+
+import pytest
+
+from checker import cli
+from checker.labs import _common, lab2, lab3, lab6
+from checker.labs._common import Check
+from checker.report import CheckResult
+
+
+def test_cannot_run_names_each_missing_need_and_how_to_get_it(monkeypatch):
+    monkeypatch.setattr(_common.os, "geteuid", lambda: 1000)
+    monkeypatch.setitem(_common.NEEDS, "gpu", (lambda device: "no NVIDIA GPU on this machine", "grade on a GPU node"))
+    checks = [Check("cpu_only", "w", "h"), Check("netns", "w", "h", needs=("root",)),
+              Check("both", "w", "h", needs=("root", "gpu"))]
+    got = _common.cannot_run(checks, "cpu")
+    assert list(got) == ["netns", "both"] and all(r.not_run and not r.passed for r in got.values())
+    assert got["netns"].message == "not run on this machine: not root (network namespaces need it)"
+    assert "sudo" in got["netns"].hint
+    assert "no NVIDIA GPU" in got["both"].message and "GPU node" in got["both"].hint and "sudo" in got["both"].hint
+
+
+@pytest.mark.parametrize("backend, device, expect_not_run", [
+    ("gloo", "cuda", True),    # two ranks sharing one GPU: gloo cannot reduce-scatter or send CUDA tensors
+    ("", "cuda", False),       # NCCL: one rank per GPU, every collective
+    ("gloo", "cpu", False),    # gloo on host memory: every collective
+])
+def test_checks_needing_collectives_gloo_lacks_on_a_gpu_are_not_run_there(monkeypatch, backend, device,
+                                                                         expect_not_run):
+    monkeypatch.setenv("COURSE_BACKEND", backend) if backend else monkeypatch.delenv("COURSE_BACKEND", raising=False)
+    lab3_off = set(_common.cannot_run(lab3.CHECKS, device))
+    lab6_off = set(_common.cannot_run(lab6.CHECKS, device))
+    if not expect_not_run:
+        assert not lab3_off and not lab6_off
+        return
+    # measured on an H200 over gloo: ZeRO-1 (all-reduce, broadcast) and TP (all-reduce) ran and passed;
+    # ZeRO-2, FSDP2 and DeepSpeed (reduce-scatter, all-gather) hung or failed; pipelines' send failed
+    assert lab3_off == {c.name for c in lab3.CHECKS} - {"zero1_equivalence", "zero1_memory"}
+    assert lab6_off == {"pp_equivalence", "pp_bubble", "pp_1f1b_memory"}
+    assert not _common.cannot_run(lab2.CHECKS, device)  # DDP: all-reduce only
+    r = _common.cannot_run(lab6.CHECKS, device)["pp_bubble"]
+    assert r.not_run and "gloo" in r.message and "NCCL" in r.hint and "--device cpu" in r.hint
+
+
+class _Lab:
+    """A lab module that records which checks it was asked to grade."""
+    CHECKS = [Check("runs_here", "w", "h"), Check("needs_root", "w", "h", needs=("root",)),
+              Check("also_here", "w", "h")]
+
+    def __init__(self):
+        self.asked = None
+
+    def grade(self, h, checks):
+        self.asked = [c.name for c in checks]
+        return [CheckResult(c.name, True) for c in reversed(checks)], [("info", "x")]
+
+
+class _H:
+    device = "cpu"
+
+
+def test_the_lab_grades_only_what_can_run_and_the_report_keeps_the_lab_s_order(monkeypatch):
+    monkeypatch.setattr(_common.os, "geteuid", lambda: 1000)
+    lab = _Lab()
+    results, info = cli._grade_runnable(lab, _H(), lab.CHECKS)
+    assert lab.asked == ["runs_here", "also_here"]
+    assert [r.name for r in results] == ["runs_here", "needs_root", "also_here"]
+    assert [r.status for r in results] == ["pass", "not_run", "pass"] and info == [("info", "x")]
+
+
+def test_a_lab_with_nothing_it_can_run_starts_nothing(monkeypatch):
+    monkeypatch.setattr(_common.os, "geteuid", lambda: 1000)
+    lab = _Lab()
+    results, info = cli._grade_runnable(lab, _H(), [lab.CHECKS[1]])
+    assert lab.asked is None and [r.status for r in results] == ["not_run"] and info == []
