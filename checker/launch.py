@@ -146,8 +146,8 @@ class ForkServer:
 
     def close(self) -> None:
         if self.alive():
-            self.proc.stdin.close()  # the server's loop ends at end of input
-            deadline = time.monotonic() + 5
+            self.proc.stdin.close()  # the server's loop ends at end of input (or after the import it is in)
+            deadline = time.monotonic() + 1  # its runs are over: one that has not left by then is killed
             while self.alive() and time.monotonic() < deadline:
                 time.sleep(0.02)
             if self.alive():
