@@ -1,9 +1,10 @@
-"""`make gpu-check`: the course verified on one GPU in under 8 minutes, figures to bench/RESULTS-gpu.md.
+"""`make gpu-check`: the course verified on a GPU node in under 8 minutes, figures to bench/RESULTS-gpu.md.
 
     python -m bench.gpu_check                 # on a GPU node (one GPU is enough)
     python -m bench.gpu_check --out PATH      # the results file elsewhere
+    python -m bench.gpu_check --steps lab3    # only some steps (names below: doctor, lab1, mutant, gpt2, ...)
 
-What runs, each step with its own time limit (the sum stays under 8 minutes on an H100-class GPU):
+What runs, each step with its own time limit (on one H200 the whole took 323 s):
   1. `checker doctor --device cuda`                                     environment, NCCL, one GPU all-reduce
   2. `checker grade lab1 --solutions --device cuda` (fp32, then bf16)   every lab 1 check on CUDA
   3. lab 1's meter without its synchronize, graded on CUDA              must FAIL throughput_meter: the

@@ -26,10 +26,16 @@ def test_cannot_run_names_each_missing_need_and_how_to_get_it(monkeypatch):
     ("gloo", "cuda", True),    # two ranks sharing one GPU: gloo cannot reduce-scatter or send CUDA tensors
     ("", "cuda", False),       # NCCL: one rank per GPU, every collective
     ("gloo", "cpu", False),    # gloo on host memory: every collective
+    ("gloo", "auto", None),    # auto: CUDA where a GPU is visible (decided below), else the CPU
 ])
 def test_checks_needing_collectives_gloo_lacks_on_a_gpu_are_not_run_there(monkeypatch, backend, device,
                                                                          expect_not_run):
     monkeypatch.setenv("COURSE_BACKEND", backend) if backend else monkeypatch.delenv("COURSE_BACKEND", raising=False)
+    if expect_not_run is None:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # auto with no GPU visible: CPU tensors, gloo carries all
+        assert not _common.cannot_run(lab3.CHECKS, device)
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+        expect_not_run = True
     lab3_off = set(_common.cannot_run(lab3.CHECKS, device))
     lab6_off = set(_common.cannot_run(lab6.CHECKS, device))
     if not expect_not_run:
