@@ -28,7 +28,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from checker import launch, placement, sandbox, seams
+from checker import launch, placement, sandbox, seams, versions
 from checker.harness import REPO_ROOT, Harness
 from checker.labs._common import cannot_run
 from checker.report import LabReport, render, render_not_run, write_json
@@ -135,6 +135,7 @@ def grade_lab(lab: str, args, console: Console) -> LabReport:
                 raise UsageError(f"{target}/{seams.SEAMS[lab].folder} does not import: "
                                  f"{err['type']}: {err['message'].splitlines()[0] if err['message'] else ''}{where}")
             results, info = _grade_runnable(mod, h, checks)
+            versions.annotate(results, probe.result.get("torch", ""), versions.torch_pin(root))
             info = list(info) + _device_info(h, args)
         changed = sandbox.changed_files(before, sandbox.course_digest())
         if changed:  # the grader or the reference was rewritten while learner code ran: nothing it measured counts

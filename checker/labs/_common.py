@@ -180,6 +180,8 @@ def probe(lab: str, target: str, vocab: int = 256) -> dict:
     """Does the learner's package import, is the device there, is the data written?"""
     import os
 
+    import torch
+
     from checker import seams
     from labs.common.data import ensure_corpus
     from labs.common.dist import pick_device
@@ -187,7 +189,7 @@ def probe(lab: str, target: str, vocab: int = 256) -> dict:
     seams.load(lab, target)
     device, _ = pick_device(os.environ.get("COURSE_DEVICE", "auto"))
     ensure_corpus(vocab)
-    return {"device": device.type}
+    return {"device": device.type, "torch": torch.__version__}  # checker/versions.py compares it with the pin
 
 
 def digest(named_tensors) -> str:
