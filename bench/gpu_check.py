@@ -128,7 +128,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(ROOT / "bench" / "RESULTS-gpu.md"))
     ap.add_argument("--steps", default=",".join(STEP_LIMIT_S), help="a comma-separated subset of "
-                    f"{','.join(STEP_LIMIT_S)} (default: all), to re-run the steps that failed")
+                    f"{','.join(STEP_LIMIT_S)} (default: all), to re-run the steps that failed; the results file "
+                    "then holds only those")
     a = ap.parse_args(argv)
     steps = a.steps.split(",")
     if set(steps) - set(STEP_LIMIT_S):
@@ -178,7 +179,7 @@ def main(argv=None) -> int:
     else:
         ranks = {**one_gpu, "COURSE_BACKEND": "gloo", "COURSE_RANKS_PER_GPU": "2"}
         how = "2 ranks on one GPU over gloo"
-    for lab in [s for s in ("lab2", "lab3", "lab6") if s in steps]:
+    for lab in [name for name in ("lab2", "lab3", "lab6") if name in steps]:
         rc, out, s, rep = _checker(["grade", lab, "--solutions", "--device", "cuda"], STEP_LIMIT_S[lab], ranks)
         # on one GPU, exit 3 (none failed, some NOT RUN: the checks gloo cannot carry on CUDA tensors) is the
         # expected result; on two GPUs every check runs
