@@ -31,6 +31,7 @@ from rich.table import Table
 
 from checker import versions
 from checker.doctor_smoke import smoke_test
+from checker.harness import REPO_ROOT
 from labs.common.dist import DEVICE_CHOICES, pick_device
 
 GiB = 2**30
@@ -54,7 +55,7 @@ class Row:
 def check_versions(python: tuple = tuple(sys.version_info[:3]), torch_version: str = torch.__version__,
                    pinned: str | None = None) -> list[Row]:
     if pinned is None:  # the pin in pyproject.toml, the one place the course names its torch
-        pinned = versions.torch_pin()
+        pinned = versions.torch_pin(REPO_ROOT)
     new = python >= (3, 10)
     rows = [Row("python", "ok" if new else "fail", ".".join(map(str, python)), "the course needs 3.10+" if new else
                 "the course needs Python 3.10+: make the venv with a newer one (`PYTHON=python3.11 make setup`)")]

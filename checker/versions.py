@@ -7,14 +7,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 # what a renamed or missing API looks like in a run's error
 API_DRIFT = re.compile(r"(AttributeError|ImportError|ModuleNotFoundError|TypeError).*(torch|unexpected keyword)",
                        re.S)
 
 
-def torch_pin(root: Path = REPO_ROOT) -> str:
-    """The release in pyproject.toml's `torch==X` ('' where there is no pin)."""
+def torch_pin(root: Path) -> str:
+    """The release in the course at `root`'s pyproject.toml, `torch==X` ('' where there is no pin)."""
     path = root / "pyproject.toml"
     m = re.search(r'"torch==([^"]+)"', path.read_text(errors="replace")) if path.exists() else None
     return m.group(1) if m else ""

@@ -10,7 +10,7 @@ DRIFT = "AttributeError: module 'torch.distributed' has no attribute 'reduce_sca
 
 
 def test_the_pin_is_read_from_pyproject_and_is_the_torch_installed_here():
-    assert versions.torch_pin() and versions.torch_pin() == torch.__version__.split("+")[0]
+    assert versions.torch_pin(ROOT) and versions.torch_pin(ROOT) == torch.__version__.split("+")[0]
     assert versions.torch_pin(ROOT / "labs") == ""  # no pyproject.toml: no pin, nothing to compare
 
 

@@ -46,8 +46,7 @@ def _gloo_on_gpu(device: str) -> str | None:
     """Two ranks sharing one GPU talk over gloo (COURSE_BACKEND=gloo), and gloo moves only all-reduce and
     broadcast of CUDA tensors: its reduce-scatter, all-gather and send/recv take host memory, and given a
     GPU pointer fail ("writev ... Bad address") or hang. Measured on an H200, torch 2.11."""
-    on_gpu = device == "cuda" or (device == "auto" and bool(placement.visible_gpus()))  # as pick_device decides
-    if os.environ.get("COURSE_BACKEND") == "gloo" and on_gpu:
+    if os.environ.get("COURSE_BACKEND") == "gloo" and placement.uses_gpu(device):
         return ("COURSE_BACKEND=gloo with CUDA tensors: gloo carries only all-reduce and broadcast of GPU memory, "
                 "and this check's runs reduce-scatter, all-gather or send/recv it")
     return None
