@@ -27,6 +27,8 @@ What makes the fork safe and the run faithful:
   - the server's environment is the runs' own (libgomp reads OMP_NUM_THREADS when torch loads it);
     a worker run with extra environment is started fresh;
   - Python reseeds `random` in a forked child; torch's default generator is untouched, as fresh;
+  - the server wakes when a run ends (a SIGCHLD handler writing to a pipe, so the harness hears of the exit at
+    once, not at the next 50 ms poll); G undoes both before the run starts: SIGCHLD as a fresh process has it;
   - a run ends like any Python program (SystemExit: atexit, non-daemon threads are joined).
 The server is a child subreaper (Linux): a process that a run double-forks into a session of its own is
 re-parented to the server, not to init, so the harness finds it among the server's children and ends it
@@ -39,6 +41,7 @@ import importlib
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 
@@ -89,8 +92,37 @@ def _worker(args: list[str]) -> int:
     return worker.main(args)
 
 
+_WAKE: list[int] = []  # the server's wake-up pipe (read end, write end): not a run's to hold
+
+
+def _wake_on_child_exit() -> list[int]:
+    """A pipe that SIGCHLD writes to (signal.set_wakeup_fd), so the server's select wakes when a run ends
+    instead of at its next timeout. [] where that cannot be set up: the timeout then finds the exit."""
+    try:
+        r, w = os.pipe()
+        os.set_blocking(r, False), os.set_blocking(w, False)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler (the default ignores it), so the fd gets a byte
+        signal.set_wakeup_fd(w)
+        _WAKE[:] = [r, w]
+        return [r]
+    except (OSError, ValueError):
+        return []
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
+
+
 def _become_run(req: dict) -> None:
     """In G: become the run, then exit as a Python program does (SystemExit unwinds to the top)."""
+    signal.set_wakeup_fd(-1)  # the server's wake-up is its own: a run starts with SIGCHLD as a fresh process has it
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for fd in _WAKE:
+        os.close(fd)
     os.setsid()
     null, log = os.open(os.devnull, os.O_RDONLY), os.open(req["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     os.dup2(null, 0), os.dup2(log, 1), os.dup2(log, 2)  # the server's pipes to the harness are out of reach
@@ -110,6 +142,7 @@ class _Server:
         self.runs: dict[int, str] = {}  # G's pid -> the request's id
         self.fresh: dict[int, subprocess.Popen] = {}  # runs started fresh, kept until they end
         self.buf = b""
+        self.wake = _wake_on_child_exit()  # [fd] readable when a child ends: its exit is reported at once
 
     @staticmethod
     def send(msg: dict) -> None:
@@ -118,7 +151,10 @@ class _Server:
     def pump(self, timeout_s: float) -> bool:
         """Start the runs asked for, report the ones that ended. False at end of input (the harness closed)."""
         more = True
-        if select.select([0], [], [], timeout_s)[0]:
+        ready = select.select([0, *self.wake], [], [], timeout_s)[0]
+        if self.wake and self.wake[0] in ready:
+            _drain(self.wake[0])
+        if 0 in ready:
             chunk = os.read(0, 1 << 16)
             more = bool(chunk)
             *lines, self.buf = (self.buf + chunk).split(b"\n")

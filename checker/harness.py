@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import select
 import signal
 import sys
 import time
@@ -159,7 +160,7 @@ class Harness:
                         self.on_finish(run)
                 if live:
                     self.on_progress(", ".join(f"{n} {time.monotonic() - s['t0']:.0f}s" for n, s in live.items()))
-                    time.sleep(0.05)
+                    self._await_server(0.05)
         finally:
             for st in live.values():  # interrupted (Ctrl-C): leave nothing behind
                 self._kill(st)
@@ -167,6 +168,14 @@ class Harness:
                     st["pipes"].close()
             reap_orphans(spare={p for srv in self.servers.values() if srv.alive() for p in srv.own})
         return done
+
+    def _await_server(self, timeout_s: float) -> None:
+        """Until a server says something (a run ended) or timeout_s: a run's end is seen when it is reported."""
+        fds = [srv.proc.stdout.fileno() for srv in self.servers.values() if srv.alive()]
+        if fds:
+            select.select(fds, [], [], timeout_s)
+        else:
+            time.sleep(timeout_s)
 
     def run_phases(self, phases: list[list[dict]], need: set[str], parallel: int = 2) -> dict[str, Run]:
         """Phases in order (a later phase may read what an earlier one wrote, e.g. a checkpoint); within a

@@ -138,6 +138,42 @@ def test_sandboxed_runs_are_forks_and_the_harness_sees_them_under_its_own_pids(t
     assert _in(h.workdir) == {}
 
 
+SIGNALS_SEEN = """
+import json, os, signal
+def _pipes():
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{{fd}}").startswith("pipe:"):
+                yield fd
+        except OSError:  # listdir's own, closed by now
+            pass
+os.makedirs("{out}", exist_ok=True)
+json.dump({{"sigchld": str(signal.getsignal(signal.SIGCHLD)), "wakeup_fd": signal.set_wakeup_fd(-1),
+           "pipes": list(_pipes())}}, open("{out}/seen.json", "w"))
+"""
+
+
+def test_a_forked_run_starts_with_sigchld_as_a_fresh_process_has_it(tmp_path, monkeypatch, lab_tree):
+    """The server wakes on SIGCHLD (a handler writing to a pipe); a run it forks has neither, as a fresh one."""
+    tree = lab_tree()
+    init = tree / "labs" / "lab1_baseline" / "__init__.py"
+    init.write_text(SIGNALS_SEEN.format(out=tmp_path / "seen") + init.read_text())  # runs at the learner's import
+    monkeypatch.setenv("CHECKER_FORKSERVER", "1")
+    (tmp_path / "w").mkdir()
+    h = Harness(tmp_path / "w", "lab1", "labs", "cpu", root=tree)
+    try:
+        warm = h.run("warm", "probe", {}, budget_s=60)
+        assert warm.error() is None, warm.log_tail()
+        (tmp_path / "seen" / "seen.json").unlink()
+        run = h.run("probe", "probe", {}, budget_s=60)  # the server has imported torch by now: a fork
+    finally:
+        h.close()
+    seen = json.loads((tmp_path / "seen" / "seen.json").read_text())
+    assert run.forked and run.error() is None, run.log_tail()
+    assert seen["sigchld"] == str(signal.SIG_DFL) and seen["wakeup_fd"] == -1, seen
+    assert seen["pipes"] == [], seen  # its stdio is /dev/null and its log, its result pipe a named one
+
+
 def test_a_server_that_was_killed_is_started_again(tmp_path, monkeypatch):
     h = _harness(tmp_path, "w", "lab1", monkeypatch)
     first = h.forkserver
