@@ -45,6 +45,20 @@ def reap_orphans(spare: set[int] = frozenset()) -> None:
             break
 
 
+def _nonempty(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:  # the run's code removed it (the run folder is writable to it)
+        return True
+
+
+def _tail(path: Path, n: int) -> str:
+    try:
+        return path.read_text(errors="replace")[-n:]
+    except OSError:
+        return ""
+
+
 class Harness:
     """Runs checker.worker tasks for one grade in a private work directory."""
 
@@ -281,9 +295,12 @@ class Harness:
         stacks = ""
         if dump_stacks:
             proctree.signal_each(pids, signal.SIGUSR1)  # each worker's faulthandler writes its stacks
-            time.sleep(1.0)
-            stacks = "\n".join(p.read_text(errors="replace")[-4000:]
-                               for p in sorted(self.workdir.glob(f"{st['out'].name}.stacks.*")))
+            files = sorted(self.workdir.glob(f"{st['out'].name}.stacks.*"))  # one per rank that started
+            deadline = time.monotonic() + 1.0  # bounded: a rank that blocked SIGUSR1 never writes them
+            while not all(map(_nonempty, files)) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            time.sleep(0.05)  # a dump whose first lines are in has the rest a moment later
+            stacks = "\n".join(_tail(p, 4000) for p in files)
         pids |= set(proctree.descendants(*pids, zombies=True))
         try:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -61,7 +61,10 @@ def main(spec_path: str) -> int:
                 print(f"[checker] node {n} lost its {len(workers)} training processes (SIGKILL)", flush=True)
                 kill = None
             if any(p.returncode not in (None, 0) for p in procs):
-                time.sleep(2.0)  # the other node's agent sees its peer gone and exits by itself, or is stopped
+                # the other node's agent sees its peer gone and exits by itself (up to 2 s), or is stopped
+                deadline = time.monotonic() + 2.0
+                while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+                    time.sleep(0.05)
                 break
             time.sleep(0.05)
         return max(abs(p.returncode or 0) for p in procs)
