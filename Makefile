@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DURATIONS ?= 25  # the slowest tests make test lists at the end (0: every one)
 
-.PHONY: setup data demo test test-mutants test-fast bench lab starters slides slurm-up slurm-down clean
+.PHONY: setup data demo test test-exhaustive test-fast bench lab starters slides slurm-up slurm-down clean
 
 $(STAMP): pyproject.toml
 	@echo "setup 1/3: a virtual environment in $(VENV)/ (~5 s)"
@@ -29,7 +29,7 @@ demo: setup data  ## grade every reference solution on this machine and print th
 test: setup  ## the suite: units, checker contract, end-to-end grades, each lab's first mutant, notebooks (nbval)
 	COURSE_TARGET=solutions $(BIN)/pytest -m "not exhaustive" --nbval-lax --durations=$(DURATIONS) tests labs
 
-test-mutants: setup  ## every other mutant (make test grades each lab's first); CI runs this after make test
+test-exhaustive: setup  ## CI's second tier, after make test: the other mutants and mistakes, starters, browser, ...
 	COURSE_TARGET=solutions $(BIN)/pytest -m exhaustive --durations=10 tests
 
 test-fast: setup  ## everything but the slow end-to-end runs

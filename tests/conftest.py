@@ -110,6 +110,12 @@ def slurm_can_run_here() -> bool:
     return os.geteuid() == 0 and all(shutil.which(c) for c in ("slurmctld", "slurmd", "sbatch"))
 
 
+def first_in_make_test(values) -> list:
+    """Parameters of which the first runs in `make test` and the others in `make test-exhaustive` (CI's second
+    tier, after make test): one case proves the path in the quick suite, CI proves every case on every landing."""
+    return [pytest.param(v, marks=() if i == 0 else pytest.mark.exhaustive) for i, v in enumerate(values)]
+
+
 def need_slurm() -> None:
     """Fail where a Slurm could run here but none answers; skip, saying why, where none can run."""
     from checker import slurm

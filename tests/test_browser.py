@@ -25,7 +25,7 @@ from labs.instruments import proctree
 
 CHROMIUM = Path("/usr/bin/chromium")
 SHOTS = ROOT / "build" / "screenshots"
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.slow, pytest.mark.exhaustive, pytest.mark.timeout(180)]  # CI's second tier
 
 try:
     from playwright.sync_api import expect, sync_playwright

@@ -39,6 +39,7 @@ def test_unsharded_state_unwrapped_root_and_allreduce_slicing_fail_their_checks(
     assert checks["zero2_equivalence"]["passed"]  # all-reduce + slice: right numbers, the bytes are what is wrong
 
 
+@pytest.mark.exhaustive  # make test has the lab's first mistakes (above) and its sentinel mutant
 def test_fsdp_on_the_root_only_fails_the_structure_not_the_bytes_at_rest(lab_tree):
     tree = lab_tree("lab3_sharding")
     p = tree / "labs" / "lab3_sharding" / "fsdp.py"

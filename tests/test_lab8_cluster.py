@@ -47,6 +47,7 @@ def test_slurm_accepts_the_script():
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive  # make test grades lab 8's training end to end (tests/test_grades.py)
 @pytest.mark.timeout(240)
 def test_the_job_trains_on_the_course_slurm(tmp_path):
     need_slurm()

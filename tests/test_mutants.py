@@ -1,7 +1,7 @@
 """Every mutant of the reference fails the check named beside it (tests/mutants/).
 
 Each lab's first mutant (its sentinel) runs in `make test`; the rest are marked `exhaustive` and run in
-`make test-mutants` (CI runs both)."""
+`make test-exhaustive` (CI runs both)."""
 import pytest
 from mutants import LABS, grade, is_sentinel, learner_tree, mutants, unavailable
 

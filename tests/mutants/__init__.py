@@ -7,7 +7,7 @@ reports the kill rate per lab (`python -m tests.mutants`).
 
 Two tiers, both in CI: the first mutant listed in a lab's file is that lab's *sentinel* and runs in
 `make test` (so the suite proves, within its 15 minutes, that every lab's grading path can fail a wrong
-answer); the others are marked `exhaustive` and run in `make test-mutants`, which `.ci/run` runs after
+answer); the others are marked `exhaustive` and run in `make test-exhaustive`, which `.ci/run` runs after
 `make test`: every check with mutants is proven to bite on every CI run.
 
 A mutant is one edit of one reference file: `old` must occur exactly once in
