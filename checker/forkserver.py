@@ -92,21 +92,17 @@ def _worker(args: list[str]) -> int:
     return worker.main(args)
 
 
-_WAKE: list[int] = []  # the server's wake-up pipe (read end, write end): not a run's to hold
-
-
-def _wake_on_child_exit() -> list[int]:
-    """A pipe that SIGCHLD writes to (signal.set_wakeup_fd), so the server's select wakes when a run ends
-    instead of at its next timeout. [] where that cannot be set up: the timeout then finds the exit."""
+def _wake_on_child_exit() -> tuple[int, ...]:
+    """A pipe (read end, write end) that SIGCHLD writes to (signal.set_wakeup_fd), so the server's select wakes
+    when a run ends instead of at its next timeout. () where that cannot be set up: the timeout finds the exit."""
     try:
         r, w = os.pipe()
         os.set_blocking(r, False), os.set_blocking(w, False)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler (the default ignores it), so the fd gets a byte
         signal.set_wakeup_fd(w)
-        _WAKE[:] = [r, w]
-        return [r]
+        return r, w
     except (OSError, ValueError):
-        return []
+        return ()
 
 
 def _drain(fd: int) -> None:
@@ -117,11 +113,11 @@ def _drain(fd: int) -> None:
         pass
 
 
-def _become_run(req: dict) -> None:
+def _become_run(req: dict, wake: tuple[int, ...]) -> None:
     """In G: become the run, then exit as a Python program does (SystemExit unwinds to the top)."""
     signal.set_wakeup_fd(-1)  # the server's wake-up is its own: a run starts with SIGCHLD as a fresh process has it
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    for fd in _WAKE:
+    for fd in wake:
         os.close(fd)
     os.setsid()
     null, log = os.open(os.devnull, os.O_RDONLY), os.open(req["log"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
@@ -142,7 +138,7 @@ class _Server:
         self.runs: dict[int, str] = {}  # G's pid -> the request's id
         self.fresh: dict[int, subprocess.Popen] = {}  # runs started fresh, kept until they end
         self.buf = b""
-        self.wake = _wake_on_child_exit()  # [fd] readable when a child ends: its exit is reported at once
+        self.wake = _wake_on_child_exit()  # its read end is readable when a child ends: the exit is reported at once
 
     @staticmethod
     def send(msg: dict) -> None:
@@ -151,7 +147,7 @@ class _Server:
     def pump(self, timeout_s: float) -> bool:
         """Start the runs asked for, report the ones that ended. False at end of input (the harness closed)."""
         more = True
-        ready = select.select([0, *self.wake], [], [], timeout_s)[0]
+        ready = select.select([0, *self.wake[:1]], [], [], timeout_s)[0]
         if self.wake and self.wake[0] in ready:
             _drain(self.wake[0])
         if 0 in ready:
@@ -169,7 +165,7 @@ class _Server:
             if forked:
                 pid = os.fork()
                 if pid == 0:
-                    _become_run(req)  # never returns: raises SystemExit in G
+                    _become_run(req, self.wake)  # never returns: raises SystemExit in G
             else:
                 with open(req["log"], "ab") as log:
                     p = subprocess.Popen(req["argv"], cwd=req["cwd"], env=req["env"], stdin=subprocess.DEVNULL,

@@ -185,9 +185,9 @@ class Harness:
 
     def _await_server(self, timeout_s: float) -> None:
         """Until a server says something (a run ended) or timeout_s: a run's end is seen when it is reported."""
-        fds = [srv.proc.stdout.fileno() for srv in self.servers.values() if srv.alive()]
-        if fds:
-            select.select(fds, [], [], timeout_s)
+        live = [srv for srv in self.servers.values() if srv.alive()]
+        if live:
+            select.select(live, [], [], timeout_s)
         else:
             time.sleep(timeout_s)
 

@@ -98,8 +98,12 @@ class ForkServer:
                 continue
         return None
 
+    def fileno(self) -> int:
+        """The server's replies (select() waits on a ForkServer itself)."""
+        return self.proc.stdout.fileno()
+
     def _lines(self, timeout_s: float) -> list[dict]:
-        fd = self.proc.stdout.fileno()
+        fd = self.fileno()
         if not select.select([fd], [], [], timeout_s)[0]:
             return []
         chunk = os.read(fd, 1 << 16)

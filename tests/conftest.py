@@ -140,5 +140,6 @@ def pytest_collection_modifyitems(config, items):
     from checker import slurm
 
     why = slurm.unavailable()
-    for it in cells if why else []:
-        it.add_marker(pytest.mark.skip(reason=_no_slurm_here(why)))
+    if why:
+        for it in cells:
+            it.add_marker(pytest.mark.skip(reason=_no_slurm_here(why)))
