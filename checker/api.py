@@ -6,6 +6,8 @@
     api.slurm                          # lab 5: submit, signal, wait for jobs on the course's Slurm (checker/slurm.py)
     api.validate_manifests(folder)     # lab 5: the Kubernetes manifests against the pinned schema
     api.K8S_VERSION                    # the Kubernetes release that schema is pinned to
+    api.hint_tasks(lab)                # the lab's tasks: name, contract, tiers (checker/hints.py; the notebook's
+    api.open_hint(lab, task)           #   hint button opens the next tier, kept in the learner's tree)
 
 Grading itself is the `checker` command; a notebook runs it as a subprocess and shows its --json report
 (labs.notebook.grade_table), so a notebook's grade is the terminal's grade.
@@ -14,11 +16,29 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from checker import slurm
+from checker import hints, slurm
+from checker.harness import REPO_ROOT
 from checker.labs.lab5_k8s import K8S_VERSION, validate_manifests
 from checker.seams import notebook_target
 
-__all__ = ["K8S_VERSION", "notebook_target", "pristine_tree", "slurm", "validate_manifests"]
+__all__ = ["K8S_VERSION", "hint_tasks", "notebook_target", "open_hint", "pristine_tree", "slurm",
+           "validate_manifests"]
+
+
+def hint_tasks(lab: str) -> list[dict]:
+    """The lab's tasks in this course tree (labs/), or RuntimeError when hints are off here."""
+    why = hints.off(REPO_ROOT)
+    if why:
+        raise RuntimeError(why)
+    return hints.tasks(REPO_ROOT, lab)
+
+
+def open_hint(lab: str, task: str) -> tuple[dict, int]:
+    """Open the next tier of a task, as `checker hint LAB TASK` does; returns the task and its tiers open."""
+    why = hints.off(REPO_ROOT)
+    if why:
+        raise RuntimeError(why)
+    return hints.reveal(REPO_ROOT, lab, task)
 
 
 def pristine_tree(folder: Path) -> Path:

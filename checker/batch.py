@@ -33,7 +33,7 @@ from xml.etree import ElementTree as ET
 from rich.console import Console
 from rich.table import Table
 
-from checker import class_html, placement, sandbox, seams
+from checker import class_html, hints, placement, sandbox, seams
 from checker.harness import REPO_ROOT
 
 LEARNER_BUDGET_S = 600  # one learner's whole grade: above the sum of any lab's run budgets (lab 2: 450 s)
@@ -116,7 +116,7 @@ def _checks(lab: str):
 
 def grade_all(lab: str, submissions: Path, parallel: int, variant: int, report_dir: Path, console: Console,
               only: list[str] | None = None, no_sandbox: bool = False, gpu_blocks: list[list[str]] | None = None,
-              device: str = "auto") -> bool:
+              device: str = "auto", no_hints: bool = False) -> bool:
     learners = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not learners:
         raise ValueError(f"{submissions} holds no submission folders")
@@ -150,10 +150,17 @@ def grade_all(lab: str, submissions: Path, parallel: int, variant: int, report_d
                         trusted["changed_by"] = trusted["changed_by"] or p.name
                     rep = failed(lab, f"the course's files changed during this grade ({', '.join(changed[:3])}): "
                                       "learner code wrote to the grader or the reference", only)
+            # the hint tiers this learner opened, from their own tree (checker/hints.py): in a class graded with
+            # --no-hints, any opened tier is flagged for the instructor
+            folder = seams.SEAMS[lab].folder
+            rep["hints_opened"] = hints.summary(p / folder, REPO_ROOT / "labs" / folder)
+            rep["hints_flagged"] = bool(no_hints and rep["hints_opened"])
             statuses = [_status(c) for c in rep["checks"]]
             not_run = f", {statuses.count('not_run')} NOT RUN here" if "not_run" in statuses else ""
+            opened = (f"; hints opened{' (hints were off)' if no_hints else ''}: {rep['hints_opened']}"
+                      if rep["hints_opened"] else "")
             console.print(f"  {p.name}: {statuses.count('pass')}/{len(statuses)}{not_run} "
-                          f"in {rep.get('seconds', 0):.0f} s")
+                          f"in {rep.get('seconds', 0):.0f} s{opened}")
             with lock:  # the class report so far, on disk as each learner finishes
                 reports[p.name] = rep
                 write_reports(lab, variant, dict(sorted(reports.items())), report_dir)
@@ -194,11 +201,11 @@ def write_reports(lab: str, variant: int, reports: dict, report_dir: Path) -> No
 def write_csv(reports: dict, path: Path) -> None:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["learner", "check", "passed", "value", "threshold", "unit", "message", "status"])
+        w.writerow(["learner", "check", "passed", "value", "threshold", "unit", "message", "status", "hints_opened"])
         for learner, rep in reports.items():
             for c in rep["checks"]:
                 w.writerow([learner, c["name"], c["passed"], c["value"], c["threshold"], c["unit"], c["message"],
-                            _status(c)])
+                            _status(c), rep.get("hints_opened", "")])
 
 
 def write_junit(lab: str, reports: dict, path: Path) -> None:

@@ -65,7 +65,7 @@ def page(lab: str, variant: int, reports: dict[str, dict]) -> str:
             if c["name"] not in names:
                 names.append(c["name"])
     by = {learner: {c["name"]: c for c in rep.get("checks", [])} for learner, rep in reports.items()}
-    head = ['<th>learner</th><th>score</th>']
+    head = ['<th>learner</th><th>score</th><th>hints opened</th>']
     for n in names:
         cells = [by[le].get(n) for le in reports]
         points = [(_num(c["value"]), bool(c["passed"])) for c in cells if c and _num(c["value"]) is not None]
@@ -85,8 +85,10 @@ def page(lab: str, variant: int, reports: dict[str, dict]) -> str:
             cells.append(f'<td class="{"pass" if c["passed"] else "fail"}" title="{html.escape(tip)}">'
                          f'{"✓" if c["passed"] else "✗"} {html.escape(_fmt(c.get("value")))}</td>')
         score = f"{sum(bool(c['passed']) for c in checks.values())}/{len(names)}"
+        opened = reports[learner].get("hints_opened", "")
+        flag = "⚑ " if reports[learner].get("hints_flagged") else ""
         rows.append(f'<tr><td class="learner">{html.escape(learner)}</td><td class="score">{score}</td>'
-                    + "".join(cells) + "</tr>")
+                    f'<td class="hints">{flag}{html.escape(opened) or "none"}</td>' + "".join(cells) + "</tr>")
     passed = sum(bool(r.get("passed")) for r in reports.values())
     sandboxes = sorted({r.get("sandbox", "") for r in reports.values() if r.get("sandbox")})
     sub = (f"{len(reports)} learners, {passed} passed every check · variant {variant}"

@@ -5,6 +5,7 @@
     checker grade lab1 --solutions      # the reference (CI, instructors)
     checker grade --all --solutions --json report.json
     checker doctor                      # environment diagnostics: run it first on a new node
+    checker hint lab2 [TASK]            # the tasks of a lab; the next hint tier of one (checker/hints.py)
 
 Exit status: 0 every check passed, 1 a check failed, 2 bad usage or input (unknown lab, missing
 folder, learner code that does not import), always with one clear line saying which; 3 no check failed
@@ -27,8 +28,9 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
-from checker import launch, placement, sandbox, seams, versions
+from checker import hints, launch, placement, sandbox, seams, versions
 from checker.harness import REPO_ROOT, Harness
 from checker.labs._common import cannot_run
 from checker.report import LabReport, render, render_not_run, write_json
@@ -55,7 +57,8 @@ def _lab_module(lab: str):
 def cmd_list(console: Console) -> int:
     for lab in seams.lab_names():
         s = seams.SEAMS[lab]
-        console.print(f"[bold]{lab}[/] {s.title}  (labs/{s.folder})")
+        world = getattr(_lab_module(lab), "WORLD_SIZE", 1)
+        console.print(f"[bold]{lab}[/] {s.title}  (labs/{s.folder}; {world} rank{'s' * (world > 1)})")
         for c in _lab_module(lab).CHECKS:
             console.print(f"  {c.name:<18} {c.what}")
     return 0
@@ -185,6 +188,8 @@ def cmd_grade(args, console: Console) -> int:
     if args.all == bool(args.lab):
         raise UsageError("give one lab (e.g. `checker grade lab1`) or --all")
     _check_device(args)
+    if args.no_hints and not args.submissions:
+        raise UsageError("--no-hints goes with --submissions (a class's grade); a learner just does not ask")
     if args.submissions:
         return cmd_batch(args, console)
     if args.all:
@@ -245,10 +250,43 @@ def cmd_batch(args, console: Console) -> int:
     console.print(_sandbox_line(args))
     try:
         ok = batch.grade_all(lab, subs, parallel, variant, report_dir, console, args.only, no_sandbox=args.no_sandbox,
-                             gpu_blocks=batch.gpu_blocks(gpus, parallel, world) if gpus else None, device=args.device)
+                             gpu_blocks=batch.gpu_blocks(gpus, parallel, world) if gpus else None, device=args.device,
+                             no_hints=args.no_hints)
     except (ValueError, placement.Oversubscribed) as e:
         raise UsageError(str(e)) from None
     return 0 if ok else 1
+
+
+def cmd_hint(args, console: Console) -> int:
+    """`checker hint LAB`: the lab's tasks and the tiers opened; `checker hint LAB TASK`: open the next tier."""
+    lab = seams.normalise(args.lab)
+    if lab is None:
+        raise UsageError(f"unknown lab {args.lab!r}; labs are: {', '.join(seams.lab_names())}")
+    root = Path(args.root).resolve()
+    why = hints.off(root)
+    if why:
+        raise UsageError(f"no hints: {why}")
+    try:
+        if args.task is None:
+            done = hints.opened(hints.folder(root, lab))
+            console.print(f"[bold]{lab}[/]: `checker hint {lab} TASK` opens the next tier of a task "
+                          f"(1: {hints.TIER_NAMES[1]}, 2: {hints.TIER_NAMES[2]}, 3: {hints.TIER_NAMES[3]})")
+            for t in hints.tasks(root, lab):
+                tier = done.get(t["name"], {}).get("tier", 0)
+                console.print(f"  [bold]{t['name']}[/] (labs/{t['file']}:{t['line']}; "
+                              f"{tier}/{len(t['tiers'])} opened)\n    {escape(t['contract'])}")
+            return 0
+        task, tier = hints.reveal(root, lab, args.task)
+    except (LookupError, FileNotFoundError) as e:
+        raise UsageError(str(e).strip("'\"")) from None
+    console.print(f"[bold]{task['name']}[/] (labs/{task['file']}:{task['line']})\n  must hold: "
+                  f"{escape(task['contract'])}")
+    for k, text in enumerate(task["tiers"][:tier], 1):
+        console.print(f"  [bold]hint {k}[/] ({hints.TIER_NAMES.get(k, 'more')}): {escape(text)}")
+    left = len(task["tiers"]) - tier
+    console.print(f"  [dim]{left} more tier{'s' * (left != 1)}: run the same command again[/]" if left else
+                  "  [dim]that was the last tier[/]")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -260,13 +298,18 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--device", choices=DEVICE_CHOICES, default="auto",
                    help="the path to diagnose (auto: as the labs pick)")
     d.add_argument("--timeout", type=float, default=60.0, metavar="S", help="budget of the 2-rank all-reduce test")
+    h = sub.add_parser("hint", help="a lab's tasks, or the next hint tier of one (1 concept, 2 shape, 3 recipe)")
+    h.add_argument("lab", help=f"{seams.lab_names()[0]} ... {seams.lab_names()[-1]}")
+    h.add_argument("task", nargs="?", help="a task's name, or a unique end of it (`checker hint LAB` lists them)")
+    h.add_argument("--root", default=str(REPO_ROOT), help="folder holding labs/ (your tree)")
     g = sub.add_parser("grade", help="run a lab's checks")
-    g.add_argument("lab", nargs="?", help="lab1 ... lab6 (or 1 ... 6)")
+    g.add_argument("lab", nargs="?", help=f"{seams.lab_names()[0]} ... {seams.lab_names()[-1]} "
+                                          f"(or {seams.lab_names()[0][3:]} ... {seams.lab_names()[-1][3:]})")
     g.add_argument("--all", action="store_true", help="every lab that exists")
     g.add_argument("--solutions", action="store_true", help="grade solutions/ instead of labs/")
     g.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     g.add_argument("--nproc", type=int, default=None,
-                   help="ranks; must be the lab's world size (lab1: 1, the others: 2)")
+                   help="ranks; must be the lab's world size (`checker list` says each lab's)")
     g.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
     g.add_argument("--precision", choices=PRECISIONS, default="fp32",
                    help="bf16: train under bf16 autocast with fp32 master weights (lab1; MFU against the bf16 peak)")
@@ -281,6 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--parallel", type=int, default=None, help="with --submissions: learners graded at once "
                                                                "(default: cores / ranks per grade)")
     g.add_argument("--report-dir", metavar="DIR", help="with --submissions: where class.csv/.junit.xml go")
+    g.add_argument("--no-hints", action="store_true", help="with --submissions: a class graded without hints (hand "
+                   "out labs/.hints-off): each learner's opened tiers are flagged in the report")
     g.add_argument("--no-sandbox", action="store_true",
                    help="run learner code without bubblewrap (said on every report)")
     return ap
@@ -297,6 +342,8 @@ def main(argv=None) -> int:
     try:
         if args.cmd == "list":
             return cmd_list(console)
+        if args.cmd == "hint":
+            return cmd_hint(args, console)
         if args.cmd == "doctor":
             _check_json_path(args.json)
             if args.timeout <= 0:

@@ -63,11 +63,17 @@ def test_a_symlink_to_its_parent_folder_does_not_stop_the_batch(tmp_path):
     _learner(subs, "ada")
     _learner(subs, "bo")
     (subs / "bo" / "lab1_baseline" / "up").symlink_to("..")  # copytree following links copied forever
+    # bo opened two tiers of one task in a class graded without hints (checker/hints.py keeps it in bo's tree)
+    (subs / "bo" / "lab1_baseline" / ".hints-opened.json").write_text(
+        '{"seeding.seed_everything": {"tier": 2, "at": ["2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z"]}}')
     r = run_checker("grade", "lab1", "--submissions", subs, "--parallel", "2", "--report-dir", tmp_path / "rep",
-                    "--only", "memory_reported", *NO_SANDBOX, timeout=380)
+                    "--only", "memory_reported", "--no-hints", *NO_SANDBOX, timeout=380)
     rows = list(csv.DictReader(open(tmp_path / "rep" / "class.csv")))
     assert {(row["learner"], row["passed"]) for row in rows} == {("ada", "True"), ("bo", "True")}, r.stdout
+    assert {row["learner"]: row["hints_opened"] for row in rows} == {"ada": "", "bo": "seeding.seed_everything 2/3"}
+    assert "bo: 1/1 in" in r.stdout and "hints opened (hints were off): seeding.seed_everything 2/3" in r.stdout
     assert r.returncode == 0
     page = (tmp_path / "rep" / "class.html").read_text()
+    assert "⚑ seeding.seed_everything 2/3" in page
     assert "<svg" in page and "memory_reported" in page and "http" not in page.replace("http-equiv", "")
     assert processes_with("checker-batch-lab1") == []

@@ -19,7 +19,7 @@ def test_list_names_every_lab1_check():
 
 
 @pytest.mark.parametrize("args,needle", [
-    (["grade", "lab9"], "unknown lab 'lab9'"),
+    (["grade", "lab99"], "unknown lab 'lab99'"),
     (["grade"], "give one lab"),
     (["grade", "lab1", "--only", "nosuchcheck"], "no check nosuchcheck"),
     (["grade", "lab1", "--json", "/nonexistent-dir/r.json"], "cannot write the --json report"),

@@ -22,3 +22,29 @@ def test_overlap_shows_the_criterion_that_failed():
     r = lab2_eval.overlap(check, runs)  # every byte launched during backward, 1% of the time hidden
     assert not r.passed and (r.value, r.threshold, r.unit) == (0.01, lab2_eval.HIDDEN_MIN, "of time hidden"), r
     assert "backward waited for them" in r.message
+
+
+def test_a_raised_error_gets_the_hint_for_its_symptom_not_the_checks():
+    from checker.labs import lab7
+
+    check = next(c for c in lab7.CHECKS if c.name == "checkpoint_equivalence")
+    err = {"type": "RuntimeError", "message": "Tensor cached during selective activation checkpoint has been mutated",
+           "traceback": "...", "where": "labs/lab7_memory/recompute.py:40 in checkpointed"}
+    r = error_result(check, err)
+    assert r.hint.startswith("Your selective-recompute policy saves the output of an op") and "RNG" not in r.hint[:80]
+    other = error_result(check, {"type": "ValueError", "message": "something else", "traceback": ""})
+    assert other.hint == check.hint  # no symptom seen: the check's own hint
+
+
+def test_a_byte_estimate_off_by_one_term_is_named_with_its_sign():
+    from checker.labs.lab7_eval import explain_bytes
+
+    shapes = [(64, 4, 2, 64, 0.1), (96, 3, 3, 40, 0.1), (48, 2, 4, 24, 0.0)]
+    counted_twice = explain_bytes(shapes, [4 * 2 * 64 * 64, 4 * 3 * 40 * 96, 4 * 4 * 24 * 48])
+    assert counted_twice.startswith("+32,768 B at h=64 a=4 b=2 s=64 is +4 x b*s*h bytes, one fp32 tensor's worth")
+    assert "does not keep" in counted_twice
+    masks = explain_bytes(shapes, [-2 * 2 * 64 * 64, -2 * 3 * 40 * 96, 0])  # dropout off in the third: no masks
+    assert "-2 x b*s*h" in masks and "dropout" in masks and "missing from your count" in masks
+    scores = explain_bytes(shapes, [-4 * 4 * 2 * 64 * 64, -4 * 3 * 3 * 40 * 40, -4 * 2 * 4 * 24 * 24])
+    assert "-4 x a*b*s^2" in scores
+    assert explain_bytes(shapes, [5, 7, 0]) == ""  # no single term: the check's own hint stays

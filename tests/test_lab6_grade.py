@@ -20,11 +20,11 @@ MISTAKES = {  # name: ([(check that must fail, text its message must hold), ...]
     # the full Linear kept as a submodule "for later", so every rank still holds all of it; and g's backward
     # all-reducing too (it should be the identity): 4 all-reduces per block in backward instead of 2
     "layer_kept_and_g_reduced": ([("tp_memory", "expected 99,712 B"), ("tp_comm", "backward [4, 4]")], [
-        ("tp_layers.py", "        self.group = group\n        # BEGIN SOLUTION new Parameters",
-         "        self.group = group\n        self.full = linear\n        # BEGIN SOLUTION new Parameters"),
-        ("tp_layers.py", "pass it through (grad, None)\n        return grad, None\n",
-         "pass it through (grad, None)\n        grad = grad.clone()\n        dist.all_reduce(grad)\n"
-         "        return grad, None\n")]),
+        ("tp_layers.py", "        self.weight = nn.Parameter(linear.weight.detach()[rows].clone())\n",
+         "        self.full = linear\n        self.weight = nn.Parameter(linear.weight.detach()[rows].clone())\n"),
+        ("tp_layers.py", "        return grad, None\n        # END SOLUTION\n\n\ndef copy_to_tp",  # g's backward
+         "        grad = grad.clone()\n        dist.all_reduce(grad)\n        return grad, None\n"
+         "        # END SOLUTION\n\n\ndef copy_to_tp")]),
     # each micro-batch's loss backpropagated unscaled: the gradient is m times the batch's
     "loss_not_divided_by_m": ([("pp_equivalence", "GPipe")], [
         ("schedules.py", "            out = loss / self.m", "            out = loss")]),

@@ -3,7 +3,7 @@ import subprocess
 
 import pytest
 
-from checker import starters
+from checker import seams, starters
 from conftest import ROOT
 
 
@@ -58,7 +58,7 @@ def test_unbalanced_markers_are_errors(src, err):
 
 def test_starter_imports_and_each_function_raises_its_todo():
     lab = importlib.import_module("labs.lab1_baseline")
-    with pytest.raises(NotImplementedError, match=r"TODO\(lab1\): seed"):
+    with pytest.raises(NotImplementedError, match=r"TODO\(lab1\): .*seed.*\(hints: checker hint lab1 seeding"):
         lab.seed_everything(0)
     with pytest.raises(NotImplementedError, match=r"TODO\(lab1\)"):
         lab.train_step(None, None, None, (None, None))
@@ -82,3 +82,17 @@ def test_lab1_pipeline_starter_runs_as_handed_out():
     text = (ROOT / "labs" / "lab1_baseline" / "pipeline.py").read_text()
     assert ("    # TODO(lab1): the model waits" in text
             and "loader = DataLoader(dataset, batch_sampler=batches)\n" in text)
+
+
+def test_every_mutant_edits_one_place_of_the_reference():
+    """A mutant's `old` text occurs exactly once in its file: a hint tier that quotes a line of code word for word
+    would make it twice (and the mutant would edit the comment or refuse to run). Checked here, without grading."""
+    from mutants import LABS, mutants
+
+    twice = []
+    for lab in LABS:
+        for m in mutants(lab):
+            n = (ROOT / "solutions" / seams.SEAMS[lab].folder / m.file).read_text().count(m.old)
+            if n != 1:
+                twice.append(f"{lab} {m.name}: {n} times in {m.file}")
+    assert not twice, twice

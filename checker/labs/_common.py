@@ -3,6 +3,7 @@ checks this machine cannot run (NOT RUN, with how to run them)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -36,6 +37,32 @@ class Check:
     starter_runs: bool = False
     # What the check needs beyond a CPU and Python (keys of NEEDS): without it the check is NOT RUN.
     needs: tuple[str, ...] = ()
+    # (pattern, hint): when a run of this check raised and the pattern is found in the error (type, message,
+    # traceback), that hint replaces `hint`: aimed at the symptom seen, not at the check. Tried before SYMPTOMS.
+    symptoms: tuple[tuple[str, str], ...] = ()
+
+
+# Symptoms any lab's run can show, each with its most likely cause. A check's own symptoms come first.
+SYMPTOMS: tuple[tuple[str, str], ...] = (
+    (r"Expected all tensors to be on the same device|Expected .* to be on .*device",
+     "Two tensors on different devices met in one op: create new tensors on the device of the ones they meet "
+     "(the model's parameters or the batch), never on a fixed one."),
+    (r"expected (scalar type|mat1 and mat2 to have the same dtype)|dtype mismatch|found dtype",
+     "Two dtypes met in one op: a tensor kept its dtype where the rest of the step changed precision (or the "
+     "other way round). Which tensor did you create or cast yourself?"),
+    (r"Tensor cached during selective activation checkpoint has been mutated",
+     "Your selective-recompute policy saves the output of an op that a later op changes in place: save only "
+     "outputs nothing mutates (the matmuls'), recompute the rest."),
+    (r"one of the variables needed for gradient computation has been modified by an inplace operation",
+     "An in-place change (x += ..., .copy_(), .mul_()) hit a tensor backward still needs: do that update "
+     "out of place, or after backward."),
+    (r"Trying to backward through the graph a second time",
+     "The same graph was backpropagated twice: a tensor from an earlier step (a loss, an output kept in a list) "
+     "is part of this step's loss; detach what you keep across steps."),
+    (r"does not require grad and does not have a grad_fn",
+     "The loss is cut off from the parameters: something between them detached it (no_grad, .detach(), .item(), "
+     "a new tensor built from values)."),
+)
 
 
 def _gpu_missing(device: str) -> str | None:  # the checker's own process never imports torch: ask the driver
@@ -84,7 +111,7 @@ def error_result(check: Check, err: dict, unit: str = "") -> CheckResult:
     """A failed check from a run that raised, crashed or hung, with the evidence."""
     kind, where = err.get("type", "Error"), err.get("where") or ""
     at = f" ({where})" if where else ""
-    hint = check.hint
+    hint = symptom_hint(check, err)
     if err.get("todo"):
         msg, details = f"not written yet: {err['todo']}{at}", ""
         if where:  # the TODO that stopped the run, which may be in another file than the check is about
@@ -102,6 +129,26 @@ def error_result(check: Check, err: dict, unit: str = "") -> CheckResult:
     else:
         msg, details = f"{kind}: {err.get('message', '')}{at}", err.get("traceback", "")
     return CheckResult(check.name, False, unit=unit, message=msg, hint=hint, details=details)
+
+
+def symptom_hint(check: Check, err: dict) -> str:
+    """The hint for what a raising run showed: the first of the check's own symptoms, then the labs' common
+    ones, whose pattern is found in the error; else the check's hint."""
+    if err.get("todo") or err.get("type") in ("Timeout", "Crash", "ReferenceImportError"):
+        return check.hint
+    seen = f"{err.get('type', '')}: {err.get('message', '')}\n{err.get('traceback', '')}"
+    for pattern, hint in (*check.symptoms, *SYMPTOMS):
+        if re.search(pattern, seen):
+            return f"{hint} If that is not it: {check.hint}" if check.hint else hint
+    return check.hint
+
+
+def grad_norm(model) -> float:
+    """The 2-norm of every .grad of a model, in float64 (worker side: imports torch)."""
+    import torch
+
+    grads = [p.grad.detach().double().reshape(-1) for p in model.parameters() if p.grad is not None]
+    return float(torch.cat(grads).norm()) if grads else 0.0
 
 
 # ---------------------------------------------------------------- checker-side helpers (evaluators)

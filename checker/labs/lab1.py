@@ -31,37 +31,44 @@ METER_STEPS = [(6000, 0.08), (200, 0.0), (9000, 0.04)] + [(4000, 0.02), (500, 0.
 CHECKS = [
     Check("reproducible", "two fresh processes with one seed give bit-identical losses and weights; "
           "another seed gives others",
-          f"Seed Python's random, NumPy and torch in seed_everything ({WHERE}/seeding.py), and use the "
-          "seed you are given; keep train_step free of unseeded randomness."),
+          "A random stream the run draws from is not set by the seed you are given: a generator left unseeded, "
+          f"another seed than the argument, or randomness outside the seeded streams ({WHERE}/seeding.py) "
+          "(checker hint lab1 seeding.seed_everything)"),
     Check("resume_exact", f"train {N_STEPS} steps; separately train {SAVE_AT}, save, SIGKILL, resume in a "
           "fresh process: losses and final weights bit-identical",
-          f"Exact resume needs model, optimizer (AdamW moments), scheduler, sampler position, step and "
-          f"every RNG state (rng_state()) in the checkpoint, all restored ({WHERE}/state.py)."),
+          "Exact resume: something the uninterrupted run carries forward (weights, AdamW's moments, the "
+          "schedule's position, the data position, the step, an RNG stream) was not saved or not restored "
+          f"({WHERE}/state.py) (checker hint lab1 state.save_checkpoint; checker hint lab1 state.load_checkpoint)"),
     Check("loss_decreases", "the checker's own validation loss falls at least half way from ln(V) to "
           "the data's entropy floor",
-          f"The model is not learning: train_step ({WHERE}/step.py) must zero grads, call backward, then "
-          "optimizer.step() and scheduler.step() once each."),
+          "The model is not learning: its updates never happen, use a stale or wrong gradient, or are undone; "
+          f"watch the loss your train_step returns step by step ({WHERE}/step.py) (checker hint lab1 step.train_step)"),
     Check("step_matches_reference", "your train_step and the reference's side by side from the same random "
           "weights, batches and RNG, with the checker's SGD and scheduler: loss, lr, grad norms before and after "
           "clipping (one step forced over the threshold), .grad and weights after each of 4 steps",
-          f"train_step ({WHERE}/step.py): zero the grads first, one backward of the model's mean loss, clip the "
-          "global norm to grad_clip, then optimizer.step() and scheduler.step() once each; return loss.item()."),
+          f"train_step ({WHERE}/step.py) departs from the reference at the step and quantity named above: which "
+          "gradient the update uses (cleared when, of which loss, clipped before or after it is used) and how often "
+          "the optimizer and the scheduler move (checker hint lab1 step.train_step)"),
     Check("throughput", "your train_step's tokens/s >= 0.8x the reference, interleaved in one process",
-          f"train_step is slower than the reference ({WHERE}/step.py): look for extra .item()/.cpu() "
-          "syncs, a second forward pass, or Python loops over parameters."),
+          f"train_step does more work than the reference ({WHERE}/step.py): most likely extra waits for the "
+          "device (every .item()/.cpu() is one), a second forward pass, or Python work per parameter "
+          "(checker hint lab1 step.train_step)"),
     Check("throughput_meter", "ThroughputMeter(warmup_steps=3) agrees with the checker's clock over the same steps "
           "(5%), warm-up steps unlike the window's",
-          f"ThroughputMeter ({WHERE}/meters.py): synchronise the device, open the window at the "
-          "warmup_steps-th step() call, then count only tokens of later steps over the time since."),
+          f"ThroughputMeter ({WHERE}/meters.py) times other steps than the checker: a window that opens a "
+          "step early or late, a warm-up step's tokens counted, or a clock read before the device finished "
+          "(checker hint lab1 meters.step)"),
     Check("memory_reported", "model_state_bytes equals 4 B/param weights + 4 B/param grads + AdamW "
           "(8 B/param + 4 B per tensor); and 0 B of grads once zero_grad(set_to_none=True) freed them",
-          f"model_state_bytes ({WHERE}/meters.py): sum numel()*element_size() over unique parameters, "
-          "existing .grad tensors and every tensor in optimizer.state."),
+          f"model_state_bytes ({WHERE}/meters.py) differs from the tensors that exist: a tied weight counted "
+          "twice, gradients assumed instead of counted (0 B once freed), or part of the optimizer's state missed, "
+          "its per-tensor step count included (checker hint lab1 meters.model_state_bytes)"),
     Check("input_pipeline", "over your make_loader (samples that cost CPU time), the checker's own steps wait "
           "for data <= 20% of the time; batches in order",
-          f"The model sits waiting for every batch ({WHERE}/pipeline.py): use DataLoader worker processes "
-          "(num_workers=2 or more) with prefetching (prefetch_factor) so batches are prepared while the model "
-          "computes, and pin_memory on a GPU. Move the transform off the training process; don't change it.",
+          f"The model sits waiting for every batch ({WHERE}/pipeline.py): its samples are prepared in the "
+          "training process, after the step asks. At stake: preparation that runs ahead of training, in "
+          "DataLoader worker processes with batches prefetched, so each is ready before the step asks; the "
+          "transform itself stays as it is (checker hint lab1 pipeline.make_loader)",
           starter_runs=True),
 ]
 

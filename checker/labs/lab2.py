@@ -26,36 +26,46 @@ STEP_PLAN = [(3, 1.0), (1, 1.0), (3, 5.0), (2, 1.0)]  # (micro-batches, logit sc
 CHECKS = [
     Check("sharding", "ShardedSampler at world sizes 2 and 3: disjoint per-rank batches, every window once "
           "per epoch, set_epoch reshuffles, state_dict resumes",
-          f"ShardedSampler ({WHERE}/sharding.py): all ranks walk the same epoch order; rank r takes the r-th "
-          "block of batch_size ids of each global batch."),
+          f"ShardedSampler ({WHERE}/sharding.py): the ranks' ids must be the rank-ordered blocks of the one "
+          "global batch a single process would read (disjoint is not enough), and an epoch must restart from "
+          "its beginning (checker hint lab2 sharding.next_ids)"),
     Check("grad_equivalence", "NaiveDDP and BucketedDDP (0.05 and 0.1 MB buckets): gradients and weights after "
           "each of 3 SGD steps equal one process on the concatenated global batch (atol 1e-5)",
-          f"Average, don't sum: all_reduce sums, so divide by the world size ({WHERE}/naive.py, bucketed.py); "
-          "and start from rank 0's weights (broadcast_module)."),
+          f"Not the global batch's gradient ({WHERE}/naive.py, bucketed.py): most likely a sum where the mean "
+          "belongs (the collective sums), ranks that did not start from rank 0's weights, or a bucket whose "
+          "result never came back into .grad (checker hint lab2 naive.finish_gradient_synchronization; for "
+          "BucketedDDP: checker hint lab2 bucketed.finish_gradient_synchronization)"),
     Check("ranks_in_sync", "weights bit-identical on every rank after each step, ranks initialised differently",
-          f"broadcast_module ({WHERE}/naive.py) must copy rank 0's parameters and buffers to every rank before "
-          "training; after that identical averaged gradients keep them identical."),
+          f"The replicas drift apart ({WHERE}/naive.py): DDP's invariant needs identical starting state on every "
+          "rank, parameters and buffers alike, and identical updates after it "
+          "(checker hint lab2 naive.broadcast_module)"),
     Check("no_sync_accumulation", "BucketedDDP, 3 micro-steps: no all-reduce inside no_sync(), the update "
           "equals one big batch",
-          f"BucketedDDP ({WHERE}/bucketed.py): the grad hook must do nothing while self.sync is False, and the "
-          "last micro-step all-reduces the accumulated gradients."),
+          f"BucketedDDP ({WHERE}/bucketed.py): communication inside no_sync(), or an update that is not one big "
+          "batch's: micro-steps before the last must stay local, and the last one's backward must carry all "
+          "that was accumulated (checker hint lab2 bucketed.grad_ready)"),
     Check("step_matches_reference", "your train_step and the reference's side by side on every rank (the "
           "reference's BucketedDDP, the checker's SGD and scheduler, random weights): 4 steps of 3, 1, 3 and 2 "
           "micro-batches, one forced over the clip threshold: loss, all-reduces, lr, grad norms, .grad, weights",
-          f"train_step ({WHERE}/step.py): zero grads; backward of loss / k for each of the k micro-batches, under "
-          "no_sync() for all but the last; finish_gradient_synchronization(); clip; optimizer and scheduler step "
-          "once; return the mean of the micro-batch losses."),
+          f"train_step ({WHERE}/step.py) departs from the reference at the step and quantity named above: the "
+          "update must use the gradient of the mean loss over all micro-batches, averaged over ranks before it "
+          "is clipped; only the last micro-step may communicate; one optimizer and one scheduler step "
+          "(checker hint lab2 step.train_step)"),
     Check("overlap", "BucketedDDP launches its all-reduces during backward, and backward does not wait for them "
           "(checker's timestamps: bytes launched, all-reduce time hidden)",
-          f"Launch each bucket's dist.all_reduce(..., async_op=True) from the post-accumulate-grad hook as soon "
-          f"as its last gradient arrives ({WHERE}/bucketed.py), and only wait in finish_gradient_synchronization."),
+          f"No overlap ({WHERE}/bucketed.py): the all-reduces start after backward, or backward waits for them. "
+          "Each bucket's communication must start during backward, once its last gradient is final, and only "
+          "the step before the optimizer may wait (checker hint lab2 bucketed.grad_ready)"),
     Check("throughput", "BucketedDDP tokens/s >= 0.8x torch DDP, same loop, interleaved windows",
-          f"Slower than torch DDP: avoid per-parameter all-reduces, torch.cat/copies per step, or waiting inside "
-          f"the hook ({WHERE}/bucketed.py)."),
+          f"Slower than torch DDP ({WHERE}/bucketed.py): most likely too many all-reduces (each pays a fixed "
+          "latency that buckets near the cap amortise), extra copies or concatenation every step, or a wait "
+          "inside backward (checker hint lab2 bucketed.make_buckets)"),
     Check("resume_exact", f"2 ranks, your train_step + BucketedDDP: save at step {SAVE_AT}, SIGKILL, resume "
           "(seeded differently): losses and weights bit-identical",
-          f"Rank 0 saves what is replicated, every rank its own RNG state; load both on every rank "
-          f"({WHERE}/state.py). Also check ShardedSampler.state_dict."),
+          f"A resumed rank differs from the uninterrupted run ({WHERE}/state.py): something replicated (weights, "
+          "optimizer, scheduler, data position, step) or a rank's own RNG streams did not come back, or came "
+          "back from another rank's file; the data position is ShardedSampler's "
+          "(checker hint lab2 state.load_checkpoint)"),
 ]
 
 

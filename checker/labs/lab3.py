@@ -23,56 +23,65 @@ WHERE = "labs/lab3_sharding"
 CHECKS = [
     Check("zero1_equivalence", "ShardedOptimizer(AdamW) takes exactly the steps of an unsharded AdamW "
           "(4 steps, atol 1e-6), ranks in sync",
-          f"ShardedOptimizer ({WHERE}/zero1.py): step only the parameters this rank owns, then broadcast every "
-          "parameter from its owner so all ranks hold the full updated weights."),
+          f"Only a parameter's owner can update it: does every rank end the step with every owner's new values, and "
+          f"do the local groups follow the outer groups' learning rates? ({WHERE}/zero1.py) "
+          "(checker hint lab3 zero1.step)"),
     Check("zero1_memory", "per-rank optimizer-state bytes within 3% of 8Ψ/N",
-          f"Build the wrapped optimizer over this rank's parameters only ({WHERE}/zero1.py): moments must exist "
-          "for 1/N of the model on each rank, not all of it."),
+          f"An optimizer keeps state for every parameter it is handed: which parameters does this rank's local "
+          f"optimizer see? ({WHERE}/zero1.py) (checker hint lab3 zero1.ShardedOptimizer)"),
     Check("zero2_equivalence", "Zero2Optimizer(SGD) takes the steps of torch DDP + SGD (4 steps from random "
           "weights, an LR schedule, 4-5 buckets; and a 31-element tensor that needs padding), ranks in sync",
-          f"Zero2Optimizer ({WHERE}/zero2.py): pad each bucket to a multiple of N, reduce-scatter the averaged "
-          "gradients into this rank's slice, step the slice, then all-gather every bucket's flat buffer.",
+          f"Does each rank's slice hold the mean (not the sum) of its gradient, does the step's update reach the "
+          f"model's weights (views, not copies), and does every rank end with every updated slice? "
+          f"({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)",
           needs=("device_collectives",)),
     Check("zero2_memory", "per rank after a step: AdamW moments 8Ψ/N and gradients 4Ψ/N, each within 0.2% "
           "(the padding: at most N-1 elements per bucket)",
-          f"Keep only this rank's slice of the reduced gradients and free the full ones (p.grad = None in the hook; "
-          f"no view may keep the whole bucket alive); moments only for the owned slice ({WHERE}/zero2.py).",
+          f"Something outlives the step at full size: a whole bucket's gradient kept alive by a slice or view of it, "
+          f"or optimizer state beyond the owned slices ({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)",
           needs=("device_collectives",)),
     Check("zero_comm_bytes", "bytes ZeRO-2 sends per rank per step, counted from its collectives, within 1% of "
           "DDP's all-reduce 2·4Ψ(N-1)/N (a reduce-scatter + an all-gather)",
-          f"Reduce-scatter the gradients (not all-reduce and slice: that sends 1.5x) and all-gather the parameters "
-          f"once per step, flat buckets, not one broadcast per tensor ({WHERE}/zero2.py).",
+          f"An all-reduce is a reduce-scatter followed by an all-gather: ZeRO-2 must send each half once per step. "
+          f"Which half does each bucket's gradient need, which do the parameters, and is anything sent twice or "
+          f"per tensor? ({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)",
           needs=("device_collectives",)),
     Check("fsdp_equivalence", "FSDP2 losses equal torch DDP's on the same data (4 steps, atol 1e-5)",
-          f"apply_fsdp ({WHERE}/fsdp.py): fully_shard every block, then the root; don't change the model.",
+          f"Sharding must not change the computation: is every parameter (blocks and root) sharded exactly once, "
+          f"and is the same model returned, unchanged? ({WHERE}/fsdp.py) (checker hint lab3 fsdp.apply_fsdp)",
           needs=("device_collectives",)),
     Check("fsdp_memory", "local shards of params + grads + AdamW state within 3% of 16Ψ/N, and your "
           "model_state_bytes agrees with the checker's count",
-          f"Shard every parameter: fully_shard each block *and* the root (embeddings live there); count "
-          f"t.to_local() of DTensors in model_state_bytes ({WHERE}/fsdp.py).",
+          f"A parameter outside every sharded unit stays whole on every rank, and a sharded tensor occupies only its "
+          f"local piece, whatever shape it reports ({WHERE}/fsdp.py) (checker hint lab3 fsdp.model_state_bytes)",
           needs=("device_collectives",)),
     Check("fsdp_structure", "FSDP2 forward all-gathers one unit per block and the root (>= blocks + 1 calls) and "
           "never holds more unsharded than the root's parameters + one block",
-          f"apply_fsdp ({WHERE}/fsdp.py): fully_shard each block, then the root. The root alone gathers the whole "
-          "model at once: DDP's memory during forward, even though the bytes at rest look sharded.",
+          f"Each sharded unit is gathered whole before its forward: what is the largest unit you made? The root "
+          f"alone gathers the whole model at once: DDP's memory during forward, even though the bytes at rest look "
+          f"sharded ({WHERE}/fsdp.py) (checker hint lab3 fsdp.apply_fsdp)",
           needs=("device_collectives",)),
     Check("deepspeed_stages", "DeepSpeed ZeRO 1-3 train with losses equal stage 0; persistent bytes per rank "
           "follow each stage's formula (incl. DeepSpeed's fp32 master partition)",
-          f"ds_config ({WHERE}/deepspeed_zero.py): zero_optimization.stage, an AdamW optimizer with "
-          "\"torch_adam\": true, fp16/bf16 off; make_engine calls deepspeed.initialize.",
+          f"DeepSpeed trains from its config: anything that changes the stage, the precision, accumulation or "
+          f"AdamW's hyperparameters (or the parameter groups the engine gets) changes the losses or the bytes "
+          f"({WHERE}/deepspeed_zero.py) (checker hint lab3 deepspeed_zero.ds_config)",
           needs=("device_collectives",)),
     Check("sharded_resume", f"FSDP2 + DCP: save at step {SAVE_AT}, SIGKILL, resume at 2 ranks (bit-identical) "
           "and at 1 rank (same losses within 1e-4)",
-          f"save_sharded/load_sharded ({WHERE}/dcp_state.py): dcp.save/dcp.load of TrainState (get_state_dict/"
-          "set_state_dict), written to a temporary folder and renamed when every rank is done.",
+          f"A resume needs all the state the next step reads, at any world size (sharded model and optimizer, "
+          f"scheduler, sampler, step, each rank's RNG), and latest may only ever name a complete checkpoint "
+          f"({WHERE}/dcp_state.py) (checker hint lab3 dcp_state.save_sharded)",
           needs=("device_collectives",)),
     Check("throughput", "FSDP2 tokens/s >= 0.3x torch DDP in the same run (the price of ZeRO-3 on gloo)",
-          f"FSDP2 is far slower than expected: wrap per block, not per Linear ({WHERE}/fsdp.py).",
+          f"Every sharded unit costs an all-gather in forward, another in backward and a reduce-scatter: how many "
+          f"units did you make, and how small? ({WHERE}/fsdp.py) (checker hint lab3 fsdp.apply_fsdp)",
           needs=("device_collectives",)),
     Check("zero2_throughput", "Zero2Optimizer tokens/s >= 0.8x torch DDP (median of interleaved windows): the same "
           "bytes as DDP's all-reduce, so about as fast (0.8 leaves room for a busy machine)",
-          f"Launch each bucket's reduce-scatter from the gradient hook (async) so it overlaps backward, and "
-          f"all-gather whole buckets, not tensors ({WHERE}/zero2.py).",
+          f"The same bytes as DDP should cost about DDP's time: does each bucket's communication run while backward "
+          f"goes on, or does something wait for it there, and do buckets travel whole? ({WHERE}/zero2.py) "
+          f"(checker hint lab3 zero2.reduce_scatter)",
           needs=("device_collectives",)),
 ]
 

@@ -31,22 +31,27 @@ FIRST_GRADE_SECONDS = 150  # the first grade of a course version also runs the ~
 INCIDENTS = range(1, 9)
 WHERE = "labs/lab4_debugging"
 
+HINT_TASKS = {1: "incident1.join", 2: "incident2.skip_step", 3: "incident3.after_step", 4: "incident4.shard_indices",
+              5: "incident5.save_checkpoint", 6: "incident6.configure_network", 7: "incident7.launch_args",
+              8: "incident8.train_step"}  # each incident's task for `checker hint lab4 <task>`
+# Where to look and what to ask of the evidence, never the diagnosis (that is the lab).
 _FIXED_HINTS = {
-    1: f"{WHERE}/incident1.py join(): how many ranks did the launcher start, and which variables say so?",
-    2: f"{WHERE}/incident2.py skip_step(): which ranks reach its all_reduce, and which collective are the others in at "
-       "that moment?",
-    3: f"{WHERE}/incident3.py after_step(): a step is as slow as its slowest rank; keep the dashboard's validation "
-       "every job.eval_every steps, off the other steps.",
-    4: f"{WHERE}/incident4.py shard_indices(): compare each rank's number of steps per epoch (the 'samples this epoch' "
-       "lines); every rank must run the same number.",
-    5: f"{WHERE}/incident5.py save/load_checkpoint(): what does the next step read besides the weights? (the job logs "
-       "what the optimizer holds after resume)",
-    6: f"{WHERE}/incident6.py configure_network(): check that the named interface exists here (socket.if_nameindex); "
-       "otherwise use the one that routes to MASTER_ADDR.",
-    7: f"{WHERE}/incident7.py launch_args(): two jobs on one node cannot share a fixed rendezvous port; let torchrun "
-       "pick a free one (--standalone).",
-    8: f"{WHERE}/incident8.py train_step(): count all-reduces per step in the log; with gradient accumulation only the "
-       "last micro-batch needs to communicate (ddp.no_sync()).",
+    1: f"{WHERE}/incident1.py join(): compare the launch environment each rank logs first with the process group "
+       "join() creates from it: where does each value the group is given come from?",
+    2: f"{WHERE}/incident2.py skip_step(): where is each rank when the job stalls (the log holds every rank's "
+       "stack), and at which step? Your fix must hold whichever rank and step hit the bad batch.",
+    3: f"{WHERE}/incident3.py after_step(): read the per-rank 'rank times' lines: who is busy outside train_step, "
+       "doing what, and how often? The dashboard still needs a validation loss every job.eval_every steps.",
+    4: f"{WHERE}/incident4.py shard_indices(): read each rank's 'samples this epoch' line and the last step each "
+       "rank reached: do the ranks agree, for every n and world size?",
+    5: f"{WHERE}/incident5.py save/load_checkpoint(): read the line logged right after the resume and compare the "
+       "resumed losses with the uninterrupted run's: what does the next step read that the checkpoint may not hold?",
+    6: f"{WHERE}/incident6.py configure_network(): read the first error each rank prints at start-up: what does it "
+       "name, and where does that name come from? The checker moves the name the cluster exports.",
+    7: f"{WHERE}/incident7.py launch_args(): read the second job's first error: what do two jobs started with these "
+       "options both ask the node for?",
+    8: f"{WHERE}/incident8.py train_step(): read what the job measures before it trains, then count the "
+       "all-reduces one optimizer step issues and what each costs at that rate.",
 }
 # The pristine starter runs (it is the faulty job): its checks fail on what the checker measures, never on a TODO.
 CHECKS = []
@@ -54,11 +59,12 @@ for _n in INCIDENTS:
     CHECKS.append(Check(f"fixed_incident{_n}", f"incident {_n}'s job, your code, under its conditions: completes "
                         "within budget, ranks in sync, loss falls" + {3: ", eval cost amortised", 5: ", resume "
                         "bit-identical", 7: ", two jobs at once", 8: ", one gradient all-reduce per step"}.get(_n, ""),
-                        _FIXED_HINTS[_n], starter_runs=True))
+                        f"{_FIXED_HINTS[_n]} (checker hint lab4 {HINT_TASKS[_n]})", starter_runs=True))
     CHECKS.append(Check(f"diagnosed_incident{_n}", f"diagnosis.toml [incident{_n}]: cause from the README's list; "
                         "evidence occurs in the checker's log of the faulty job",
                         f"Run `python -m labs.lab4_debugging.run {_n}`, read runs/lab4/incident{_n}.log (or the "
-                        f"checker's runs/lab4/evidence/), then fill [incident{_n}] in {WHERE}/diagnosis.toml.",
+                        f"checker's runs/lab4/evidence/), then fill [incident{_n}] in {WHERE}/diagnosis.toml "
+                        f"(checker hint lab4 {HINT_TASKS[_n]})",
                         starter_runs=True))
 
 

@@ -46,28 +46,37 @@ MIN_SIGNAL_LEAD_S = 60  # a warning must leave time to checkpoint: Slurm may del
 CHECKS = [
     Check("batch_script_valid", "train.sbatch passes `sbatch --test-only` and asks for --requeue, "
           "--open-mode=append and --signal=B:USR1@N (N >= 60)",
-          f"{WHERE}/train.sbatch: the #SBATCH header must allow a requeue, append both runs to one log, and warn the "
-          "batch shell (B:) with USR1 before the end; #SBATCH lines after the first command are ignored.",
+          f"{WHERE}/train.sbatch: Slurm takes a job's preemption policy from the header, at submission: may the job "
+          "be requeued, does a second run append to the log or overwrite it, and which process is warned, how early "
+          "(Slurm may be 60 s late)? #SBATCH lines after the first command are plain comments. "
+          "(checker hint lab5 train.sbatch.1)",
           needs=("slurm",)),
     Check("preempt_resume", f"the checker preempts your job twice ({WARN_AT} steps into each run: USR1 to the "
           "batch shell, then `scontrol requeue`); it completes with losses bit-identical to an uninterrupted run",
-          f"{WHERE}/train.sbatch: trap USR1, signal the steps (scancel --signal=TERM $SLURM_JOB_ID), wait for srun, "
-          f"then `scontrol requeue $SLURM_JOB_ID`; {WHERE}/preemption.py: every rank must stop at the same step "
-          f"(all-reduce the flag); {WHERE}/restart.py: load the checkpoint the previous run left.",
+          "Read the job's Slurm log run by run (its tail: grade -v). No checkpoint or requeue after the warning: "
+          "who got the signal, and did the batch shell wait for the ranks to save before requeueing "
+          f"({WHERE}/train.sbatch)? A hang or mixed steps: the ranks must agree on the step they stop at "
+          f"({WHERE}/preemption.py). Losses differ after the resume: what run 2 loads and the step it continues "
+          f"from ({WHERE}/restart.py). (checker hint lab5 train.sbatch.3)",
           needs=("slurm",)),
     Check("metrics_complete", "collect() + write_csv(): one row per job with state, runs, queue wait, elapsed, "
           "tokens/s, each equal to the checker's reading of the jobcomp records and step logs",
-          f"{WHERE}/jobmetrics.py: parse every key=value of each jobcomp line; a requeued job has one line per run "
-          "(JobState=PENDING, then the final state) and each requeue resets SubmitTime: sum over the runs.",
+          f"{WHERE}/jobmetrics.py: a requeued job leaves one jobcomp line per run (JobState=PENDING, then the final "
+          "state), and each requeue resets SubmitTime: a job's runs, wait and run time span all its lines, not the "
+          "last. Compare the wrong cells with the jobcomp file. (checker hint lab5 jobmetrics.job_row)",
           needs=("slurm",)),
     Check("scaling_curve", f"scaling_table() + write_report() from the sweep's real jobs at world sizes {SWEEP}: "
           "speedup and efficiency equal tokens/s(N) / (N x tokens/s(1)); a PNG plot and a markdown table",
-          f"{WHERE}/report.py: median tokens/s per world size over COMPLETED jobs; efficiency = tokens/s(N) / "
-          "(N/base x tokens/s(base)); write_report must write a real PNG (matplotlib savefig).",
+          f"{WHERE}/report.py: weak scaling, so N ranks process N times the tokens; efficiency is the measured "
+          "tokens/s over the ideal, which is linear from the smallest world size measured, and only COMPLETED jobs "
+          "that logged a rate are measurements. (checker hint lab5 report.scaling_table)",
           needs=("slurm",)),
     Check("k8s_manifests_valid", "k8s/*.yaml: an Indexed Job + headless Service running torchrun, and a Kubeflow "
           "PyTorchJob, valid against the pinned Kubernetes schema and consistent with each other",
-          f"{WHERE}/k8s/: see each problem listed; k8s/README.md maps every field to the Slurm script."),
+          f"{WHERE}/k8s/: each problem listed names a field; ask what train.sbatch does there (k8s/README.md maps "
+          "every field to it): how many nodes and at once, each node's rank, a rendezvous host known in advance, "
+          "what counts as a failure, the time between the polite signal and the kill. "
+          "(checker hint lab5 torchrun-job.yaml.1)"),
 ]
 
 

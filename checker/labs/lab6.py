@@ -34,34 +34,39 @@ TIMING = dict(width=32, micro_batch=2, forward_s=0.020, backward_s=0.040, micro_
 CHECKS = [
     Check("tp_equivalence", "parallelize (by hand) and parallelize_dtensor (DTensor) on 2 ranks: logits, loss "
           f"and every gradient equal the unsharded GPT's (atol {TOL:g}); each shard holds the right slice",
-          f"Conjugate ops ({WHERE}/tp_layers.py): copy_to_tp is identity forward / all-reduce backward, "
-          "reduce_from_tp the reverse; row-parallel adds its bias after the all-reduce; attention keeps whole heads "
-          f"(qkv_rows, TPAttention in {WHERE}/tensor_parallel.py)."),
+          f"Logits right, gradients wrong: a conjugate op's backward ({WHERE}/tp_layers.py): a replicated input's "
+          "gradient is a sum over the ranks, a replicated output's is already whole. Logits wrong: the shards (whole "
+          f"heads of q, k, v; matching row and column slices; the bias counted once: {WHERE}/tensor_parallel.py). "
+          "(checker hint lab6 tp_layers.CopyToTP.backward)"),
     Check("tp_memory", "per-rank bytes of each block's split layers, counted from the tensors (DTensor: local "
           "shards) = weights/N + column-parallel biases/N + whole row-parallel biases",
-          f"Keep only this rank's slice ({WHERE}/tp_layers.py): new Parameters of weight[rows] / weight[:, cols], "
-          "and no reference to the full nn.Linear (a kept submodule still counts)."),
+          f"Each rank holds 1/N of every split weight, the whole row-parallel bias, nothing more ({WHERE}/tp_layers.py"
+          "): does a module still refer to the full Linear? Compare with the bytes expected in the message. "
+          "(checker hint lab6 tp_layers.ColumnParallelLinear)"),
     Check("tp_comm", "hand-written TP: all-reduces per block per step = 2 in forward + 2 in backward, each of "
           "one B*T*d activation (the checker's own count)",
-          f"One all-reduce in forward after each row-parallel layer (reduce_from_tp) and one in backward before "
-          f"each column-parallel layer (copy_to_tp), none elsewhere ({WHERE}/tp_layers.py)."),
+          f"Where does the exact math need communication ({WHERE}/tp_layers.py)? Partial sums once in forward, a "
+          "replicated input's gradient once in backward; a replicated output's gradient is already whole. "
+          "(checker hint lab6 tp_layers.ReduceFromTP.backward)"),
     Check("pp_equivalence", f"2 stages, {N_MICRO} micro-batches: your GPipe and 1F1B (send/recv) and "
           "torch.distributed.pipelining's: per-micro-batch losses and every gradient equal the unsplit GPT's "
           f"(atol {TOL:g})",
-          f"Divide each micro-batch's loss by m before backward; send out.detach() forward and x.grad backward "
-          f"({WHERE}/schedules.py); keep the model's own modules in the stage and sum the tied embedding's "
-          f"gradient across the first and last stage ({WHERE}/stages.py).",
+          f"The gradients must be those of the whole batch's mean loss ({WHERE}/schedules.py): what does each of the m "
+          "micro-batches contribute, and what does a stage's backward receive and pass on? Each parameter lives on one "
+          f"stage; the tied embedding/head weight is used on two ({WHERE}/stages.py). "
+          "(checker hint lab6 schedules.forward)",
           needs=("device_collectives",)),
     Check("pp_bubble", "your GPipe and 1F1B on the checker's fixed-cost stages, m = 4 and 8: measured idle "
           "fraction within a tolerance of (p-1)/(m+p-1)",
-          f"Keep both stages busy ({WHERE}/schedules.py): send each forward's output as soon as it is computed "
-          "(isend) and start the next micro-batch; don't wait for a micro-batch's backward before the next forward "
-          "outside 1F1B's steady state.",
+          f"The bubble comes from the order ({WHERE}/schedules.py): does a stage start micro-batch i+1 while the next "
+          "stage works on i, and does it wait for the other stage anywhere but in a receive? "
+          "(checker hint lab6 schedules.gpipe)",
           needs=("device_collectives",)),
     Check("pp_1f1b_memory", "m = 8: 1F1B holds at most p - stage micro-batches' activations at once, fewer than "
           "GPipe's m (counted from forward start to backward end)",
-          f"1F1B ({WHERE}/schedules.py): only p-1-rank warm-up forwards, then one forward, one backward, so each "
-          "backward frees a micro-batch before the next is started.",
+          f"1F1B's point is memory ({WHERE}/schedules.py): how many micro-batches must stage r have in flight before "
+          "the first gradient can come back from the last stage, and what keeps that count from growing afterwards? "
+          "(checker hint lab6 schedules.one_f_one_b)",
           needs=("device_collectives",)),
 ]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 
 from checker import seams
-from checker.labs._common import Check, digest, probe
+from checker.labs._common import Check, digest, grad_norm, probe
 
 LAB = "lab7"
 WORLD_SIZE = 1
@@ -35,36 +35,39 @@ PLAN = dict(config="gpt2-124m", n_params=124_475_904, batch=16, seq=1024, world_
 CHECKS = [
     Check("activation_estimate", "activation_bytes(cfg, b, s) equals the bytes one block keeps for backward, "
           "measured by the checker, at three shapes (dropout on and off)",
-          f"Count what each op of the block saves for backward ({WHERE}/activations.py): inputs of the Linears, "
-          "LayerNorms (and their mean/rstd), GELU's input and output, the attention kernel's tensors, the dropout "
-          "masks. Measure one with saved_bytes (measure.py) to see which term you missed."),
+          f"A term missing, counted twice (one storage is kept once) or in the wrong dtype ({WHERE}/activations.py), "
+          "at the shape the message names; measure.py's saved_bytes on one block lists what is really kept "
+          "(checker hint lab7 activations.activation_terms)"),
     Check("checkpoint_memory", "with apply_recompute 'full' a block keeps only its input (4 bsh); 'selective' "
-          "its input + the Linear outputs (4 bsh + 9*4 bsh); measured",
-          f"Wrap each block's forward in torch.utils.checkpoint, non-reentrant ({WHERE}/recompute.py); selective: "
-          "a policy that saves only the matmuls' outputs (mm/addmm) and recomputes the rest."),
+          "its input + the Linear outputs; measured",
+          f"A block keeps more than its contract ({WHERE}/recompute.py): 'full' off: part of the forward runs outside "
+          "the checkpoint (checker hint lab7 recompute.checkpointed); 'selective' alone: the policy keeps more "
+          "than the matmuls' outputs (checker hint lab7 recompute.keep_matmuls)"),
     Check("checkpoint_equivalence", "full and selective recomputation: loss and every gradient equal no "
           "recomputation's (dropout on, same seed)",
-          f"The rerun forward must draw the same dropout masks: checkpoint with preserve_rng_state=True "
-          f"({WHERE}/recompute.py), and recompute every random op rather than saving some."),
+          f"The rerun forward is not the one that ran ({WHERE}/recompute.py): most likely its dropout masks differ, "
+          "as it starts from another random state (checker hint lab7 recompute.checkpointed)"),
     Check("recompute_cost", "full recomputation's CPU time per step / no recomputation's, interleaved, is within the "
           "band the FLOP count gives (one more forward of the blocks)",
-          f"Recompute each block once, in backward ({WHERE}/recompute.py): one non-reentrant checkpoint per block, "
-          "no debug tracing (debug=True traces every op), no extra forward outside it."),
+          f"Not one extra forward of the blocks ({WHERE}/recompute.py): below the band nothing is recomputed; above "
+          "it a block reruns more than once or every op is traced (checker hint lab7 recompute.checkpointed)"),
     Check("amp_equivalence", "train_step in bf16: losses within 1% of the checker's fp32 run; parameters, "
           "gradients and optimizer state stay fp32 (master weights)",
-          f"Keep the model fp32 and run only forward and the loss under torch.autocast ({WHERE}/amp.py); "
-          "casting the model to bf16 loses updates smaller than bf16's 0.4% resolution."),
-    Check("amp_memory", "under your autocast('cpu', 'bf16') a block keeps the bytes the bf16 formula says "
-          "(46 bsh + 12 abs^2 + 16 bs + 24 h^2), fewer than fp32",
-          f"autocast ({WHERE}/amp.py) must autocast the device the tensors are on (x.device.type), to bf16."),
+          f"Mixed precision changes the compute, not what is stored ({WHERE}/amp.py): masters, gradients and "
+          "optimizer state stay fp32 (a 1e-3 update is below bf16's 0.4%) (checker hint lab7 amp.train_step)"),
+    Check("amp_memory", "under your autocast('cpu', 'bf16') a block keeps exactly the bf16 count (the checker's "
+          "own), fewer than fp32",
+          f"Nothing ran in 16 bits ({WHERE}/amp.py): most likely the region is opened for another device type than "
+          "the tensors', or another dtype (checker hint lab7 amp.autocast)"),
     Check("loss_scaling", "fp16 with your LossScaler: the step with an injected inf gradient is skipped (weights "
           "unchanged), the next uses half the scale, weights stay finite and training continues",
-          f"LossScaler.step ({WHERE}/loss_scale.py): unscale, check every gradient with isfinite, skip "
-          "optimizer.step() if any is not; update(): multiply the scale by backoff_factor after an overflow."),
+          f"See the message ({WHERE}/loss_scale.py): scale not halved (checker hint lab7 loss_scale.update); loss "
+          "not scaled (checker hint lab7 amp.train_step); an overflowed step changed the weights or a clean one "
+          "got gradients not divided by the scale (checker hint lab7 loss_scale.step)"),
     Check("memory_plan", "plan_memory picks the first (micro-batch, recompute, ZeRO stage) that fits, in the "
           "README's order, with the checker's byte count, at four budgets",
-          f"plan_memory ({WHERE}/planner.py): largest micro-batch first, then recompute none/selective/full, "
-          "then ZeRO stage 0-3; a plan fits when params + grads + optimizer + activations + logits <= budget."),
+          f"Not the checker's first fit ({WHERE}/planner.py): the order options are tried in is the contract, and "
+          "every byte term counts (activations: activations.py) (checker hint lab7 planner.plan_memory)"),
 ]
 
 
@@ -257,6 +260,8 @@ def task_amp(ctx, target, seed=SEED):
 
 
 def _loss_scaling(seam, seed):
+    import copy
+
     import torch
 
     model, opt = _fresh(seed)
@@ -267,16 +272,29 @@ def _loss_scaling(seam, seed):
     def read_scale(module, args, output):  # the gradient reaching the loss is the scale backward started from
         output[1].register_hook(lambda g: scales.append(g.item()))
     model.register_forward_hook(read_scale)
+    # The gradients the optimizer is handed, against the checker's own fp32 gradients at the same weights and
+    # dropout masks: a scaler that never divides the scale out hands it S x the gradient (AdamW, nearly blind to
+    # a gradient's scale, would still train, so only this shows it).
+    seen: list[float] = []
+    opt.register_step_pre_hook(lambda o, args, kwargs: seen.append(grad_norm(model)))
     for i, b in enumerate(_batches(SCALE_STEPS, 4)):
+        ref = copy.deepcopy(model).float()
+        ref._forward_hooks.clear()  # not the scale reader: only the learner's step reports a scale
+        torch.manual_seed(seed + i)
+        ref(*b)[1].backward()
+        true_norm = grad_norm(ref)
         hook = target.register_hook(lambda g: torch.full_like(g, float("inf"))) if i == OVERFLOW_AT else None
-        before = digest(model.named_parameters())
+        before, n_seen = digest(model.named_parameters()), len(seen)
         torch.manual_seed(seed + i)
         loss = float(seam.train_step(model, opt, b, "fp16", scaler))
         if hook:
             hook.remove()
         finite = all(bool(torch.isfinite(p).all()) for p in model.parameters())
-        steps.append({"changed": digest(model.named_parameters()) != before, "finite": finite, "loss": loss})
-    return {"scales": scales, "steps": steps}
+        steps.append({"changed": digest(model.named_parameters()) != before, "finite": finite, "loss": loss,
+                      "grad_ratio": seen[-1] / true_norm if len(seen) > n_seen and true_norm > 0 else None})
+    dtypes = sorted({str(p.dtype) for p in model.parameters()})
+    return {"scales": scales, "steps": steps, "dtypes": dtypes}
+
 
 
 def task_timing(ctx, target, reps=TIMING["reps"], seed=SEED):

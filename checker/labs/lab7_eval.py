@@ -13,6 +13,9 @@ AMP_TOL = 0.01     # bf16 vs fp32 loss, relative, every step of 8 (measured max 
 # The band is [1 + x/2, 1 + 2x]. Nested non-reentrant checkpoints do not rerun twice (torch recomputes the inner
 # one inside the outer rerun); checkpoint(debug=True), which traces every op, measures 3.3x.
 COST_BAND = (0.5, 2.0)
+# The gradient norm the optimizer is handed / the checker's fp32 one at the same weights and masks: fp16's forward
+# moves it by ~1e-3 (measured below); a scale never divided out moves it by the scale (2^16 at the start).
+GRAD_BAND = (0.5, 2.0)
 
 
 def expected_bytes(n_embd, n_head, batch, seq, dropout=0.1, precision="fp32", recompute="none") -> int:
@@ -50,8 +53,35 @@ def activation_estimate(c: Check, runs) -> CheckResult:
             worst = want - got
     ok = all(x == y for x, y in zip(r["measured"], r["predicted"]))
     miss = next((row for row, x, y in zip(rows, r["measured"], r["predicted"]) if x != y), "")
-    return CheckResult(c.name, ok, value=worst, threshold=0, unit="bytes off (predicted - measured)", hint=c.hint,
+    why = "" if ok else explain_bytes(r["shapes"], [p - m for p, m in zip(r["predicted"], r["measured"])])
+    return CheckResult(c.name, ok, value=worst, threshold=0, unit="bytes off (predicted - measured)",
+                       hint=why or c.hint,
                        message=("per block: " + "; ".join(rows)) if ok else f"off by {worst:+,} B at {miss}")
+
+
+def explain_bytes(shapes, diffs) -> str:
+    """The estimate's error as one term of the derivation, where one fits every shape: '+8,192 B = 4 x b*s*h at
+    ...: a tensor counted that the graph does not keep'. '' when no single term explains it."""
+    terms = (("b*s*h", lambda h, a, b, s: b * s * h), ("a*b*s^2", lambda h, a, b, s: a * b * s * s),
+             ("b*s", lambda h, a, b, s: b * s), ("h^2", lambda h, a, b, s: h * h), ("h", lambda h, a, b, s: h))
+    off = [(shape, d) for shape, d in zip(shapes, diffs) if d]
+    for name, size in terms:
+        ks = {d / size(*shape[:4]) for shape, d in off}
+        if len(ks) != 1:
+            continue
+        k = ks.pop()
+        if abs(k) > 64 or k * 2 != int(k * 2):
+            continue
+        per = {1: ", one bool mask's worth", 4: ", one fp32 tensor's worth"}.get(abs(k), "")
+        (h, a, b, s, p), d = off[0]
+        mask = " (only where dropout is on: its masks?)" if len(off) < len(diffs) and all(
+            shape[4] for shape, _ in off) else ""
+        side = ("you count a tensor the graph does not keep for backward: counted twice, an alias of another, or "
+                "freed after forward?" if k > 0 else
+                f"a tensor backward needs is missing from your count: which op keeps a {name}-sized input or output?")
+        return (f"{d:+,} B at h={h} a={a} b={b} s={s} is {k:+g} x {name} bytes{per}{mask}: {side} Measure one op "
+                f"at a time with saved_bytes (measure.py) to find it.")
+    return ""
 
 
 def checkpoint_memory(c: Check, runs) -> CheckResult:
@@ -140,8 +170,19 @@ def loss_scaling(c: Check, runs) -> CheckResult:
     r = runs["amp"].result["fp16"]
     steps, scales, k = r["steps"], r["scales"], OVERFLOW_AT
     problems = []
+    if r.get("dtypes", ["torch.float32"]) != ["torch.float32"]:
+        problems.append(f"the parameters are {', '.join(r['dtypes'])} after fp16 training: the model itself was "
+                        "cast, so updates below fp16's resolution are lost whatever the scaler does; the weights "
+                        "stay fp32 and only the forward runs in fp16 (amp.train_step)")
     if steps[k]["changed"]:
         problems.append(f"step {k + 1} (inf gradient) changed the weights: it must be skipped")
+    off = [(i, s["grad_ratio"]) for i, s in enumerate(steps)
+           if i != k and s.get("grad_ratio") is not None and not GRAD_BAND[0] <= s["grad_ratio"] <= GRAD_BAND[1]]
+    if off:
+        i, ratio = off[0]
+        problems.append(f"at step {i + 1} the optimizer was handed gradients {ratio:.4g}x the true ones (the loss "
+                        f"scale was {scales[i]:g}" + ("): the scale was never divided out" if ratio > 8 else ")")
+                        + " -- the update must see the gradient of the unscaled loss")
     if not all(s["finite"] for s in steps):
         problems.append(f"weights not finite after step {next(i for i, s in enumerate(steps) if not s['finite']) + 1}")
     if len(scales) > k + 1 and scales[k + 1] != scales[k] / 2:
@@ -150,8 +191,11 @@ def loss_scaling(c: Check, runs) -> CheckResult:
         problems.append("a step without overflow left the weights unchanged: training must continue")
     if len(scales) != len(steps) or scales[0] <= 1:
         problems.append(f"the loss was scaled by {scales[:1]} (expected > 1 on every step)")
+    ratios = [s["grad_ratio"] for i, s in enumerate(steps) if i != k and s.get("grad_ratio") is not None]
+    seen = f"; gradients handed to the optimizer {min(ratios):.3f}-{max(ratios):.3f}x fp32's" if ratios else ""
     msg = problems[0] if problems else (f"injected inf at step {k + 1}: skipped, scale {scales[k]:g} -> "
-                                        f"{scales[k + 1]:g}; {len(steps) - k - 1} more steps trained, weights finite")
+                                        f"{scales[k + 1]:g}; {len(steps) - k - 1} more steps trained, weights "
+                                        f"finite{seen}")
     return CheckResult(c.name, not problems, value=scales[k + 1] if len(scales) > k + 1 else None,
                        threshold=scales[k] / 2 if len(scales) > k else None, unit="scale after overflow",
                        hint=c.hint, message=msg)

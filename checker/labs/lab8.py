@@ -31,30 +31,45 @@ WHERE = "labs/lab8_multinode"
 SEED, STEPS, KILL_AFTER = 21, 8, 5
 RATE_MBIT = 400  # 50 MB/s: ~1.5 MB per FSDP step crosses in ~30 ms, small next to a step on a loaded CPU
 
+# Every node check starts with the learner's torchrun options: when those cannot make the job (checked with
+# torchrun's own parser, lab8_tasks.launch_problem) or the agents never meet, that is the hint, whatever the check.
+LAUNCH = ((r"torchrun_args\(\.\.\., node_rank=|NoRendezvous|no rendezvous",
+           f"The job never started: every node check runs under your torchrun options ({WHERE}/launch.py), and the "
+           "message says which one cannot make a 2-node job or why the agents never met (checker hint lab8 "
+           "launch.torchrun_args)"),)
+
 CHECKS = [
     Check("multinode_launch", "2 nodes x 2 ranks under your torchrun options (c10d rendezvous): every rank sees "
           "world 4 laid out node by node, your check_layout agrees, gloo bound to the interface that reaches "
           "node 0 (the veth in each namespace)",
-          f"{WHERE}/launch.py: torchrun_args needs --nnodes, --nproc-per-node, --rdzv-backend c10d and the endpoint "
-          "on every node; pick_interface asks the routing table (`ip route get MASTER_ADDR`) for the device."),
+          f"The job did not come up as 2 nodes x 2 ranks on the right interface ({WHERE}/launch.py); the message "
+          "says which: gloo bound where the other node cannot reach it (checker hint lab8 launch.pick_interface), "
+          "or a rendezvous that never completes or numbers ranks otherwise: the endpoint, the address each node "
+          "advertises, the job's size (checker hint lab8 launch.torchrun_args)", symptoms=LAUNCH),
     Check("hsdp_equivalence", f"DDP, flat FSDP (1 x 4) and your HSDP (2 x 2 mesh), {STEPS} AdamW steps from the "
           "same weights and data: FSDP's and HSDP's losses equal DDP's",
-          f"{WHERE}/hsdp.py: make_mesh is (nodes, ranks per node) with names ('replicate', 'shard'); shard_model "
-          "calls fully_shard(model, mesh=mesh) on the whole model."),
+          f"FSDP and HSDP compute DDP's step, only sharded ({WHERE}/hsdp.py): losses that differ mean the mesh "
+          "does not hold every rank once, one node per row (checker hint lab8 hsdp.make_mesh), or not every "
+          "parameter is sharded and its gradient reduced over it (checker hint lab8 hsdp.shard_model)", symptoms=LAUNCH),
     Check("hsdp_internode_bytes", "bytes through the inter-node veth per step (its own counters) within 15% of "
           "3 g (N-1)/N B for FSDP and 2 (g-1) B for HSDP on gloo (B: model bytes, g nodes, N ranks); HSDP below FSDP",
-          f"{WHERE}/hsdp.py: HSDP shards inside a node and replicates across nodes: mesh dim 0 must be the node. "
-          "Transposed, the all-gathers cross the slow link."),
+          f"More bytes crossed the link than the formula ({WHERE}/hsdp.py): most likely a shard group spans the "
+          "nodes (a mesh row must be one node's ranks: the transposed mesh all-gathers over the slow link), or "
+          "the weights are gathered more than once per step (checker hint lab8 hsdp.make_mesh)", symptoms=LAUNCH),
     Check("elastic_recovery", f"node 1's workers killed after step {KILL_AFTER}: the job finishes, torchrun "
           "restarted the workers, and every loss is bit-identical to the uninterrupted run's",
-          f"{WHERE}/elastic.py resume(): load the last complete checkpoint (model, optimizer, step) and continue "
-          "from the step after it; --max-restarts >= 1 in torchrun_args (launch.py)."),
+          f"A restarted worker knows only the disk ({WHERE}/elastic.py): losses that drift after the restart "
+          "mean some state did not come back (the optimizer's moments, the step); a job that starts over found "
+          "no checkpoint; no restart at all means torchrun was allowed none (launch.py) "
+          "(checker hint lab8 elastic.resume)", symptoms=LAUNCH),
     Check("async_checkpoint", "an async save takes at least half of the held file write off training's path "
           "(blocking minus async stall, medians of 3 interleaved); a "
           "checkpoint holds the step it was taken at though training goes on during its write; a kill mid-write "
           "leaves the previous checkpoint loadable",
-          f"{WHERE}/async_ckpt.py: copy the state to CPU before save() returns (the next optimizer step changes "
-          "the live tensors), write in the background, commit (rename + latest) only after every rank wrote."),
+          f"The message names the property that broke ({WHERE}/async_ckpt.py): a save that stalls as long as a "
+          "blocking one waits for its own write; a checkpoint holding a later step's weights was written from "
+          "tensors training kept changing; save must return once its snapshot exists "
+          "(checker hint lab8 async_ckpt.save)"),
 ]
 ROOT_CHECKS = {"hsdp_internode_bytes"}  # the bytes come from a real link's counters
 

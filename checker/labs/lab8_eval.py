@@ -26,6 +26,10 @@ def _results(runs, name):
         return None, plan.error()
     run = runs.get(name)
     err = first_error(runs, name)
+    if err and err.get("type") in ("Crash", "Timeout"):  # the node runner's own word on why, where it gave one
+        said = [ln for ln in (run.log_tail() if run else "").splitlines() if ln.startswith("[checker] no rendezvous")]
+        if said:
+            return None, {"type": "NoRendezvous", "message": said[-1].removeprefix("[checker] "), "log": ""}
     if err:
         return None, err
     if len(run.results) < run.nproc:
@@ -162,9 +166,13 @@ def async_checkpoint(c: Check, runs, ctx) -> CheckResult:
                         f"{lerr.get('message', '')[:200]}")
     else:
         got = load[0]["loaded"]
+        complete = f"step_{r['saved_step']}"
         if got["folder"] != f"step_{r['saved_step'] + 3}" and got["digest"] != r["saved_digest"]:
-            problems.append(f"after a kill mid-write, `latest` loads {got['folder']}, not the last complete "
-                            f"checkpoint step_{r['saved_step']}")
+            problems.append(
+                f"after a kill mid-write, `latest` picks {complete}, the last complete checkpoint, but loading it "
+                f"gives other weights than were saved at step {r['saved_step']}: did the interrupted save write into "
+                "that folder's files?" if got["folder"] == complete else
+                f"after a kill mid-write, `latest` loads {got['folder']}, not the last complete checkpoint {complete}")
     med = {k: 1e3 * statistics.median(v) for k, v in r["stalls"].items()}
     hidden, need = med["blocking"] - med["async"], HIDDEN_SHARE * 1e3 * r["write_s"]
     if hidden < need:

@@ -24,6 +24,10 @@ from pathlib import Path
 
 from labs.instruments import proctree
 
+# Two agents on one machine meet in a few seconds (torch imported, a TCP store joined; ~10 s on 2 loaded cores):
+# one that has started no worker after this long never will (its join timeout is 600 s), so the run ends here.
+RENDEZVOUS_S = 40.0
+
 
 def _start(node: dict, worker: list[str], log) -> subprocess.Popen:
     argv = [sys.executable, "-m", "torch.distributed.run", *node["torchrun"], *worker]
@@ -48,7 +52,17 @@ def main(spec_path: str) -> int:
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))  # the finally below runs
     try:
         procs = [_start(n, spec["worker"], sys.stdout) for n in spec["nodes"]]
+        t0, started, looked = time.monotonic(), [False] * len(procs), 0.0
         while any(p.poll() is None for p in procs):
+            if not all(started) and time.monotonic() - looked >= 1.0:  # an agent starts workers after rendezvous
+                looked = time.monotonic()
+                started = [s or bool(proctree.descendants(p.pid)) for s, p in zip(started, procs)]
+                if not all(started) and looked - t0 > RENDEZVOUS_S:
+                    waiting = [n for n, s in enumerate(started) if not s]
+                    print(f"[checker] no rendezvous: node(s) {waiting} started no worker within {RENDEZVOUS_S:.0f} s "
+                          "of launch; their agents are still waiting to meet the others (do both nodes reach the "
+                          "rendezvous endpoint, and does each advertise an address the other can reach?)", flush=True)
+                    return 3
             if kill and Path(kill["cue"]).exists():
                 n = kill["node"]
                 workers = proctree.descendants(procs[n].pid)

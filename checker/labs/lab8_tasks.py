@@ -83,10 +83,56 @@ def _strategy(seam, env, name, seed, steps, link_if):
 
 
 def task_plan(ctx, target, endpoint, run_id, max_restarts, addrs):
-    """The learner's torchrun options for each node (run here, in the checker's fork: nothing is started)."""
+    """The learner's torchrun options for each node (run here, in the checker's fork: nothing is started), read
+    with torchrun's own parser: options that cannot make a 2-node job fail here, in a second, instead of two
+    agents waiting out their rendezvous timeout (600 s)."""
     seam = seams.load(LAB, target)
-    return {"torchrun": [list(map(str, seam.torchrun_args(NODES, PER_NODE, g, endpoint, run_id, max_restarts,
-                                                          addrs[g]))) for g in range(NODES)]}
+    plan = [list(map(str, seam.torchrun_args(NODES, PER_NODE, g, endpoint, run_id, max_restarts, addrs[g])))
+            for g in range(NODES)]
+    for g, argv in enumerate(plan):
+        launch_problem(argv, g, endpoint, max_restarts)
+    return {"torchrun": plan}
+
+
+LOOPBACK = ("localhost", "127.", "::1", "0.0.0.0")
+
+
+def launch_problem(argv: list[str], node: int, endpoint: str, max_restarts: int) -> None:
+    """Raise ValueError, in one line, for torchrun options that cannot start this lab's two-node job."""
+    import socket
+
+    from torch.distributed.run import get_args_parser
+
+    where = f"torchrun_args(..., node_rank={node}, ...)"
+    try:
+        a = get_args_parser().parse_args([*argv, "worker.py"])
+    except SystemExit:
+        raise ValueError(f"{where}: torchrun does not accept {argv}") from None
+    lo, _, hi = str(a.nnodes).partition(":")
+    if int(hi or lo) != NODES:
+        raise ValueError(f"{where}: --nnodes is {a.nnodes}" + (" (torchrun's default when it is missing)" if
+                         str(a.nnodes) == "1:1" else "") + f": each agent would wait for, or start, a job of "
+                         f"{hi or lo} node(s), not {NODES}")
+    if str(a.nproc_per_node) != str(PER_NODE):
+        raise ValueError(f"{where}: --nproc-per-node is {a.nproc_per_node}, not {PER_NODE}")
+    if a.rdzv_backend != "c10d":
+        raise ValueError(f"{where}: the rendezvous backend is {a.rdzv_backend!r}" + (
+            " (torchrun's default when --rdzv-backend is missing)" if a.rdzv_backend == "static" else "")
+            + ": the nodes meet through a c10d rendezvous hosted at the endpoint")
+    host = a.rdzv_endpoint.rpartition(":")[0].strip("[]") if ":" in a.rdzv_endpoint else a.rdzv_endpoint
+    if not host:
+        raise ValueError(f"{where}: no --rdzv-endpoint: each node's agent would look for the rendezvous on its own "
+                         f"localhost and wait for the other node until the join timeout; node 0 hosts it at {endpoint}")
+    if host.startswith(LOOPBACK) and not endpoint.startswith(LOOPBACK):
+        raise ValueError(f"{where}: --rdzv-endpoint {a.rdzv_endpoint} is a loopback address: every node would "
+                         f"meet itself; the other node reaches node 0 at {endpoint}")
+    try:
+        socket.getaddrinfo(host, None)
+    except OSError:
+        raise ValueError(f"{where}: --rdzv-endpoint {a.rdzv_endpoint}: {host!r} does not resolve") from None
+    if a.max_restarts < max_restarts:
+        raise ValueError(f"{where}: --max-restarts is {a.max_restarts}: a lost node would end the job instead of "
+                         f"restarting the workers (this run asks for {max_restarts})")
 
 
 def task_nodes(ctx, target, parts, seed, steps, link_ifs, ckpt=None, kill_after=None, save_every=3):

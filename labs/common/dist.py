@@ -14,6 +14,7 @@ import resource
 import subprocess
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -110,6 +111,11 @@ def init(prefer: str = "auto", timeout_s: float = 60.0, cpu_threads: int | None 
     device, backend = pick_device(choice, local_rank)
     if device.type == "cpu" and cpu_threads:
         torch.set_num_threads(cpu_threads)
+    # DeepSpeed and torch's own wrappers call collectives this torch marks deprecated (all_gather_into_tensor, ...):
+    # a FutureWarning per call site per rank, from code no lab can change. torch attributes every one to its own
+    # c10d_logger, whoever called, so they all go; the course's code uses the new names.
+    warnings.filterwarnings("ignore", message=r"`torch\.distributed\.\S+` (is|will be) deprecated",
+                            category=FutureWarning, module=r"(torch|deepspeed)(\.|$)")
     if "RANK" in os.environ and not dist.is_initialized():
         dist.init_process_group(backend=backend, timeout=_dt.timedelta(seconds=timeout_s),
                                 device_id=device if device.type != "cpu" else None)

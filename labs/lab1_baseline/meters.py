@@ -34,14 +34,20 @@ class ThroughputMeter:
         self.t_last = None
 
     def step(self, tokens: int) -> None:
-        raise NotImplementedError("TODO(lab1): synchronise the device, read time.perf_counter(); open the window at "
-                                  "the warmup_steps-th call, after it count tokens and move the window's end")
+        raise NotImplementedError("TODO(lab1): The timed window opens when the warmup_steps-th call returns and ends "
+                                  "at the latest call; it holds the tokens of every later call and none of the "
+                                  "warm-up's, not even the call that opens it. Every timestamp is taken once the "
+                                  "device has finished the step's queued work, else a GPU is timed at launch speed. "
+                                  "warmup_steps = 3, 11 calls: 8 steps' tokens over the time from call 3 to call 11. "
+                                  "(hints: checker hint lab1 meters.step)")
 
     @property
     def tokens_per_s(self) -> float:
         """nan until the window holds at least one step."""
-        raise NotImplementedError("TODO(lab1): tokens counted inside the window / (window end - window start); nan "
-                                  "before the window holds a step")
+        raise NotImplementedError("TODO(lab1): The tokens counted inside the window divided by the window's length in "
+                                  "seconds. Not a number (nan) until the window holds a step, so a caller can tell 'no "
+                                  "measurement yet' from a slow run. 8 steps of 1,024 tokens over 0.2 s: 40,960 "
+                                  "tokens/s. (hints: checker hint lab1 meters.tokens_per_s)")
 
 
 def model_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
@@ -51,6 +57,10 @@ def model_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) 
     For fp32 AdamW expect 4 + 4 + 8 = 16 bytes per parameter, plus 4 bytes per parameter
     *tensor* for AdamW's `step` counter. A tied weight is stored once and counts once.
     """
-    raise NotImplementedError("TODO(lab1): sum numel()*element_size() over model.parameters() (unique), over each "
-                              "p.grad that exists, and over every tensor in optimizer.state")
+    raise NotImplementedError("TODO(lab1): This process's bytes, counted from the tensors (elements x bytes per "
+                              "element): params, each stored tensor once (a tied weight counts once); grads, only "
+                              "those that exist (0 once freed); optimizer, every tensor of its per-parameter state. "
+                              "fp32 AdamW: 4 + 4 + 8 B/param, plus 4 B per parameter tensor for its step count; tiny: "
+                              "16 x 120,576 + 4 x 28 = 1,929,328 B. (hints: checker hint lab1 "
+                              "meters.model_state_bytes)")
     return {"params": params, "grads": grads, "optimizer": opt, "total": params + grads + opt}

@@ -19,15 +19,14 @@ def make_loader(dataset, batches, device):
     dataset   map-style: dataset[i] is one sample (x, y), two (T,) tensors, and takes real CPU time
     batches   an iterable of lists of sample indices, one list per training step (read it once, in order)
 
-    Where the work happens decides who waits for it. With num_workers=0 the DataLoader prepares each
-    batch in this process, after the step that needed it asked: the model idles for the whole batch.
-    With k worker processes (num_workers=k) batches are prepared in parallel with training, and each
-    worker keeps `prefetch_factor` batches ready ahead of the step that will ask for them. Pinned
-    memory (pin_memory) lets a GPU copy a batch while it computes (non_blocking=True); on CPU there
+    Where and when the work happens decides who waits for it. A batch prepared in this process, after
+    the step that needs it asked, makes the model idle for the whole batch; a batch that is ready before
+    the step asks costs the step nothing. On a GPU the copy to the device can be hidden too; on CPU there
     is no copy to hide.
     """
-    # TODO(lab1): the model waits for every batch (see input_stall in the step log): prepare batches in
-    # DataLoader worker processes (num_workers, prefetch_factor) so they are ready before the step asks
+    # TODO(lab1): the model waits for every batch (see input_stall in the step log): each batch must be ready
+    # before the step asks for it, prepared while the model computes, by the same transform
+    # (hints: checker hint lab1 pipeline.make_loader)
     loader = DataLoader(dataset, batch_sampler=batches)
     for x, y in loader:
         yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)

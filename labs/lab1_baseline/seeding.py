@@ -15,4 +15,8 @@ def seed_everything(seed: int) -> None:
     Three generators matter: Python's `random`, NumPy's global generator and torch's (which
     also seeds every GPU's generator). Model initialisation and dropout draw from torch's.
     """
-    raise NotImplementedError("TODO(lab1): seed python's random, numpy's global generator and torch (manual_seed)")
+    raise NotImplementedError("TODO(lab1): After it returns, every random stream a run draws from is a function of "
+                              "seed alone: Python's, NumPy's global generator and torch's (which also drives every "
+                              "GPU's, and with it model initialisation and dropout). Two fresh processes given one "
+                              "seed then train bit-identically; another seed changes the draws of all three. (hints: "
+                              "checker hint lab1 seeding.seed_everything)")

@@ -17,12 +17,15 @@ from labs.common import checkpoint as ckpt
 def save_checkpoint(path, model, optimizer, scheduler, sampler, step: int) -> None:
     """Write the full training state after `step` completed steps to `path`, atomically.
 
-    Use labs.common.checkpoint.atomic_save (a kill during the save must leave the previous
-    checkpoint intact) and labs.common.checkpoint.rng_state() for the random streams.
-    `sampler` has state_dict()/load_state_dict() like the model and optimizer.
+    A kill during the save must leave the previous checkpoint intact, and the random streams are part of
+    the state (labs.common.checkpoint has helpers for both). `sampler` has state_dict()/load_state_dict()
+    like the model and optimizer.
     """
-    raise NotImplementedError("TODO(lab1): build one dict with the state_dict() of model, optimizer, scheduler and "
-                              "sampler, the step and ckpt.rng_state(); write it with ckpt.atomic_save")
+    raise NotImplementedError("TODO(lab1): Afterwards path holds all a fresh process needs to take step + 1 exactly as "
+                              "this one would: weights, the optimizer's moments (AdamW: 8 B/param), the schedule's "
+                              "position, the data position, the step and every RNG stream. Atomic: a kill during the "
+                              "write leaves the previous checkpoint whole, never half a file. (hints: checker hint "
+                              "lab1 state.save_checkpoint)")
 
 
 def load_checkpoint(path, model, optimizer, scheduler, sampler) -> int:
@@ -31,5 +34,7 @@ def load_checkpoint(path, model, optimizer, scheduler, sampler) -> int:
     The objects are freshly built (and possibly differently initialised): after this call the
     next training step must be exactly the step the uninterrupted run would have taken.
     """
-    raise NotImplementedError("TODO(lab1): ckpt.load(path), then load_state_dict on model, optimizer, scheduler, "
-                              "sampler, ckpt.set_rng_state, return the step")
+    raise NotImplementedError("TODO(lab1): Into freshly built objects, initialised and seeded differently, restore "
+                              "everything the save wrote, and return the saved step: the next step must then be "
+                              "bit-identical to the one the uninterrupted run took, loss and weights alike. (hints: "
+                              "checker hint lab1 state.load_checkpoint)")

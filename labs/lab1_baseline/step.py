@@ -19,5 +19,8 @@ def train_step(model, optimizer, scheduler, batch, grad_clip: float = 1.0) -> fl
     the global norm to `grad_clip` keeps that step from undoing the run.
     Why .item() only once: it waits for the device, and the loss is needed for the log anyway.
     """
-    raise NotImplementedError("TODO(lab1): zero the grads (set_to_none), forward to get the loss, backward, clip the "
-                              "global norm, step optimizer and scheduler, return loss.item()")
+    raise NotImplementedError("TODO(lab1): One update from batch alone: gradients of earlier steps are cleared at the "
+                              "start, so afterwards each parameter's gradient is this batch's gradient of the model's "
+                              "mean loss, its global norm clipped to grad_clip before the optimizer used it; optimizer "
+                              "and scheduler each stepped once, optimizer first. Returns the loss as a Python float, "
+                              "read once: each read waits for the device. (hints: checker hint lab1 step.train_step)")

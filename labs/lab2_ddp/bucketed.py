@@ -4,17 +4,15 @@
 
 Why buckets: one all-reduce per parameter tensor pays a fixed latency per call (tiny has 28
 tensors, GPT-2 148); packing ~25 MB into one buffer pays it once per bucket.
-Why hooks: backward produces gradients from the last layer to the first. A post-accumulate-grad
-hook fires as each parameter's .grad is final; when every parameter of a bucket has fired, the
-bucket's all-reduce starts asynchronously and backward continues computing earlier layers while
-the bytes move. Only the communication still running when backward ends is exposed.
+Why hooks: backward produces gradients from the last layer to the first. If a bucket's communication
+starts as soon as its last gradient is final, backward goes on computing earlier layers while the bytes
+move. Only the communication still running when backward ends is exposed.
 Why reverse order: buckets are filled in reverse registration order, so the first bucket to
 complete holds the last layers' gradients, which backward produces first.
-Why one persistent flat buffer per bucket: each gradient is copied in as it arrives (spread over
-backward), the all-reduce runs on the buffer in place, and afterwards each .grad simply becomes
-a view of its slice: no concatenation and no copy back.
+Why one persistent flat buffer per bucket: allocated once, it carries the bucket's gradients in one
+call, and afterwards each .grad is a view of its slice: no concatenation and no copy back.
 no_sync: during gradient accumulation the hooks do nothing; the last micro-step's backward
-all-reduces the accumulated gradients once.
+communicates the accumulated gradients once.
 """
 from __future__ import annotations
 
@@ -64,21 +62,32 @@ class BucketedDDP(nn.Module):
 
         One flat buffer has one dtype, and each .grad becomes a view of it, so a bf16 parameter's gradient
         cannot live in an fp32 buffer: each dtype fills buckets of its own (one open bucket per dtype)."""
-        raise NotImplementedError("TODO(lab2): walk reversed(params) keeping one open bucket per dtype; close a Bucket "
-                                  "when its bytes reach cap_bytes; the open remainders become the last buckets")
+        raise NotImplementedError("TODO(lab2): Every parameter in exactly one bucket. A bucket holds consecutive "
+                                  "parameters of one dtype, in reverse registration order (backward's: the first "
+                                  "bucket to fill holds the last layers), and closes once its bytes reach cap_bytes; "
+                                  "what is left of each dtype becomes a last bucket. tiny, 482,304 B of fp32 "
+                                  "gradients, a 0.1 MB cap: 3 buckets of ~133 KB, then 82 KB. (hints: checker hint "
+                                  "lab2 bucketed.make_buckets)")
 
     def _grad_ready(self, p: torch.Tensor) -> None:
         """Post-accumulate-grad hook: runs inside backward as soon as p.grad is final."""
         if not self.sync:
             return
-        raise NotImplementedError("TODO(lab2): copy p.grad into its slice of the bucket's flat buffer; when the "
-                                  "bucket's last gradient arrives, divide the buffer by the world size and launch "
-                                  "dist.all_reduce(flat, async_op=True)")
+        raise NotImplementedError("TODO(lab2): Called once per parameter, inside backward, as its gradient becomes "
+                                  "final (never inside the no-sync block: the lines above return first). Afterwards "
+                                  "that gradient sits in its slice of its bucket's flat buffer; once the bucket's last "
+                                  "gradient is in, the bucket's reduction to the mean over ranks is in flight and not "
+                                  "waited for: backward goes on with earlier layers while the bytes move. (hints: "
+                                  "checker hint lab2 bucketed.grad_ready)")
 
     def finish_gradient_synchronization(self) -> None:
-        """Before the optimizer step: wait for every bucket and copy the averages back into .grad."""
-        raise NotImplementedError("TODO(lab2): for each bucket: wait on its work, point each p.grad at its slice of "
-                                  "flat (a view, no copy), reset the bucket")
+        """Before the optimizer step: every .grad holds the mean over ranks, as a view of its bucket's buffer."""
+        raise NotImplementedError("TODO(lab2): Before the optimizer step: afterwards every parameter's gradient equals "
+                                  "the mean over ranks of the local gradients and is a view of its slice of its "
+                                  "bucket's reduced buffer (no copy, no extra bytes), and every bucket is ready for "
+                                  "the next backward. Only here does anyone wait: what is still running now is the "
+                                  "exposed cost. A bucket never launched is an error, not a hang. (hints: checker hint "
+                                  "lab2 bucketed.finish_gradient_synchronization)")
 
     @contextmanager
     def no_sync(self):

@@ -5,8 +5,8 @@
 Two collectives make the N replicas one model:
   broadcast   once, at wrap time: rank 0's initial weights to every rank (ranks may have
               initialised differently; from here on identical updates keep them identical);
-  all-reduce  every step, one per parameter tensor, after backward: sum, then divide by N, so each
-              rank holds the gradient of the mean loss over the global batch.
+  all-reduce  every step, after backward, so that each rank holds the gradient of the mean loss
+              over the global batch.
 Cost: a ring all-reduce moves 2(N-1)/N x the gradient bytes per rank (4 bytes/param in fp32),
 and here none of it overlaps with compute: backward finishes, then communication starts.
 """
@@ -21,7 +21,11 @@ import torch.nn as nn
 
 def broadcast_module(module: nn.Module, src: int = 0) -> None:
     """Copy rank `src`'s parameters and buffers to every rank, in place."""
-    raise NotImplementedError("TODO(lab2): dist.broadcast every parameter's .data and every buffer from src")
+    raise NotImplementedError("TODO(lab2): Afterwards every rank's parameters and buffers hold rank src's values bit "
+                              "for bit, in place: the same tensor objects, so an optimizer built on them still holds "
+                              "them. Ranks may have initialised differently; from identical weights, identical "
+                              "averaged updates keep them identical. Once, at wrap time: the model's bytes (tiny: 482 "
+                              "KB in fp32) from src to every rank. (hints: checker hint lab2 naive.broadcast_module)")
 
 
 class NaiveDDP(nn.Module):
@@ -36,8 +40,12 @@ class NaiveDDP(nn.Module):
 
     def finish_gradient_synchronization(self) -> None:
         """After backward: every .grad becomes the mean of the ranks' gradients."""
-        raise NotImplementedError("TODO(lab2): for each parameter with a grad: dist.all_reduce (sum) then divide by "
-                                  "the world size")
+        raise NotImplementedError("TODO(lab2): After backward, every existing gradient on every rank equals the mean "
+                                  "over the N ranks of their local gradients: the gradient of the mean loss over the "
+                                  "global batch (each local loss is already a mean over its B samples: average, don't "
+                                  "sum). A ring moves 2 x (N-1)/N x 4 B/param per rank per step, none of it overlapped "
+                                  "with backward here. (hints: checker hint lab2 "
+                                  "naive.finish_gradient_synchronization)")
 
     @contextmanager
     def no_sync(self):

@@ -26,9 +26,16 @@ class ShardedSampler(BatchSampler):
 
     def next_ids(self) -> np.ndarray:
         """This rank's window ids for the next global step."""
-        raise NotImplementedError("TODO(lab2): take the next global batch (BatchSampler.next_ids) and return this "
-                                  "rank's contiguous block of local_batch ids")
+        raise NotImplementedError("TODO(lab2): Rank r gets the r-th block of local_batch ids (the inherited batch size "
+                                  "is the global one, local_batch x world_size) of the global batch one process's "
+                                  "sampler would yield next. So the ranks' batches are disjoint, each epoch shows "
+                                  "every window at most once (the ragged tail is dropped), and in rank order they are "
+                                  "one process's batch: what makes DDP equal one process on the global batch, "
+                                  "testably. (hints: checker hint lab2 sharding.next_ids)")
 
     def set_epoch(self, epoch: int) -> None:
         """Start `epoch` from its beginning (its order is reshuffled by the (seed, epoch) generator)."""
-        raise NotImplementedError("TODO(lab2): set the epoch and rewind the cursor to 0")
+        raise NotImplementedError("TODO(lab2): Afterwards the next call yields the first global batch of the given "
+                                  "epoch, in that epoch's (seed, epoch) order, which every rank computes alike: the "
+                                  "same position on every rank, and the same data at any world size. (hints: checker "
+                                  "hint lab2 sharding.set_epoch)")

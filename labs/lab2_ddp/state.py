@@ -6,9 +6,8 @@ Replicated on every rank (that is DDP's invariant): weights, AdamW moments, sche
 position (a global cursor), step -> rank 0 writes them, as `model.module`'s state dict so the
 file loads into an unwrapped model too. Different on every rank: the RNG streams (each rank
 draws its own dropout masks) -> each rank writes its own small file.
-Order matters: every rank writes its RNG file *for this step*, a barrier, then rank 0 writes the
-main file last, atomically, then each rank removes its RNG files of other steps. A kill at any
-point leaves a main file whose RNG files all exist: the main file names the step, the step names them.
+Order matters: a kill at any point must leave a main file whose RNG files all exist (the main file
+names the step, the step names them), and a completed save leaves no RNG file of another step.
 """
 from __future__ import annotations
 
@@ -26,12 +25,18 @@ def rng_path(path, rank: int, step: int) -> Path:
 
 def save_checkpoint(path, model, optimizer, scheduler, sampler, step: int) -> None:
     """Every rank calls this. `model` is the DDP wrapper (its .module is the GPT)."""
-    raise NotImplementedError("TODO(lab2): each rank atomic_saves its rng_state() to rng_path(path, rank, step); "
-                              "barrier; rank 0 atomic_saves model.module, optimizer, scheduler, sampler state dicts "
-                              "and the step to path; barrier; each rank deletes its RNG files of other steps")
+    raise NotImplementedError("TODO(lab2): Every rank calls it. Afterwards path holds what is replicated, written "
+                              "once: the unwrapped model's weights (so it loads without the wrapper), optimizer, "
+                              "scheduler, sampler, step; and each rank's own RNG streams sit in a file per rank named "
+                              "by the step. A kill at any moment leaves a main file whose RNG files all exist, and no "
+                              "rank's RNG file of another step outlives a completed save. (hints: checker hint lab2 "
+                              "state.save_checkpoint)")
 
 
 def load_checkpoint(path, model, optimizer, scheduler, sampler) -> int:
     """Every rank calls this; returns the step to continue from."""
-    raise NotImplementedError("TODO(lab2): every rank loads the main file into model.module, optimizer, scheduler, "
-                              "sampler, then its own RNG file for that step; return the step")
+    raise NotImplementedError("TODO(lab2): Every rank calls it, on freshly built, differently seeded objects. "
+                              "Afterwards each rank holds the replicated state from the main file and its own RNG "
+                              "streams (not rank 0's: its dropout masks differ) for the step the main file names; "
+                              "returns that step, and every rank's next step is bit-identical to the uninterrupted "
+                              "run's. (hints: checker hint lab2 state.load_checkpoint)")

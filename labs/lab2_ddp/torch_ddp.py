@@ -11,5 +11,8 @@ from labs.common import dist as cdist
 
 def make_torch_ddp(module: nn.Module, device, bucket_cap_mb: float = 25.0) -> nn.Module:
     """Wrap `module` (already on `device`) in torch DDP with buckets of bucket_cap_mb."""
-    raise NotImplementedError("TODO(lab2): DistributedDataParallel(module, device_ids=cdist.ddp_device_ids(device), "
-                              "bucket_cap_mb=bucket_cap_mb)")
+    raise NotImplementedError("TODO(lab2): Return module wrapped so that, like your bucketed wrapper, every rank "
+                              "starts from rank 0's weights and each gradient is averaged over ranks during backward, "
+                              "in buckets of about bucket_cap_mb MB; the wrapper is bound to this rank's one GPU, or "
+                              "to no device on CPU. Forward and the no-sync block behave as your wrapper's do. (hints: "
+                              "checker hint lab2 torch_ddp.make_torch_ddp)")

@@ -33,12 +33,18 @@ class TrainState(Stateful):
         self.model, self.optimizer, self.scheduler, self.sampler, self.step = model, optimizer, scheduler, sampler, step
 
     def state_dict(self) -> dict:
-        raise NotImplementedError("TODO(lab3): get_state_dict(model, optimizer) gives DTensor-sharded dicts with fully "
-                                  "qualified names; add scheduler, sampler and step")
+        raise NotImplementedError("TODO(lab3): Returns everything a resume reads, under keys the load side reads back: "
+                                  "the model's and the optimizer's state as this rank's shards keyed by fully "
+                                  "qualified parameter names (not by position, so N ranks' checkpoint loads into any "
+                                  "number), plus the scheduler's and sampler's state and the step, the same on every "
+                                  "rank. (hints: checker hint lab3 dcp_state.state_dict)")
 
     def load_state_dict(self, state: dict) -> None:
-        raise NotImplementedError("TODO(lab3): set_state_dict(model, optimizer, model_state_dict=..., "
-                                  "optim_state_dict=...); restore scheduler, sampler, step")
+        raise NotImplementedError("TODO(lab3): Afterwards the model's and the optimizer's shards, the scheduler, the "
+                                  "sampler and the step are those in `state` (the dict your save side returned, its "
+                                  "tensors filled in by the loader in this rank's layout), so the next step is the one "
+                                  "the saved run would have taken. (hints: checker hint lab3 "
+                                  "dcp_state.load_state_dict)")
 
 
 def save_sharded(root, model, optimizer, scheduler, sampler, step: int) -> Path:
@@ -49,9 +55,11 @@ def save_sharded(root, model, optimizer, scheduler, sampler, step: int) -> Path:
     if rank == 0:  # what an earlier, killed save of this step left behind must not be promoted
         shutil.rmtree(partial, ignore_errors=True)
     dist.barrier()
-    raise NotImplementedError("TODO(lab3): dcp.save({'train': TrainState(...)}, checkpoint_id=partial); each rank "
-                              "atomic_saves rng_state() to partial/rng-rank{rank}.pt; barrier; rank 0 replaces final "
-                              "with partial (os.replace) and atomically writes root/latest; barrier")
+    raise NotImplementedError("TODO(lab3): On return, on every rank, the folder for this step is complete (every "
+                              "rank's shards, the metadata, one RNG file per rank) and root's latest names it. Killed "
+                              "at any moment, root still offers only complete checkpoints: nothing appears under the "
+                              "final name before every rank has written all of its part, and latest changes only after "
+                              "that. (hints: checker hint lab3 dcp_state.save_sharded)")
     return final
 
 
@@ -63,5 +71,8 @@ def load_sharded(root, model, optimizer, scheduler, sampler) -> int:
     """
     root = Path(root)
     folder = root / (root / "latest").read_text().strip()
-    raise NotImplementedError("TODO(lab3): state = {'train': TrainState(...)}; dcp.load(state, checkpoint_id=folder); "
-                              "restore this rank's RNG file if it exists; return the step")
+    raise NotImplementedError("TODO(lab3): On every rank, at any world size: model, optimizer, scheduler and sampler "
+                              "hold the state of the checkpoint latest names (each rank reads only the slices its own "
+                              "shards need), a rank that existed at save time has its RNG stream back (a new rank "
+                              "keeps its seed), and the saved step is returned: the step to continue from. (hints: "
+                              "checker hint lab3 dcp_state.load_sharded)")

@@ -12,7 +12,7 @@ stages 1-3 keep an fp32 *master copy* of this rank's parameter partition (4Ψ/N)
 model's weights — the copy exists for mixed precision and is kept even when the model is
 already fp32 — and free their gradient buffers after the step. Persistent bytes per parameter
 per rank (weights + master partition + moments): stages 1-2: 4 + 4/N + 8/N, stage 3: 4/N + 4/N + 8/N.
-On CPU: `"torch_adam": true` uses torch's AdamW (nothing to compile) and DeepSpeed picks gloo.
+On CPU: DeepSpeed picks gloo, and its own Adam would need a C++ build (the config can avoid it).
 """
 from __future__ import annotations
 
@@ -20,14 +20,17 @@ from __future__ import annotations
 def ds_config(stage: int, micro_batch: int, lr: float = 3e-3, weight_decay: float = 0.1) -> dict:
     """The DeepSpeed config for ZeRO `stage`, fp32, AdamW with labs.common.optim's hyperparameters
     (make_engine passes its parameter groups, so biases and LayerNorms are not decayed either)."""
-    raise NotImplementedError("TODO(lab3): train_micro_batch_size_per_gpu, gradient_accumulation_steps 1, an AdamW "
-                              "optimizer (lr, betas [0.9, 0.95], weight_decay, 'torch_adam': True), zero_optimization "
-                              "{'stage': stage}, fp16 and bf16 disabled")
+    raise NotImplementedError("TODO(lab3): Returns a DeepSpeed config (a plain dict) under which ZeRO stage `stage` "
+                              "trains exactly as the course's loop does: micro_batch sequences per rank per step, no "
+                              "accumulation, AdamW with lr, betas 0.9 and 0.95, eps 1e-8 and weight_decay, fp32 "
+                              "throughout, and nothing to compile on a CPU. Then stages 0 to 3 give the same losses "
+                              "and differ only in what each rank holds. (hints: checker hint lab3 "
+                              "deepspeed_zero.ds_config)")
 
 
 def make_engine(model, stage: int, micro_batch: int, lr: float = 3e-3):
-    """deepspeed.initialize with ds_config(stage, ...) over labs.common.optim.param_groups(model);
-    returns the engine (call it like the model)."""
+    """A DeepSpeed engine for ZeRO `stage` configured as ds_config says, whose optimizer sees the course's
+    parameter groups (labs.common.optim); returns the engine (call it like the model)."""
     import importlib
     import os
 
@@ -44,5 +47,8 @@ def make_engine(model, stage: int, micro_batch: int, lr: float = 3e-3):
     # DeepSpeed's CPU backend JIT-compiles a shared-memory all-reduce on first use (~25 s of C++
     # compilation per machine). gloo already does the collectives here; skip the build.
     ds_comm.build_shm_op = lambda: None
-    raise NotImplementedError("TODO(lab3): engine, *_ = deepspeed.initialize(model=model, "
-                              "model_parameters=param_groups(model), config=ds_config(...)); return engine")
+    raise NotImplementedError("TODO(lab3): Returns a DeepSpeed engine over this model for ZeRO stage `stage`, this "
+                              "micro-batch and this learning rate, whose optimizer is built over the course's "
+                              "parameter groups (biases and norms not decayed), so it trains like the course's AdamW; "
+                              "calling the engine runs the model. (hints: checker hint lab3 "
+                              "deepspeed_zero.make_engine)")

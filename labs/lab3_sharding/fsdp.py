@@ -7,10 +7,10 @@ freed; backward gathers again and reduce-scatters the gradients, so each rank ke
 weights, the gradients and (because the optimizer only ever sees the local shards) the AdamW
 moments: 16Ψ/N bytes of model state per rank in fp32.
 
-The wrapping is yours to choose, and it is the memory/communication trade: each `fully_shard`
-call is one all-gather unit. Per transformer block means at most one block is unsharded at a
-time (plus the root's parameters: embeddings, final norm); wrapping only the root would gather
-the whole model at once, which is DDP's memory with ZeRO-3's traffic.
+The wrapping is yours to choose, and it is the memory/communication trade: each sharded unit is
+gathered whole. Units of one transformer block mean at most one block is unsharded at a time
+(plus the root's parameters: embeddings, final norm); one unit for the whole model would gather
+it all at once, which is DDP's memory with ZeRO-3's traffic.
 """
 from __future__ import annotations
 
@@ -19,14 +19,17 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 
 def apply_fsdp(model: torch.nn.Module, mixed_precision: bool = False) -> torch.nn.Module:
-    """Shard `model` in place (one unit per block, then the root) and return it.
+    """Shard `model` in place, in units of one transformer block each plus the root, and return it.
 
     mixed_precision: compute in bf16 with fp32 gradient reduction (GPU nodes; the CPU labs use fp32).
     """
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if mixed_precision else None
     kwargs = {"mp_policy": mp} if mp else {}
-    raise NotImplementedError("TODO(lab3): fully_shard(block, **kwargs) for each block in model.blocks, then "
-                              "fully_shard(model, **kwargs); return model")
+    raise NotImplementedError("TODO(lab3): Returns the same model, every parameter sharded 1/N per rank in units of "
+                              "one transformer block each plus the root (embeddings, final norm): a forward gathers "
+                              "one unit at a time, so at most the root's and one block's full weights exist at once, "
+                              "and the losses equal unsharded training. Every unit gets the given precision options. "
+                              "Model state at rest: 16Ψ/N bytes per rank. (hints: checker hint lab3 fsdp.apply_fsdp)")
 
 
 def local_bytes(t: torch.Tensor) -> int:
@@ -37,6 +40,9 @@ def local_bytes(t: torch.Tensor) -> int:
 
 def model_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
     """Lab 1's count, for sharded tensors: only the local shards of params, grads and optimizer state."""
-    raise NotImplementedError("TODO(lab3): as in lab 1, but count local_bytes() of each parameter, each existing .grad "
-                              "and each optimizer-state tensor")
+    raise NotImplementedError("TODO(lab3): Defines params, grads and opt: the bytes this rank really holds of the "
+                              "parameters, of the gradients that exist, and of every tensor in the optimizer's "
+                              "per-parameter state. A sharded tensor counts its local shard only, a plain one all of "
+                              "itself. FSDP2 with fp32 AdamW: 4Ψ/N, 4Ψ/N and 8Ψ/N (+ 4 B per step counter), and equal "
+                              "to the checker's own count. (hints: checker hint lab3 fsdp.model_state_bytes)")
     return {"params": params, "grads": grads, "optimizer": opt, "total": params + grads + opt}

@@ -44,9 +44,12 @@ class FlatBucket:
         for p in params:
             self.offsets.append(n)
             n += p.numel()
-        raise NotImplementedError("TODO(lab3): pad n up to a multiple of world_size; self.lo, self.hi = this rank's "
-                                  "contiguous slice; self.flat = zeros(padded) holding each parameter's values, and "
-                                  "each p.data becomes its view of self.flat")
+        raise NotImplementedError("TODO(lab3): Afterwards the attribute flat is one buffer of P elements, P the least "
+                                  "multiple of N that is at least n (so at most N − 1 zeros of padding), holding every "
+                                  "parameter's values at its offset, and each parameter's data is a view of its own "
+                                  "range in it: writing the buffer writes the model. Attributes lo and hi bound this "
+                                  "rank's slice [r·P/N, (r+1)·P/N), exactly P/N elements. (hints: checker hint lab3 "
+                                  "zero2.FlatBucket)")
         self.grad_shard = None   # the reduced gradient of [lo, hi), kept until zero_grad
         self.reset()
 
@@ -122,9 +125,12 @@ class Zero2Optimizer(torch.optim.Optimizer):
             self._reduce_scatter(b)
 
     def _reduce_scatter(self, b: FlatBucket) -> None:
-        raise NotImplementedError("TODO(lab3): average (divide flat_grad by the world size), then launch "
-                                  "dist.reduce_scatter_single(this rank's slice of flat_grad, flat_grad, "
-                                  "async_op=True) in place")
+        raise NotImplementedError("TODO(lab3): Once the bucket's communication completes (the caller waits on what you "
+                                  "store as its work), this rank's slice [lo, hi) of the bucket's gradient buffer "
+                                  "holds the average over the N ranks of that slice's gradient; the rest of the buffer "
+                                  "may hold anything. It must not block: backward goes on meanwhile. Each rank sends "
+                                  "S·(N−1)/N of the bucket's S bytes, half an all-reduce. (hints: checker hint lab3 "
+                                  "zero2.reduce_scatter)")
 
     def finish_gradient_synchronization(self) -> None:
         """Wait for every bucket's reduce-scatter; keep only the owned slice; point the pieces' .grad at it."""
@@ -151,9 +157,11 @@ class Zero2Optimizer(torch.optim.Optimizer):
                 loss = closure()
         self.finish_gradient_synchronization()
         sync_hyperparameters(self.param_groups, self.optim.param_groups)
-        raise NotImplementedError("TODO(lab3): step the local optimizer (it updates the owned slices of each bucket's "
-                                  "flat buffer in place), then dist.all_gather_single(b.flat, this rank's slice of "
-                                  "b.flat) for every bucket (async, then wait all)")
+        raise NotImplementedError("TODO(lab3): On return every bucket's flat buffer is identical on every rank and "
+                                  "holds the updated weights: each rank updated only its own slice [lo, hi) (the local "
+                                  "optimizer's tensors are views of it), then every slice reached every rank. Cost: "
+                                  "4Ψ·(N−1)/N bytes per rank, the other half of DDP's all-reduce, so the step totals "
+                                  "exactly DDP's 8Ψ·(N−1)/N. (hints: checker hint lab3 zero2.step)")
         return loss
 
     def zero_grad(self, set_to_none: bool = True) -> None:

@@ -41,7 +41,10 @@ def jobcomp_path() -> Path:
 def parse_jobcomp(text: str) -> list[dict]:
     """One dict per line of a jobcomp/filetxt file: 'JobId=4 JobState=COMPLETED ...' -> {'JobId': '4', ...}.
     Values never contain spaces in the fields we use (an empty value is 'Key=')."""
-    raise NotImplementedError("TODO(lab5): split each non-empty line on whitespace, each item on its first '='")
+    raise NotImplementedError("TODO(lab5): One dict per non-empty line, in file order, holding every "
+                              "whitespace-separated key=value item of the line as strings, split at the first '=' only "
+                              "(a value may contain '='; an empty value stays ''). Blank lines give nothing. (hints: "
+                              "checker hint lab5 jobmetrics.parse_jobcomp)")
 
 
 def _seconds(a: str, b: str) -> float:
@@ -57,10 +60,11 @@ def tokens_per_s(log: list[dict]) -> float | None:
 
 def job_row(job_id: str, records: list[dict], log: list[dict]) -> dict:
     """Everything we report about one job, from its jobcomp records (oldest first) and its step log."""
-    raise NotImplementedError("TODO(lab5): queue wait = sum of StartTime - SubmitTime over the job's records, elapsed "
-                              "= sum of EndTime - StartTime, state = the last record's JobState, runs = how many "
-                              "records; steps/tokens_per_s/final_loss/world_size from the log's step records "
-                              "(tokens_per_s: use tokens_per_s(log))")
+    raise NotImplementedError("TODO(lab5): A row with every COLUMNS key. From the records (oldest first, one per run): "
+                              "state = the last record's, runs = their count, queue wait = sum over runs of start - "
+                              "submit (each requeue resets submit), elapsed = sum of end - start, array ids from the "
+                              "last record. From the log's step records: world size, last step, final loss, median "
+                              "tokens/s; '' (steps: 0) if none. (hints: checker hint lab5 jobmetrics.job_row)")
 
 
 def collect(jobcomp: str | Path, runs: str | Path) -> list[dict]:

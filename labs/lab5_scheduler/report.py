@@ -22,9 +22,11 @@ from pathlib import Path
 def scaling_table(rows: list[dict]) -> list[dict]:
     """One entry per world size (ascending): median tokens/s over its COMPLETED jobs, the jobs it came
     from, speedup and efficiency against the smallest world size measured (normally 1)."""
-    raise NotImplementedError("TODO(lab5): group COMPLETED rows with a tokens_per_s by int(world_size); median per "
-                              "size; base = the smallest size: speedup = tps / tps_base * base... efficiency = tps / "
-                              "(size / base * tps_base)")
+    raise NotImplementedError("TODO(lab5): One entry per measured world size, ascending: the median tokens/s over that "
+                              "size's COMPLETED jobs with a rate (one noisy job cannot move a median), their job ids, "
+                              "speedup = rate / base rate and efficiency = rate / (size/base x base rate), base being "
+                              "the smallest size measured (normally 1: efficiency = speedup / N). No completed job: an "
+                              "empty list. (hints: checker hint lab5 report.scaling_table)")
 
 
 def markdown(table: list[dict]) -> str:

@@ -26,6 +26,8 @@ def resume(ckpt_path, restart_count: int, model, optimizer, scheduler, sampler) 
     Refuse a checkpoint written at another world size (lab 2's per-rank RNG and sampler state are
     per rank), and say so when a restarted job finds nothing: that is a lost run, not a fresh one.
     """
-    raise NotImplementedError("TODO(lab5): no checkpoint: print a warning if restart_count > 0 (requeued but nothing "
-                              "saved), return 0; else check the saved world_size equals dist.get_world_size() (raise a "
-                              "clear error if not) and return load_checkpoint(...)")
+    raise NotImplementedError("TODO(lab5): Returns the step to continue from. No checkpoint at the path: 0, and on a "
+                              "restarted run (restart count above 0) rank 0 warns that the run was lost. A checkpoint "
+                              "written at another world size: a clear error naming both sizes (per-rank RNG and "
+                              "sampler state cannot be reused). Otherwise model, optimizer, scheduler and sampler are "
+                              "restored and the saved step returned. (hints: checker hint lab5 restart.resume)")

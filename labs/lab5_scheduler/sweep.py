@@ -5,8 +5,8 @@
     python -m labs.lab5_scheduler.sweep --world-sizes 1 2 --steps 80
 
 One array, not N hand-typed sbatch lines: the array shares one script and one set of options,
-`%1` runs its tasks one at a time (each gets the node to itself, so no job's tokens/s is measured
-while another competes for the same cores), and every task still has a job id of its own: its
+can be told to run its tasks one at a time (each gets the node to itself, so no job's tokens/s is
+measured while another competes for the same cores), and every task still has a job id of its own: its
 own output folder, log and jobcomp record. Dependent jobs (--dependency=afterok:ID) would also
 serialise them, and would stop the sweep at the first failure; an array runs them all.
 """
@@ -32,9 +32,11 @@ def sbatch_env(runs: str | Path, train_args: str, **extra: str) -> dict:
 def submit_sweep(world_sizes: list[int], runs: str | Path, train_args: str = "",
                  script: str | Path = HERE / "train.sbatch", extra_sbatch: list[str] = ()) -> str:
     """Submit the array; return its job id (the tasks' own ids are in squeue / the jobcomp file)."""
-    raise NotImplementedError("TODO(lab5): sbatch --parsable --array=0-(N-1)%1 with LAB5_WORLD_SIZES (space-separated) "
-                              "in the environment (sbatch_env) and --output under `runs`; return the array job id it "
-                              "prints")
+    raise NotImplementedError("TODO(lab5): One submission of `script` as a job array: one task per world size, at most "
+                              "one task running at a time (each measurement gets the node alone), the sizes passed as "
+                              "LAB5_WORLD_SIZES (space-separated; task i runs the i-th) in train.sbatch's environment, "
+                              "extra_sbatch passed on, the log under `runs` (created if missing). Returns the array's "
+                              "job id as a string. (hints: checker hint lab5 sweep.submit_sweep)")
 
 
 def main(argv=None) -> None:

@@ -70,17 +70,22 @@ class Pipe:
         x, y = self.micro_batches[i]
         if self.first:
             self._flush()  # this forward receives nothing: what is held goes now
-        raise NotImplementedError("TODO(lab6): not first: x = self._recv(self.rank - 1).requires_grad_(); out = "
-                                  "self.stage(x); last: loss = loss_fn(out, y), record loss.item(), keep loss / m; "
-                                  "else self._send(out.detach(), self.rank + 1); keep inputs[i], outputs[i]")
+        raise NotImplementedError("TODO(lab6): Micro-batch i's forward on this stage: its input is the data (first "
+                                  "stage) or the activation received from stage r-1, as a tensor that will get a "
+                                  "gradient; its output goes to stage r+1 cut from this stage's graph, or on the last "
+                                  "stage becomes the loss, recorded unscaled and kept divided by m (so the gradients "
+                                  "add up to the batch mean's). Input and output are kept until backward. (hints: "
+                                  "checker hint lab6 schedules.forward)")
 
     def backward(self, i: int) -> None:
         """Micro-batch i's backward on this stage; frees what its forward kept."""
         if self.last:
             self._flush()  # this backward receives nothing: what is held goes now
-        raise NotImplementedError("TODO(lab6): pop inputs[i], outputs[i]; last: out.backward(); else receive the "
-                                  "output's gradient from rank + 1 and out.backward(grad); not first: "
-                                  "self._send(x.grad, self.rank - 1)")
+        raise NotImplementedError("TODO(lab6): Micro-batch i's backward on this stage, freeing what its forward kept: "
+                                  "the last stage backpropagates its scaled loss, the others their output with the "
+                                  "gradient received from stage r+1, so the parameters' gradients accumulate; every "
+                                  "stage but the first then sends the gradient of its input to stage r-1. (hints: "
+                                  "checker hint lab6 schedules.backward)")
 
     def finish(self) -> None:
         self._flush()
@@ -91,14 +96,19 @@ class Pipe:
 
 def gpipe(pipe: Pipe) -> None:
     """All forwards, then all backwards."""
-    raise NotImplementedError("TODO(lab6): pipe.forward(i) for every micro-batch, then pipe.backward(i) for every "
-                              "micro-batch, in the same order")
+    raise NotImplementedError("TODO(lab6): Every micro-batch's forward, in order, before any backward, then every "
+                              "backward in the same order: stage r+1 works on micro-batch i while stage r computes "
+                              "i+1, so the bubble is (p-1)/(m+p-1) (p = 2, m = 4: 0.20), and each stage holds all m "
+                              "micro-batches' activations at the peak. (hints: checker hint lab6 schedules.gpipe)")
 
 
 def one_f_one_b(pipe: Pipe) -> None:
     """Warm-up forwards, then one forward + one backward at a time, then the remaining backwards."""
-    raise NotImplementedError("TODO(lab6): warmup = min(p - 1 - rank, m) forwards; then for each remaining "
-                              "micro-batch: forward the next one, backward the oldest; then backward what is left")
+    raise NotImplementedError("TODO(lab6): The same micro-batches and bubble as GPipe, less memory: stage r runs p-1-r "
+                              "warm-up forwards (at most m), then alternates the next micro-batch's forward with the "
+                              "oldest one's backward, then the remaining backwards, so it never holds more than p-r "
+                              "micro-batches' activations (p = 2: two on stage 0, one on stage 1; GPipe holds m). "
+                              "(hints: checker hint lab6 schedules.one_f_one_b)")
 
 
 SCHEDULES = {"gpipe": gpipe, "1f1b": one_f_one_b}

@@ -40,8 +40,12 @@ class GPTStage(nn.Module):
         self.tied_group = tied_group
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError("TODO(lab6): first stage: x = drop(tok_emb(x) + pos_emb(arange(T))) as GPT.forward "
-                                  "does; then every block; last stage: head(ln_f(x))")
+        raise NotImplementedError("TODO(lab6): The stage computes exactly its part of the GPT's forward: on the first "
+                                  "stage token ids (B, T) become the residual stream (B, T, d) as the model's own "
+                                  "forward makes it (token + position embedding, then dropout); then every block it "
+                                  "holds, in order; on the last stage, logits (B, T, V) from the final LayerNorm and "
+                                  "the head. Chained over the stages, it equals the whole model's logits. (hints: "
+                                  "checker hint lab6 stages.forward)")
 
 
 def split_stages(model: nn.Module, stage: int, n_stages: int) -> GPTStage:
@@ -54,8 +58,10 @@ def split_stages(model: nn.Module, stage: int, n_stages: int) -> GPTStage:
     group = None
     if dist.is_initialized() and n_stages > 2:
         group = dist.new_group([0, n_stages - 1])
-    raise NotImplementedError("TODO(lab6): per = n_layer // n_stages; return GPTStage(model, range(stage * per, (stage "
-                              "+ 1) * per), first=stage == 0, last=stage == n_stages - 1, tied_group=group)")
+    raise NotImplementedError("TODO(lab6): Stage s of n gets blocks [s*L/n, (s+1)*L/n): contiguous, disjoint, each "
+                              "block on exactly one stage; the first stage also the embeddings, the last the final "
+                              "LayerNorm and head, and the stage keeps the tied-weight group made above. Tiny (L = 2) "
+                              "in 2 stages: block 0, then block 1. (hints: checker hint lab6 stages.split_stages)")
 
 
 def sync_tied_grads(stage: nn.Module) -> None:
@@ -64,5 +70,8 @@ def sync_tied_grads(stage: nn.Module) -> None:
     tied = getattr(stage, "tied", None)
     if tied is None:
         return
-    raise NotImplementedError("TODO(lab6): dist.all_reduce(tied.grad, group=stage.tied_group) (a zero gradient if this "
-                              "copy got none)")
+    raise NotImplementedError("TODO(lab6): Afterwards the first and the last stage hold the same gradient for the tied "
+                              "embedding/head weight: the sum of both copies' gradients, which is the model's (dL/dW = "
+                              "the embedding's part + the head's part), V*d floats moved (tiny: 16 K); a copy that got "
+                              "no gradient counts as zero. Only those two stages take part, in the stage's tied group. "
+                              "(hints: checker hint lab6 stages.sync_tied_grads)")

@@ -40,8 +40,11 @@ def block_rows(n: int, rank: int, world: int) -> torch.Tensor:
 
 def qkv_rows(n_embd: int, n_head: int, rank: int, world: int) -> torch.Tensor:
     """Rows of the fused qkv weight (3*n_embd rows) that rank r keeps: its heads of q, then of k, then of v."""
-    raise NotImplementedError("TODO(lab6): this rank's block_rows(n_embd, ...) (whole heads, since n_head % world == "
-                              "0) in each of the three parts at offsets 0, n_embd, 2*n_embd, concatenated")
+    raise NotImplementedError("TODO(lab6): Returns the indices of the fused qkv weight's rows (3d in all: q rows 0 to "
+                              "d-1, then k, then v) that rank r keeps: the rows of its heads, r*H/N to (r+1)*H/N - 1, "
+                              "in each of q, k and v, in that order: 3d/N indices. Whole heads, because attention "
+                              "mixes a head's features. Tiny (d = 64), N = 2: rank 0 keeps 0-31, 64-95, 128-159. "
+                              "(hints: checker hint lab6 tensor_parallel.qkv_rows)")
 
 
 class TPAttention(nn.Module):
@@ -57,9 +60,12 @@ class TPAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
-        raise NotImplementedError("TODO(lab6): as CausalSelfAttention.forward but with width = n_head * head_dim "
-                                  "(local): split qkv(x) into q, k, v of that width, view as (B, T, n_head, head_dim), "
-                                  "transpose, causal SDPA, back to (B, T, width), then proj and resid_drop")
+        raise NotImplementedError("TODO(lab6): Causal self-attention over this rank's heads only: the local qkv output "
+                                  "(B, T, 3*width), width = local heads x head_dim, is cut into q, k and v; each head "
+                                  "attends with the causal mask (dropout only in training); the heads go back to (B, "
+                                  "T, width) with each position's heads side by side; proj and the residual dropout "
+                                  "then give the full (B, T, d) on every rank. (hints: checker hint lab6 "
+                                  "tensor_parallel.forward)")
 
 
 def parallelize(model: nn.Module, group=None) -> nn.Module:
@@ -73,7 +79,8 @@ def parallelize(model: nn.Module, group=None) -> nn.Module:
     if cfg.n_head % world or (4 * cfg.n_embd) % world:
         raise ValueError(f"{world} ranks must divide n_head={cfg.n_head} and 4*n_embd={4 * cfg.n_embd}")
     d, hd = cfg.n_embd, cfg.n_embd // cfg.n_head
-    raise NotImplementedError("TODO(lab6): for each block: block.attn = TPAttention(ColumnParallelLinear(attn.qkv, "
-                              "qkv_rows(...)), RowParallelLinear(attn.proj, block_rows(d, ...)), n_head // world, hd, "
-                              "attn.dropout, attn.resid_drop); block.mlp.fc / block.mlp.proj become "
-                              "Column/RowParallelLinear over block_rows(4 * d, ...); return model")
+    raise NotImplementedError("TODO(lab6): In place, returns the model: in every block attention keeps this rank's H/N "
+                              "whole heads (qkv column-parallel over their rows, proj row-parallel over the same d/N "
+                              "columns) and the MLP hidden units [r*4d/N, (r+1)*4d/N) (fc column-, proj row-parallel "
+                              "over the same units). Parameter names unchanged; 12d^2/N weights per block per rank. "
+                              "(hints: checker hint lab6 tensor_parallel.parallelize)")

@@ -31,8 +31,11 @@ from .tensor_parallel import TPAttention, qkv_rows
 def interleave_qkv(qkv: nn.Linear, n_head: int, world: int) -> None:
     """Permute qkv's output rows in place so that contiguous block r holds rank r's heads of q, k and v."""
     d = qkv.in_features
-    raise NotImplementedError("TODO(lab6): order = cat of qkv_rows(d, n_head, r, world) for r in range(world); under "
-                              "no_grad, weight.copy_(weight[order]) and the same for the bias")
+    raise NotImplementedError("TODO(lab6): Afterwards qkv's output rows (weight rows and bias entries alike) are "
+                              "permuted in place so that contiguous block r of 3d/N rows holds exactly rank r's heads "
+                              "of q, then of k, then of v: what a contiguous split hands rank r equals what the "
+                              "hand-written split indexes. The permutation is not recorded by autograd. (hints: "
+                              "checker hint lab6 tp_dtensor.interleave_qkv)")
 
 
 def parallelize_dtensor(model: nn.Module, mesh) -> nn.Module:
@@ -42,8 +45,9 @@ def parallelize_dtensor(model: nn.Module, mesh) -> nn.Module:
 
     cfg, world = model.cfg, mesh.size()
     hd = cfg.n_embd // cfg.n_head
-    raise NotImplementedError("TODO(lab6): per block: interleave_qkv(attn.qkv), block.attn = TPAttention(attn.qkv, "
-                              "attn.proj, n_head // world, hd, attn.dropout, attn.resid_drop), then "
-                              "parallelize_module(block, mesh, {'attn.qkv': ColwiseParallel(), 'attn.proj': "
-                              "RowwiseParallel(), 'mlp.fc': ColwiseParallel(), 'mlp.proj': RowwiseParallel()}); return "
-                              "model")
+    raise NotImplementedError("TODO(lab6): In place, returns the model: in every block qkv and the MLP's fc are split "
+                              "by output rows, the attention's and the MLP's proj by input columns with the bias "
+                              "whole, over the 1-D mesh; qkv's rows are permuted first and attention runs over the "
+                              "local heads, so each rank holds the same numbers as the hand-written split, and the "
+                              "layers return plain local tensors. (hints: checker hint lab6 "
+                              "tp_dtensor.parallelize_dtensor)")

@@ -40,8 +40,12 @@ class _CopyToTP(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        raise NotImplementedError("TODO(lab6): sum this rank's partial input gradient over the group (dist.all_reduce "
-                                  "on a copy: grad may be shared), return (sum, None)")
+        raise NotImplementedError("TODO(lab6): Returns the full input gradient, identical on every rank of the group, "
+                                  "and None for the group. One X fed every rank's slice, so dL/dX = sum over r of "
+                                  "dL/dY_r A_r^T and each rank holds one term: passed on unsummed, the LayerNorms and "
+                                  "embeddings before it get a partial gradient while the forward still looks right. "
+                                  "The incoming buffer is left unmodified (autograd may share it). (hints: checker "
+                                  "hint lab6 tp_layers.CopyToTP.backward)")
 
 
 class _ReduceFromTP(torch.autograd.Function):
@@ -49,13 +53,16 @@ class _ReduceFromTP(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, group):
-        raise NotImplementedError("TODO(lab6): all-reduce (sum) a copy of the partial output over the group and return "
-                                  "it")
+        raise NotImplementedError("TODO(lab6): Returns the sum over the group's ranks of their partial outputs (Z = "
+                                  "sum over r of Y_r B_r), the same full tensor on every rank; the input tensor itself "
+                                  "is left unchanged. (hints: checker hint lab6 tp_layers.ReduceFromTP.forward)")
 
     @staticmethod
     def backward(ctx, grad):
-        raise NotImplementedError("TODO(lab6): the output is replicated, so its gradient already is: pass it through "
-                                  "(grad, None)")
+        raise NotImplementedError("TODO(lab6): Returns the gradient for x, and None for the group. The output was "
+                                  "replicated, so dL/dZ is already complete and identical on every rank, and dL/dY_r = "
+                                  "dL/dZ: no communication here (any would double the backward's collectives: 4 per "
+                                  "block instead of 2). (hints: checker hint lab6 tp_layers.ReduceFromTP.backward)")
 
 
 def copy_to_tp(x: torch.Tensor, group=None) -> torch.Tensor:
@@ -76,11 +83,18 @@ class ColumnParallelLinear(nn.Module):
     def __init__(self, linear: nn.Linear, rows: torch.Tensor, group=None):
         super().__init__()
         self.group = group
-        raise NotImplementedError("TODO(lab6): new Parameters holding only linear.weight[rows] and linear.bias[rows] "
-                                  "(copies: the full layer is dropped afterwards)")
+        raise NotImplementedError("TODO(lab6): The module holds only this rank's slice, as Parameters of its own: the "
+                                  "weight rows named by `rows` (the output features it computes), shape (that many, "
+                                  "in_features), and the same entries of the bias (None without one); copies, so that "
+                                  "no reference to the full layer survives and a rank holds 1/N of its bytes. (hints: "
+                                  "checker hint lab6 tp_layers.ColumnParallelLinear)")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError("TODO(lab6): F.linear of copy_to_tp(x, self.group) with this rank's weight and bias")
+        raise NotImplementedError("TODO(lab6): Returns Y_r = X W_r^T + b_r, shape (..., rows kept): this rank's slice "
+                                  "of the full layer's output, with no communication in forward (X is the same on "
+                                  "every rank); in backward the gradient reaching X must be the full one, summed over "
+                                  "the ranks, which is the entry op's job. (hints: checker hint lab6 "
+                                  "tp_layers.ColumnParallelLinear.forward)")
 
 
 class RowParallelLinear(nn.Module):
@@ -94,8 +108,15 @@ class RowParallelLinear(nn.Module):
     def __init__(self, linear: nn.Linear, cols: torch.Tensor, group=None):
         super().__init__()
         self.group = group
-        raise NotImplementedError("TODO(lab6): Parameters holding linear.weight[:, cols] and the whole bias (copies)")
+        raise NotImplementedError("TODO(lab6): The module holds, as Parameters of its own, the weight's input columns "
+                                  "named by `cols`, shape (out_features, columns kept), and the whole bias "
+                                  "(out_features), both copies: the bias is added once, after the partial sums are "
+                                  "combined, so it is neither split nor divided. (hints: checker hint lab6 "
+                                  "tp_layers.RowParallelLinear)")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError("TODO(lab6): reduce_from_tp(F.linear(x, self.weight)) over self.group, then add the "
-                                  "bias")
+        raise NotImplementedError("TODO(lab6): Returns Z = sum over r of X_r W_r^T, plus b once, shape (..., "
+                                  "out_features), identical on every rank: the ranks' partial products are combined "
+                                  "over the group and the bias added after (added before, it would count N times); the "
+                                  "gradient reaching X_r is dL/dZ W_r with no further communication. (hints: checker "
+                                  "hint lab6 tp_layers.RowParallelLinear.forward)")

@@ -3,40 +3,16 @@
 """How many bytes one transformer block keeps for its backward: the estimator, derived for labs/common/model.py.
 
 Autograd keeps, from forward to backward, every tensor an op needs to compute its input's gradient. For
-this model's pre-LN block (b = batch, s = sequence, h = n_embd, a = heads), op by op, on the CPU in fp32
-with dropout on (F = the bytes of one activation element: 4 in fp32):
+this model's pre-LN block (b = batch, s = sequence, h = n_embd, a = heads), on the CPU in training mode,
+activation_terms names each kept tensor (or group) and its bytes; activation_bytes sums them. The sum must
+equal what the checker measures one block keeping, to the byte, for fp32 and bf16 autocast, dropout on and
+off, and no, selective or full recomputation (recompute.py). The README gives the method and one worked term;
+measure.saved_bytes lists what one block really keeps (shape, dtype, bytes) to check a term at a time.
 
-    LayerNorm 1     its input x (the block input)                  F * bsh   + mean, rstd 2 * 4 * bs
-    qkv Linear      its input ln1(x)                               F * bsh
-    attention       CPU with dropout runs the *math* kernel: q, k, v copies, softmax(QK^T), the
-                    dropout mask, the dropped probabilities   3 * 4 * bsh + 3 * 4 * abs^2
-    proj Linear     its input y                                    F * bsh
-    resid dropout   its mask (on the CPU a float, in the tensor's dtype)  F * bsh
-    LayerNorm 2     its input (the residual stream: fp32)          4 * bsh   + mean, rstd 2 * 4 * bs
-    fc Linear       its input ln2(x)                               F * bsh
-    GELU            its input (4h wide)                            4F * bsh
-    proj Linear     its input gelu(.) (4h wide)                    4F * bsh
-    MLP dropout     its mask                                       F * bsh
-fp32 in all: 72 bsh + 12 abs^2 + 16 bs. The tiny GPT (h = 64, a = 4) at b = 2, s = 64: 985,088 B per block.
-
-The anchor is Megatron-LM's count (Korthikanti et al., 2022) for 16-bit activations and 1-byte masks:
-s*b*h*(34 + 5*a*s/h) = 34 bsh + 5 abs^2. Same op list: 16 activations of width h (x2 bytes = 32) + 2 masks
-(x1 = 2) = 34, and softmax out (2) + mask (1) + dropped (2) = 5 per a*s^2. This model differs in three places:
-  - attention keeps q, k AND v as fresh copies (3 bsh, Megatron counts QK^T's inputs 2 bsh + V 1 bsh: the same);
-  - on the CPU, dropout's mask is a float in the tensor's dtype (CUDA's fused dropout keeps 1-byte bools);
-  - LayerNorm keeps its mean and 1/std (fp32, 2 per token each): the 16 bs Megatron leaves out.
-With dropout off the CPU runs the *flash* kernel instead: it keeps q, k, v (as the one qkv output they
-view: 3F bsh), the output and a logsumexp per row (4 * abs); no s^2 term at all, and no masks: 64 bsh.
-
-bf16 autocast (fp32 master weights; the residual stream stays fp32): Linear inputs, GELU's input and output
-and the masks after a Linear become 2 bytes; LayerNorm runs in fp32; on the CPU attention runs in fp32.
-And autocast keeps each Linear's bf16 *weight copy* for backward: 2 * 12 h^2 bytes per block, whatever b, s.
-Per block: 46 bsh + 12 abs^2 + 16 bs + 24 h^2.
-
-Recomputation (recompute.py) keeps less:
-  full       only the block input (checkpoint holds it to rerun the forward): 4 bsh
-  selective  the block input + every Linear's output (qkv 3h, attn proj h, fc 4h, mlp proj h: 9 bsh in
-             the matmul dtype); LayerNorms, attention, GELU and dropout are rerun in backward.
+The anchor is Megatron-LM's published count (Korthikanti et al., 2022) for 16-bit activations, 1-byte
+dropout masks and GPU kernels: s*b*h*(34 + 5*a*s/h) bytes per layer (megatron_bytes). Reconcile your terms
+with it once they match the measurement: this model on the CPU differs in the masks' dtype, LayerNorm's
+statistics and the attention kernel's tensors.
 """
 from __future__ import annotations
 
@@ -44,10 +20,15 @@ FP32 = 4  # bytes: the residual stream, LayerNorm statistics, CPU attention (als
 
 
 def activation_terms(cfg, batch: int, seq: int, precision: str = "fp32", recompute: str = "none") -> dict[str, int]:
-    """Bytes one Block keeps for backward, by what keeps them (see the module docstring); CPU kernels."""
+    """{what keeps it: bytes} for one Block's backward (CPU kernels); the values sum to activation_bytes."""
     b, s, h, a = batch, seq, cfg.n_embd, cfg.n_head
     bsh, bs = b * s * h, b * s
-    raise NotImplementedError("TODO(lab7): the terms of the derivation above, as {name: bytes}")
+    raise NotImplementedError("TODO(lab7): {what keeps it: bytes} for one Block, summing to the bytes the checker "
+                              "measures it keeping from forward to backward, to the byte, at any b, s, h, a; fp32 or "
+                              "bf16, recompute none, selective or full, dropout on or off. Per op: what its backward "
+                              "needs x its width x bytes per element (4 in fp32; 2 for a matmul's inputs and outputs "
+                              "under bf16); a storage two tensors view counts once. (hints: checker hint lab7 "
+                              "activations.activation_terms)")
 
 
 def activation_bytes(cfg, batch: int, seq: int, precision: str = "fp32", recompute: str = "none") -> int:

@@ -3,8 +3,8 @@
 """Mixed precision: compute in 16 bits, keep the weights (the "masters") and their update in fp32.
 
 bf16 has fp32's 8 exponent bits and 8 of its 24 mantissa bits (eps 2^-8 = 0.4%). Run the matmuls in bf16
-and their inputs/outputs kept for backward take 2 bytes instead of 4 (activations.py: fp32 72 bsh -> bf16
-46 bsh per block); on a GPU the matmuls also run 2-16x faster. But an Adam update is ~lr = 1e-3 of a weight,
+and their inputs/outputs kept for backward take 2 bytes instead of 4 (activations.py counts what each block
+keeps); on a GPU the matmuls also run 2-16x faster. But an Adam update is ~lr = 1e-3 of a weight,
 below bf16's 0.4% resolution: stored in bf16, many updates would round away to nothing. So the parameters stay
 fp32, autocast casts a bf16 copy of each weight for the matmul, and the gradient flows back to the fp32
 parameter. Memory for model state is unchanged (4 + 4 + 8 bytes/param with AdamW); activations shrink.
@@ -26,15 +26,24 @@ def autocast(device_type: str, precision: str = "bf16"):
     """The context to run forward (and the loss) in: autocast to `precision` on `device_type`, or nothing for fp32."""
     if precision == "fp32":
         return contextlib.nullcontext()
-    raise NotImplementedError("TODO(lab7): torch.autocast on this device type, in DTYPES[precision]")
+    raise NotImplementedError("TODO(lab7): A context inside which forward's matmuls and the loss compute in the 16-bit "
+                              "type `precision` names, on device type `device_type`, while the parameters stay fp32: "
+                              "each matmul uses a 16-bit copy of its weight and the gradient flows back to the fp32 "
+                              "master (an update of 1e-3 of a weight is below bf16's 2^-8 resolution). Activations "
+                              "kept for backward shrink; model state does not. (hints: checker hint lab7 amp.autocast)")
 
 
 def train_step(model, optimizer, batch, precision: str = "fp32", scaler=None) -> float:
-    """One step on (x, y): forward and loss under autocast(precision), backward, optimizer step.
+    """One optimizer step on batch = (x, y) with forward and loss in `precision`; returns the loss as a float.
 
-    With a scaler (fp16): backward the scaled loss; scaler.step(optimizer) skips the step if a gradient
-    overflowed; scaler.update() adjusts the scale. The parameters stay fp32 throughout."""
+    scaler: None, or a loss scaler (loss_scale.py's, or torch.amp.GradScaler) for fp16, whose small gradients
+    would underflow unscaled; an overflowed step must leave the parameters unchanged. The parameters, their
+    gradients and the optimizer's state stay fp32 throughout."""
     x, y = batch
     optimizer.zero_grad(set_to_none=True)
-    raise NotImplementedError("TODO(lab7): forward under autocast(x.device.type, precision); backward (scaled with a "
-                              "scaler); step")
+    raise NotImplementedError("TODO(lab7): One optimizer step; returns the loss as a Python float. Forward and loss "
+                              "compute in `precision`, backward and the update outside that region; parameters, "
+                              "gradients and optimizer state stay fp32. With a scaler, backward sees the loss x S "
+                              "(small fp16 gradients stay above 6e-8), the optimizer sees gradients / S, a step with "
+                              "an inf or NaN gradient is skipped, S adapts after it. (hints: checker hint lab7 "
+                              "amp.train_step)")

@@ -31,10 +31,17 @@ class LossScaler:
 
     def step(self, optimizer) -> bool:
         """Unscale every gradient in place; step the optimizer only if all are finite. Returns whether it stepped."""
-        raise NotImplementedError("TODO(lab7): divide each .grad by the scale; found_inf = any non-finite; "
-                                  "optimizer.step() only if none")
+        raise NotImplementedError("TODO(lab7): Afterwards every gradient is divided by the scale S: the optimizer sees "
+                                  "true gradients (exact for a power-of-two S). If any unscaled gradient holds an inf "
+                                  "or NaN the update is skipped: weights and optimizer moments stay exactly as they "
+                                  "were, and the overflow is remembered for the scale update. Returns whether the "
+                                  "optimizer stepped. (hints: checker hint lab7 loss_scale.step)")
 
     def update(self) -> None:
         """After step(): back off on an overflow, grow after growth_interval clean steps."""
-        raise NotImplementedError("TODO(lab7): halve (backoff_factor) after an overflow and restart the count; grow "
-                                  "after growth_interval")
+        raise NotImplementedError("TODO(lab7): After a step that overflowed, the next step's scale is S x "
+                                  "backoff_factor (0.5: halved) and the count of clean steps restarts at 0; after "
+                                  "growth_interval clean steps in a row, S x growth_factor (2: doubled) and the count "
+                                  "restarts; otherwise S stays. S falls fast to where gradients fit fp16 (max 65,504) "
+                                  "and creeps back up so small ones stay above 6e-8. (hints: checker hint lab7 "
+                                  "loss_scale.update)")

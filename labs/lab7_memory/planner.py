@@ -46,5 +46,9 @@ def plan_memory(cfg, n_params: int, batch: int, seq: int, world_size: int, budge
     Returns {"micro_batch", "grad_accum", "recompute", "zero_stage", "bytes": step_bytes(...), "total", "fits"};
     if nothing fits, the last option tried (micro-batch 1, full recomputation, stage 3) with fits False."""
     micro_batches = [m for m in range(batch, 0, -1) if batch % m == 0]
-    raise NotImplementedError("TODO(lab7): try each micro-batch (largest first), recompute (none..full), stage (0..3): "
-                              "first total <= budget")
+    raise NotImplementedError("TODO(lab7): The cheapest plan whose per-rank total fits budget_bytes: micro-batches "
+                              "largest first (a smaller one costs only accumulation steps), then recompute none, "
+                              "selective, full (compute), then ZeRO stage 0 to 3 (communication); the first fit wins, "
+                              "grad_accum = batch / micro_batch. Total = model state + n_layer x one block's "
+                              "activations + logits and their gradient. None fits: the last tried. (hints: checker "
+                              "hint lab7 planner.plan_memory)")

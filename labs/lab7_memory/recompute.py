@@ -2,20 +2,15 @@
 # This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
 """Activation checkpointing, applied to the model from outside: the model's code does not change.
 
-Full: each Block's forward runs under torch.utils.checkpoint (non-reentrant). Forward keeps only the block's
-input; backward reruns the block's forward to get back what it dropped, then differentiates. Memory per
-block falls from 72 bsh + 12 abs^2 + 16 bs bytes (fp32, dropout on) to 4 bsh; compute rises by one forward:
-forward 1 + backward 2 (units of a forward's FLOPs) becomes 1 + 1 + 2, so a step costs ~4/3 as much.
+Full: forward keeps only each Block's input; backward reruns the block's forward to get back what it dropped,
+then differentiates. Memory per block falls to the block input alone; compute rises by one forward of the
+blocks: forward 1 + backward 2 (units of a forward's FLOPs) becomes 1 + 1 + 2, so a step costs ~4/3 as much.
 
-Selective: one checkpoint per block too, but with a policy (torch's selective activation checkpointing) that
-keeps the outputs of the matmuls (mm/addmm: the Linear layers, where the FLOPs are) and recomputes everything
-else: LayerNorms, the attention core (QK^T, softmax, dropout, times V: the a*s^2 tensors), GELU, dropout.
-Keeps 4 bsh + 9 bsh in the matmul dtype; recomputes about 4*b*s^2*h attention FLOPs per block of the
-24*b*s*h^2 + 4*b*s^2*h in its forward.
+Selective: forward keeps what is expensive to recompute and cheap to store (a per-op policy, keep_matmuls,
+decides) and backward recomputes the rest, so a block keeps more than under full and recomputes less.
 
-Dropout under recomputation: the rerun must draw the same masks, or the gradient is of another network.
-checkpoint(preserve_rng_state=True) saves the RNG state at the start of forward and restores it for the
-rerun; every random op is rerun (none is saved), so they consume the generator in the same order.
+Dropout under recomputation: the rerun must draw the same masks, or the gradient is of another network. The
+checker compares the loss and every gradient with no recomputation, bit for bit.
 """
 from __future__ import annotations
 
@@ -31,12 +26,19 @@ KEEP = {aten.mm.default, aten.addmm.default}
 
 def keep_matmuls(ctx, op, *args, **kwargs):
     """The selective policy: save a matmul's output, recompute every other op."""
-    raise NotImplementedError("TODO(lab7): MUST_SAVE for the ops in KEEP, PREFER_RECOMPUTE for the rest")
+    raise NotImplementedError("TODO(lab7): The selective policy, asked once per op during forward: the output of an op "
+                              "in KEEP (the matmuls, where the FLOPs are: 2*m*n*k each) is kept for backward; every "
+                              "other op's output is dropped and recomputed. A block then keeps its input + its four "
+                              "Linears' outputs (9h per token) and none of the a*s*s attention tensors. (hints: "
+                              "checker hint lab7 recompute.keep_matmuls)")
 
 
 def _checkpointed(forward, mode: str, *args, **kwargs):
-    raise NotImplementedError("TODO(lab7): checkpoint(forward, ...) non-reentrant, RNG preserved; selective: "
-                              "context_fn from keep_matmuls")
+    raise NotImplementedError("TODO(lab7): Returns the block's output while only its input (full), or its input and "
+                              "what keep_matmuls saves (selective), stays alive for backward; backward reruns the rest "
+                              "once and yields the same loss and gradients as no recomputation, dropout included: the "
+                              "rerun must draw the very same masks. Cost: one more forward of the block (a step 4/3 as "
+                              "long in FLOPs), no more. (hints: checker hint lab7 recompute.checkpointed)")
 
 
 def apply_recompute(model: torch.nn.Module, mode: str = "full") -> torch.nn.Module:

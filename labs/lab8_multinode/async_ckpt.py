@@ -58,9 +58,12 @@ class AsyncCheckpointer:
 
     def save(self, root, state_dict: dict, step: int) -> None:
         self.wait()  # one save in flight: a second would need a second copy of the state
-        raise NotImplementedError("TODO(lab8): staged = stage(state_dict) (before returning: the next step mutates the "
-                                  "live tensors); submit _write(Path(root), step, staged, self.group) to self.pool and "
-                                  "keep the future in self.pending")
+        raise NotImplementedError("TODO(lab8): Returns as soon as a private CPU copy of every tensor in state_dict "
+                                  "exists (the next optimizer step changes the live tensors in place: a write reading "
+                                  "them would mix two steps). Writing that copy to root/step_<step> and committing it "
+                                  "go on in the background, on the writer's own process group, tracked in self.pending "
+                                  "for wait. Training stalls only for the copy. (hints: checker hint lab8 "
+                                  "async_ckpt.save)")
 
     def wait(self) -> None:
         if self.pending is not None:

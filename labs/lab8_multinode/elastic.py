@@ -54,5 +54,8 @@ def latest(root) -> Path | None:
 def resume(root, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
     """Every rank, at start: load the last complete checkpoint under root into model and optimizer (already
     sharded the same way) and return its step; 0 if there is none. The next step to run is the returned + 1."""
-    raise NotImplementedError("TODO(lab8): folder = latest(root); None -> 0; else get_state_dict, dcp.load({'model', "
-                              "'optim', 'step'}, checkpoint_id=folder), set_state_dict, return the step")
+    raise NotImplementedError("TODO(lab8): Every rank: model and optimizer (weights, AdamW moments and step counts, "
+                              "sharded as they are now) hold what the last complete checkpoint under root saved, and "
+                              "the return value is its step, so the next step is step + 1 and every later loss is "
+                              "bit-identical to an uninterrupted run's. No complete checkpoint: nothing changes, "
+                              "return 0. A `.partial` folder is never read. (hints: checker hint lab8 elastic.resume)")

@@ -28,12 +28,20 @@ from torch.distributed.fsdp import fully_shard
 def make_mesh(nnodes: int, nproc_per_node: int, device_type: str) -> DeviceMesh:
     """The 2-D mesh HSDP shards on: dim 0 "replicate" across nodes, dim 1 "shard" within a node. A row of
     the mesh must be one node's ranks (torchrun numbers ranks node by node, so rank = node * per_node + local)."""
-    raise NotImplementedError("TODO(lab8): init_device_mesh(device_type, (nnodes, nproc_per_node), "
-                              "mesh_dim_names=('replicate', 'shard'))")
+    raise NotImplementedError("TODO(lab8): A 2-D mesh of shape (nodes, ranks per node) whose row g holds node g's "
+                              "ranks, g*n to g*n + n - 1 (torchrun numbers ranks node by node); dim 0 named "
+                              "'replicate' (across nodes), dim 1 'shard' (within a node). Then all-gathers and "
+                              "reduce-scatters stay inside a node and only a B/n gradient shard per rank is "
+                              "all-reduced across the link: 2 (g-1) B per step, not 3 g (N-1)/N B. (hints: checker "
+                              "hint lab8 hsdp.make_mesh)")
 
 
 def shard_model(model: torch.nn.Module, mesh: DeviceMesh) -> torch.nn.Module:
-    """fully_shard the whole model as one unit on `mesh` (1-D: FSDP; 2-D: HSDP), keeping the gathered
-    parameters from forward to backward (reshard_after_forward=False): one all-gather and one gradient
-    reduction per step, so the bytes per step are the formula's. In place; returns the model."""
-    raise NotImplementedError("TODO(lab8): fully_shard(model, mesh=mesh, reshard_after_forward=False); return model")
+    """In place: the whole model becomes one sharded unit on `mesh` (1-D: FSDP; 2-D: HSDP) that keeps its
+    gathered parameters from forward to backward: one all-gather and one gradient reduction per step, so the
+    bytes per step are the formula's. Returns the model."""
+    raise NotImplementedError("TODO(lab8): In place, the whole model becomes one sharded unit on mesh (1-D: FSDP over "
+                              "all N ranks; 2-D: HSDP, replicated over dim 0, sharded over dim 1) that keeps its "
+                              "gathered parameters from forward to backward: one all-gather and one gradient reduction "
+                              "per step, so the link carries the formula's bytes (FSDP 3 g (N-1)/N B, HSDP 2 (g-1) B). "
+                              "Returns the model. (hints: checker hint lab8 hsdp.shard_model)")

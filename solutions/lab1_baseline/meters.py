@@ -32,8 +32,19 @@ class ThroughputMeter:
         self.t_last = None
 
     def step(self, tokens: int) -> None:
-        # BEGIN SOLUTION synchronise the device, read time.perf_counter(); open the window at the warmup_steps-th call,
-        #                after it count tokens and move the window's end
+        # BEGIN SOLUTION The timed window opens when the warmup_steps-th call returns and ends at the latest call; it
+        #                holds the tokens of every later call and none of the warm-up's, not even the call that opens
+        #                it. Every timestamp is taken once the device has finished the step's queued work, else a GPU is
+        #                timed at launch speed. warmup_steps = 3, 11 calls: 8 steps' tokens over the time from call 3 to
+        #                call 11.
+        # HINT 1         A meter lies by timing what is not steady training (a warm-up step's one-off costs; work still
+        #                queued on the device) or by counting tokens that were not timed. Which call's timestamp opens
+        #                the window, and whose tokens belong inside it?
+        # HINT 2         State on the meter: a call count, the window's start and latest time, a token sum. Before
+        #                reading a monotonic clock (time.perf_counter) wait for the device:
+        #                cdist.synchronize(self.device).
+        # HINT 3         synchronise, now = time.perf_counter(); count the call; at the warmup_steps-th call set the
+        #                start to now; on every later call add tokens and set the window's end to now.
         cdist.synchronize(self.device)
         now = time.perf_counter()
         self.steps += 1
@@ -47,8 +58,14 @@ class ThroughputMeter:
     @property
     def tokens_per_s(self) -> float:
         """nan until the window holds at least one step."""
-        # BEGIN SOLUTION tokens counted inside the window / (window end - window start); nan before the window holds a
-        #                step
+        # BEGIN SOLUTION The tokens counted inside the window divided by the window's length in seconds. Not a number
+        #                (nan) until the window holds a step, so a caller can tell 'no measurement yet' from a slow run.
+        #                8 steps of 1,024 tokens over 0.2 s: 40,960 tokens/s.
+        # HINT 1         A rate is an amount over a duration, both taken over the same steps. What should it be before
+        #                any step has been timed, and why is zero the wrong answer?
+        # HINT 2         Read what step keeps: the token sum and the window's start and end times; the window is empty
+        #                while its end is unset.
+        # HINT 3         if self.t_last is None: return float('nan'); return self.tokens / (self.t_last - self.t_start).
         if self.t_last is None:
             return float("nan")
         return self.tokens / (self.t_last - self.t_start)
@@ -62,8 +79,18 @@ def model_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) 
     For fp32 AdamW expect 4 + 4 + 8 = 16 bytes per parameter, plus 4 bytes per parameter
     *tensor* for AdamW's `step` counter. A tied weight is stored once and counts once.
     """
-    # BEGIN SOLUTION sum numel()*element_size() over model.parameters() (unique), over each p.grad that exists, and over
-    #                every tensor in optimizer.state
+    # BEGIN SOLUTION This process's bytes, counted from the tensors (elements x bytes per element): params, each stored
+    #                tensor once (a tied weight counts once); grads, only those that exist (0 once freed); optimizer,
+    #                every tensor of its per-parameter state. fp32 AdamW: 4 + 4 + 8 B/param, plus 4 B per parameter
+    #                tensor for its step count; tiny: 16 x 120,576 + 4 x 28 = 1,929,328 B.
+    # HINT 1         Count, don't compute: the formula is what your count is checked against. Which tensors exist right
+    #                now, which one is reachable under two names, and what does the optimizer keep for each parameter?
+    # HINT 2         Three sums of numel() * element_size(): over model.parameters() (it yields a shared tensor once),
+    #                over each p.grad that is not None, and over every tensor value in optimizer.state (one dict per
+    #                parameter; not every value is a tensor).
+    # HINT 3         params = sum(p.numel() * p.element_size() for p in model.parameters()); grads: the same over p.grad
+    #                where it is not None; opt: the same over v for state in optimizer.state.values() for v in
+    #                state.values() if torch.is_tensor(v).
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     grads = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)
     opt = sum(v.numel() * v.element_size()

@@ -15,12 +15,22 @@ from labs.common import checkpoint as ckpt
 def save_checkpoint(path, model, optimizer, scheduler, sampler, step: int) -> None:
     """Write the full training state after `step` completed steps to `path`, atomically.
 
-    Use labs.common.checkpoint.atomic_save (a kill during the save must leave the previous
-    checkpoint intact) and labs.common.checkpoint.rng_state() for the random streams.
-    `sampler` has state_dict()/load_state_dict() like the model and optimizer.
+    A kill during the save must leave the previous checkpoint intact, and the random streams are part of
+    the state (labs.common.checkpoint has helpers for both). `sampler` has state_dict()/load_state_dict()
+    like the model and optimizer.
     """
-    # BEGIN SOLUTION build one dict with the state_dict() of model, optimizer, scheduler and sampler, the step and
-    #                ckpt.rng_state(); write it with ckpt.atomic_save
+    # BEGIN SOLUTION Afterwards path holds all a fresh process needs to take step + 1 exactly as this one would:
+    #                weights, the optimizer's moments (AdamW: 8 B/param), the schedule's position, the data position,
+    #                the step and every RNG stream. Atomic: a kill during the write leaves the previous checkpoint
+    #                whole, never half a file.
+    # HINT 1         List what changes as training runs, not only the weights: which piece, if lost, makes the resumed
+    #                step differ? (moments: a loss spike; schedule: warm-up again; data: batches repeat; RNG: other
+    #                dropout masks.) And what does a kill halfway through an ordinary write leave on disk?
+    # HINT 2         One dict: each object's state_dict(), the step, and ckpt.rng_state(); written once with
+    #                ckpt.atomic_save (a temporary file, then a rename).
+    # HINT 3         state = {'model': model.state_dict(), 'optimizer': optimizer.state_dict(), 'scheduler':
+    #                scheduler.state_dict(), 'sampler': sampler.state_dict(), 'step': step, 'rng': ckpt.rng_state()};
+    #                ckpt.atomic_save(state, path).
     state = {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
@@ -39,8 +49,16 @@ def load_checkpoint(path, model, optimizer, scheduler, sampler) -> int:
     The objects are freshly built (and possibly differently initialised): after this call the
     next training step must be exactly the step the uninterrupted run would have taken.
     """
-    # BEGIN SOLUTION ckpt.load(path), then load_state_dict on model, optimizer, scheduler, sampler, ckpt.set_rng_state,
-    #                return the step
+    # BEGIN SOLUTION Into freshly built objects, initialised and seeded differently, restore everything the save wrote,
+    #                and return the saved step: the next step must then be bit-identical to the one the uninterrupted
+    #                run took, loss and weights alike.
+    # HINT 1         Resume is the save in reverse: every piece goes back into the object it came from. Which piece is
+    #                easy to forget because it lives in no object you were handed, and could anything run after
+    #                restoring it disturb it?
+    # HINT 2         ckpt.load the file; each object's load_state_dict; ckpt.set_rng_state for the random streams; the
+    #                step is the return value.
+    # HINT 3         state = ckpt.load(path); model, optimizer, scheduler, sampler: .load_state_dict(state[<its key>]);
+    #                ckpt.set_rng_state(state['rng']); return state['step'].
     state = ckpt.load(path)
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])

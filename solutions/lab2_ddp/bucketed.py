@@ -2,17 +2,15 @@
 
 Why buckets: one all-reduce per parameter tensor pays a fixed latency per call (tiny has 28
 tensors, GPT-2 148); packing ~25 MB into one buffer pays it once per bucket.
-Why hooks: backward produces gradients from the last layer to the first. A post-accumulate-grad
-hook fires as each parameter's .grad is final; when every parameter of a bucket has fired, the
-bucket's all-reduce starts asynchronously and backward continues computing earlier layers while
-the bytes move. Only the communication still running when backward ends is exposed.
+Why hooks: backward produces gradients from the last layer to the first. If a bucket's communication
+starts as soon as its last gradient is final, backward goes on computing earlier layers while the bytes
+move. Only the communication still running when backward ends is exposed.
 Why reverse order: buckets are filled in reverse registration order, so the first bucket to
 complete holds the last layers' gradients, which backward produces first.
-Why one persistent flat buffer per bucket: each gradient is copied in as it arrives (spread over
-backward), the all-reduce runs on the buffer in place, and afterwards each .grad simply becomes
-a view of its slice: no concatenation and no copy back.
+Why one persistent flat buffer per bucket: allocated once, it carries the bucket's gradients in one
+call, and afterwards each .grad is a view of its slice: no concatenation and no copy back.
 no_sync: during gradient accumulation the hooks do nothing; the last micro-step's backward
-all-reduces the accumulated gradients once.
+communicates the accumulated gradients once.
 """
 from __future__ import annotations
 
@@ -62,8 +60,18 @@ class BucketedDDP(nn.Module):
 
         One flat buffer has one dtype, and each .grad becomes a view of it, so a bf16 parameter's gradient
         cannot live in an fp32 buffer: each dtype fills buckets of its own (one open bucket per dtype)."""
-        # BEGIN SOLUTION walk reversed(params) keeping one open bucket per dtype; close a Bucket when its bytes reach
-        #                cap_bytes; the open remainders become the last buckets
+        # BEGIN SOLUTION Every parameter in exactly one bucket. A bucket holds consecutive parameters of one dtype, in
+        #                reverse registration order (backward's: the first bucket to fill holds the last layers), and
+        #                closes once its bytes reach cap_bytes; what is left of each dtype becomes a last bucket. tiny,
+        #                482,304 B of fp32 gradients, a 0.1 MB cap: 3 buckets of ~133 KB, then 82 KB.
+        # HINT 1         A bucket can be all-reduced only once all of its gradients exist, and backward produces them
+        #                from the last layer to the first. In which order should parameters fill buckets so the first
+        #                closes early in backward? And why can't an fp32 and a bf16 gradient share one buffer?
+        # HINT 2         One pass over reversed(params) with a dict dtype -> (open list, bytes so far); a Bucket(list)
+        #                is made when a list reaches cap_bytes; the lists still open at the end become Buckets too.
+        # HINT 3         for p in reversed(params): pop the open (list, size) of p.dtype (or ([], 0)), append p, add
+        #                p.numel() * p.element_size(); if size >= cap_bytes: buckets.append(Bucket(list)), else put it
+        #                back; then buckets.extend(Bucket(lst) for lst, _ in open_.values()).
         buckets, open_ = [], {}  # dtype -> (params, bytes) of the bucket being filled
         for p in reversed(params):
             current, size = open_.pop(p.dtype, ([], 0))
@@ -81,8 +89,21 @@ class BucketedDDP(nn.Module):
         """Post-accumulate-grad hook: runs inside backward as soon as p.grad is final."""
         if not self.sync:
             return
-        # BEGIN SOLUTION copy p.grad into its slice of the bucket's flat buffer; when the bucket's last gradient
-        #                arrives, divide the buffer by the world size and launch dist.all_reduce(flat, async_op=True)
+        # BEGIN SOLUTION Called once per parameter, inside backward, as its gradient becomes final (never inside the
+        #                no-sync block: the lines above return first). Afterwards that gradient sits in its slice of its
+        #                bucket's flat buffer; once the bucket's last gradient is in, the bucket's reduction to the mean
+        #                over ranks is in flight and not waited for: backward goes on with earlier layers while the
+        #                bytes move.
+        # HINT 1         The hook exists for overlap: communication must start during backward and must not block it.
+        #                When does a bucket hold everything it needs, and what can the hook start that returns at once?
+        # HINT 2         Per bucket: its flat buffer, each parameter's offset (self.bucket_of maps id(p) to bucket and
+        #                index) and an arrival count (b.ready). The collective is an all-reduce launched asynchronously
+        #                (async_op=True): it returns a handle to wait on later, kept in b.work.
+        # HINT 3         b, i = self.bucket_of[id(p)]; b.flat[b.offsets[i]: b.offsets[i] +
+        #                p.numel()].copy_(p.grad.reshape(-1)); b.ready += 1; if b.ready == len(b.params):
+        #                b.flat.div_(self.world_size); b.work = dist.all_reduce(b.flat, async_op=True).
+        # Each gradient is copied into the flat buffer as it arrives (spread over backward); when every parameter
+        # of a bucket has fired, the bucket's all-reduce starts asynchronously, in place on the buffer.
         b, i = self.bucket_of[id(p)]
         b.flat[b.offsets[i]: b.offsets[i] + p.numel()].copy_(p.grad.reshape(-1))
         b.ready += 1
@@ -92,9 +113,18 @@ class BucketedDDP(nn.Module):
         # END SOLUTION
 
     def finish_gradient_synchronization(self) -> None:
-        """Before the optimizer step: wait for every bucket and copy the averages back into .grad."""
-        # BEGIN SOLUTION for each bucket: wait on its work, point each p.grad at its slice of flat (a view, no copy),
-        #                reset the bucket
+        """Before the optimizer step: every .grad holds the mean over ranks, as a view of its bucket's buffer."""
+        # BEGIN SOLUTION Before the optimizer step: afterwards every parameter's gradient equals the mean over ranks of
+        #                the local gradients and is a view of its slice of its bucket's reduced buffer (no copy, no
+        #                extra bytes), and every bucket is ready for the next backward. Only here does anyone wait: what
+        #                is still running now is the exposed cost. A bucket never launched is an error, not a hang.
+        # HINT 1         Backward has returned, but the all-reduces may still be running. What must you wait for, and
+        #                how do the averaged bytes become each parameter's gradient without copying them?
+        # HINT 2         The handle kept in b.work has wait(); a slice of b.flat shaped with view_as(p) is a view, not a
+        #                copy, and can be assigned to p.grad; Bucket.reset() readies a bucket for the next backward.
+        #                b.work still None: never launched.
+        # HINT 3         for b in self.buckets: if b.work is None: raise RuntimeError(...); b.work.wait(); for p, off in
+        #                zip(b.params, b.offsets): p.grad = b.flat[off: off + p.numel()].view_as(p); b.reset().
         for b in self.buckets:
             if b.work is None:
                 raise RuntimeError("a bucket's all-reduce never started: did backward reach every parameter?")

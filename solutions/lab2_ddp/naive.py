@@ -3,8 +3,8 @@
 Two collectives make the N replicas one model:
   broadcast   once, at wrap time: rank 0's initial weights to every rank (ranks may have
               initialised differently; from here on identical updates keep them identical);
-  all-reduce  every step, one per parameter tensor, after backward: sum, then divide by N, so each
-              rank holds the gradient of the mean loss over the global batch.
+  all-reduce  every step, after backward, so that each rank holds the gradient of the mean loss
+              over the global batch.
 Cost: a ring all-reduce moves 2(N-1)/N x the gradient bytes per rank (4 bytes/param in fp32),
 and here none of it overlaps with compute: backward finishes, then communication starts.
 """
@@ -19,7 +19,16 @@ import torch.nn as nn
 
 def broadcast_module(module: nn.Module, src: int = 0) -> None:
     """Copy rank `src`'s parameters and buffers to every rank, in place."""
-    # BEGIN SOLUTION dist.broadcast every parameter's .data and every buffer from src
+    # BEGIN SOLUTION Afterwards every rank's parameters and buffers hold rank src's values bit for bit, in place: the
+    #                same tensor objects, so an optimizer built on them still holds them. Ranks may have initialised
+    #                differently; from identical weights, identical averaged updates keep them identical. Once, at wrap
+    #                time: the model's bytes (tiny: 482 KB in fp32) from src to every rank.
+    # HINT 1         DDP's invariant is 'every replica identical'. Which tensors of a module are state, trainable or
+    #                not, and whose copy wins?
+    # HINT 2         One collective per tensor, from one rank to all: dist.broadcast over module.parameters() and
+    #                module.buffers(), on each tensor's data, with autograd not recording.
+    # HINT 3         with torch.no_grad(): for t in list(module.parameters()) + list(module.buffers()):
+    #                dist.broadcast(t.data, src=src).
     with torch.no_grad():
         for t in list(module.parameters()) + list(module.buffers()):
             dist.broadcast(t.data, src=src)
@@ -38,7 +47,17 @@ class NaiveDDP(nn.Module):
 
     def finish_gradient_synchronization(self) -> None:
         """After backward: every .grad becomes the mean of the ranks' gradients."""
-        # BEGIN SOLUTION for each parameter with a grad: dist.all_reduce (sum) then divide by the world size
+        # BEGIN SOLUTION After backward, every existing gradient on every rank equals the mean over the N ranks of their
+        #                local gradients: the gradient of the mean loss over the global batch (each local loss is
+        #                already a mean over its B samples: average, don't sum). A ring moves 2 x (N-1)/N x 4 B/param
+        #                per rank per step, none of it overlapped with backward here.
+        # HINT 1         Each rank holds the gradient of its own B samples' mean loss. Which combination of the N
+        #                gradients is the gradient of the mean over all N x B samples, and what does the collective you
+        #                would use compute by default?
+        # HINT 2         One all-reduce per parameter tensor that has a gradient (dist.all_reduce: SUM by default, in
+        #                place), then scale by 1 / world size.
+        # HINT 3         for p in self.module.parameters(): if p.grad is not None: dist.all_reduce(p.grad);
+        #                p.grad.div_(self.world_size).
         for p in self.module.parameters():
             if p.grad is not None:
                 dist.all_reduce(p.grad)

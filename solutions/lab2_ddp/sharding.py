@@ -24,14 +24,30 @@ class ShardedSampler(BatchSampler):
 
     def next_ids(self) -> np.ndarray:
         """This rank's window ids for the next global step."""
-        # BEGIN SOLUTION take the next global batch (BatchSampler.next_ids) and return this rank's contiguous block of
-        #                local_batch ids
+        # BEGIN SOLUTION Rank r gets the r-th block of local_batch ids (the inherited batch size is the global one,
+        #                local_batch x world_size) of the global batch one process's sampler would yield next. So the
+        #                ranks' batches are disjoint, each epoch shows every window at most once (the ragged tail is
+        #                dropped), and in rank order they are one process's batch: what makes DDP equal one process on
+        #                the global batch, testably.
+        # HINT 1         Every rank must agree on the epoch's order without talking to the others. If each rank computes
+        #                the same global batch, how does it pick its part so the parts tile it in rank order?
+        # HINT 2         The parent class (lab 1's BatchSampler, built here with the global batch size) already yields
+        #                the next global batch and advances the shared cursor: take one contiguous slice of it.
+        # HINT 3         global_ids = super().next_ids(); return global_ids[self.rank * self.local_batch: (self.rank +
+        #                1) * self.local_batch].
         global_ids = super().next_ids()
         return global_ids[self.rank * self.local_batch: (self.rank + 1) * self.local_batch]
         # END SOLUTION
 
     def set_epoch(self, epoch: int) -> None:
         """Start `epoch` from its beginning (its order is reshuffled by the (seed, epoch) generator)."""
-        # BEGIN SOLUTION set the epoch and rewind the cursor to 0
+        # BEGIN SOLUTION Afterwards the next call yields the first global batch of the given epoch, in that epoch's
+        #                (seed, epoch) order, which every rank computes alike: the same position on every rank, and the
+        #                same data at any world size.
+        # HINT 1         The sampler's whole state is two integers. Which two, and what must each be for an epoch to
+        #                start from its beginning?
+        # HINT 2         Two attributes inherited from BatchSampler (labs/common/data.py): the epoch and the cursor into
+        #                its order.
+        # HINT 3         self.epoch, self.cursor = epoch, 0.
         self.epoch, self.cursor = epoch, 0
         # END SOLUTION

@@ -5,10 +5,10 @@ freed; backward gathers again and reduce-scatters the gradients, so each rank ke
 weights, the gradients and (because the optimizer only ever sees the local shards) the AdamW
 moments: 16Ψ/N bytes of model state per rank in fp32.
 
-The wrapping is yours to choose, and it is the memory/communication trade: each `fully_shard`
-call is one all-gather unit. Per transformer block means at most one block is unsharded at a
-time (plus the root's parameters: embeddings, final norm); wrapping only the root would gather
-the whole model at once, which is DDP's memory with ZeRO-3's traffic.
+The wrapping is yours to choose, and it is the memory/communication trade: each sharded unit is
+gathered whole. Units of one transformer block mean at most one block is unsharded at a time
+(plus the root's parameters: embeddings, final norm); one unit for the whole model would gather
+it all at once, which is DDP's memory with ZeRO-3's traffic.
 """
 from __future__ import annotations
 
@@ -17,14 +17,24 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 
 def apply_fsdp(model: torch.nn.Module, mixed_precision: bool = False) -> torch.nn.Module:
-    """Shard `model` in place (one unit per block, then the root) and return it.
+    """Shard `model` in place, in units of one transformer block each plus the root, and return it.
 
     mixed_precision: compute in bf16 with fp32 gradient reduction (GPU nodes; the CPU labs use fp32).
     """
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if mixed_precision else None
     kwargs = {"mp_policy": mp} if mp else {}
-    # BEGIN SOLUTION fully_shard(block, **kwargs) for each block in model.blocks, then fully_shard(model, **kwargs);
-    #                return model
+    # BEGIN SOLUTION Returns the same model, every parameter sharded 1/N per rank in units of one transformer block
+    #                each plus the root (embeddings, final norm): a forward gathers one unit at a time, so at most the
+    #                root's and one block's full weights exist at once, and the losses equal unsharded training.
+    #                Every unit gets the given precision options. Model state at rest: 16Ψ/N bytes per rank.
+    # HINT 1         Each unit you declare is gathered whole before its forward and freed after. Declare only the
+    #                whole model: what is the peak? Declare only the blocks: who holds the embeddings? Which must be
+    #                declared first, the inner units or the outer one?
+    # HINT 2         FSDP2's fully_shard, once per module of model.blocks and once on the model itself, each with
+    #                **kwargs.
+    # HINT 3         fully_shard(block, **kwargs) for each block in model.blocks, then fully_shard(model, **kwargs);
+    #                return model.
+    # Inner units first: the root's unit then holds only the parameters no block claimed (embeddings, final norm).
     for block in model.blocks:
         fully_shard(block, **kwargs)
     fully_shard(model, **kwargs)
@@ -40,8 +50,16 @@ def local_bytes(t: torch.Tensor) -> int:
 
 def model_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
     """Lab 1's count, for sharded tensors: only the local shards of params, grads and optimizer state."""
-    # BEGIN SOLUTION as in lab 1, but count local_bytes() of each parameter, each existing .grad and each
-    #                optimizer-state tensor
+    # BEGIN SOLUTION Defines params, grads and opt: the bytes this rank really holds of the parameters, of the
+    #                gradients that exist, and of every tensor in the optimizer's per-parameter state. A sharded
+    #                tensor counts its local shard only, a plain one all of itself. FSDP2 with fp32 AdamW: 4Ψ/N,
+    #                4Ψ/N and 8Ψ/N (+ 4 B per step counter), and equal to the checker's own count.
+    # HINT 1         A sharded parameter reports its full global shape, yet this process stores only its piece.
+    #                Which of the three kinds of state are sharded, and which may not exist yet (no backward run)?
+    # HINT 2         local_bytes (above) on each model parameter, on each p.grad that is not None, and on each
+    #                tensor value of the dicts in optimizer.state; three sums.
+    # HINT 3         As in lab 1, but count local_bytes() of each parameter, each existing .grad and each
+    #                optimizer-state tensor.
     params = sum(local_bytes(p) for p in model.parameters())
     grads = sum(local_bytes(p.grad) for p in model.parameters() if p.grad is not None)
     opt = sum(local_bytes(v) for s in optimizer.state.values() for v in s.values() if torch.is_tensor(v))

@@ -42,9 +42,18 @@ class FlatBucket:
         for p in params:
             self.offsets.append(n)
             n += p.numel()
-        # BEGIN SOLUTION pad n up to a multiple of world_size; self.lo, self.hi = this rank's contiguous slice;
+        # BEGIN SOLUTION Afterwards the attribute flat is one buffer of P elements, P the least multiple of N that is
+        #                at least n (so at most N − 1 zeros of padding), holding every parameter's values at its offset,
+        #                and each parameter's data is a view of its own range in it: writing the buffer writes the
+        #                model. Attributes lo and hi bound this rank's slice [r·P/N, (r+1)·P/N), exactly P/N elements.
+        # HINT 1         Collectives that cut a buffer into N equal parts need its length to be a multiple of N. And if
+        #                the optimizer will update slices of this buffer, how must each parameter relate to it for the
+        #                model to see the update? Would a copy do?
+        # HINT 2         Round n up with ceiling division; one zeros tensor of the parameters' dtype and device; per
+        #                parameter, copy its values into its range, then rebind p.data to that range viewed as p.
+        # HINT 3         Pad n up to a multiple of world_size; self.lo, self.hi = this rank's contiguous slice;
         #                self.flat = zeros(padded) holding each parameter's values, and each p.data becomes its view of
-        #                self.flat
+        #                self.flat.
         padded = -(-n // world_size) * world_size
         shard = padded // world_size
         self.lo, self.hi = rank * shard, (rank + 1) * shard
@@ -128,8 +137,17 @@ class Zero2Optimizer(torch.optim.Optimizer):
             self._reduce_scatter(b)
 
     def _reduce_scatter(self, b: FlatBucket) -> None:
-        # BEGIN SOLUTION average (divide flat_grad by the world size), then launch dist.reduce_scatter_single(this
-        #                rank's slice of flat_grad, flat_grad, async_op=True) in place
+        # BEGIN SOLUTION Once the bucket's communication completes (the caller waits on what you store as its work),
+        #                this rank's slice [lo, hi) of the bucket's gradient buffer holds the average over the N ranks
+        #                of that slice's gradient; the rest of the buffer may hold anything. It must not block: backward
+        #                goes on meanwhile. Each rank sends S·(N−1)/N of the bucket's S bytes, half an all-reduce.
+        # HINT 1         An all-reduce is two halves: first each rank ends up with the sum of one slice, then the
+        #                slices are shared. Which half does the optimizer step need, which can wait until after it,
+        #                and where must the division by N happen for a sum to become a mean?
+        # HINT 2         A reduce-scatter whose input is the whole b.flat_grad and whose output is this rank's slice
+        #                of it (in place), started with async_op=True; the returned handle goes to b.work.
+        # HINT 3         Average (divide flat_grad by the world size), then launch dist.reduce_scatter_single(this
+        #                rank's slice of flat_grad, flat_grad, async_op=True) in place; store the handle in b.work.
         b.flat_grad.div_(self.world_size)
         b.work = dist.reduce_scatter_single(b.flat_grad[b.lo:b.hi], b.flat_grad, async_op=True)
         # END SOLUTION
@@ -159,9 +177,18 @@ class Zero2Optimizer(torch.optim.Optimizer):
                 loss = closure()
         self.finish_gradient_synchronization()
         sync_hyperparameters(self.param_groups, self.optim.param_groups)
-        # BEGIN SOLUTION step the local optimizer (it updates the owned slices of each bucket's flat buffer in place),
+        # BEGIN SOLUTION On return every bucket's flat buffer is identical on every rank and holds the updated
+        #                weights: each rank updated only its own slice [lo, hi) (the local optimizer's tensors are
+        #                views of it), then every slice reached every rank. Cost: 4Ψ·(N−1)/N bytes per rank, the other
+        #                half of DDP's all-reduce, so the step totals exactly DDP's 8Ψ·(N−1)/N.
+        # HINT 1         After the local step each rank has fresh values for 1/N of every bucket and stale values for
+        #                the rest. Which collective is the inverse of the gradients' one, and must the buckets travel
+        #                one after another, or can they all be in flight before anyone waits?
+        # HINT 2         Step self.optim; then one all-gather per bucket, output the whole b.flat, input its [lo, hi)
+        #                slice (in place), each started async; wait on every handle before returning.
+        # HINT 3         Step the local optimizer (it updates the owned slices of each bucket's flat buffer in place),
         #                then dist.all_gather_single(b.flat, this rank's slice of b.flat) for every bucket (async, then
-        #                wait all)
+        #                wait all).
         self.optim.step()
         works = [dist.all_gather_single(b.flat, b.flat[b.lo:b.hi], async_op=True) for b in self.buckets]
         for w in works:

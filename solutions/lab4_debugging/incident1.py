@@ -18,7 +18,16 @@ from labs.common import dist as cdist
 def join(timeout_s: float) -> cdist.DistEnv:
     """Join the job's process group (every rank calls this once, first); return this rank's DistEnv.
     `timeout_s` bounds every collective, so a rank waiting for a peer that never comes raises."""
-    # BEGIN SOLUTION
+    # BEGIN SOLUTION Every rank of this launch joins one process group, the one the launcher described, each rank in its
+    #                own place; the environment returned describes that group and this process's device; a collective
+    #                that waits longer than timeout_s raises instead of hanging.
+    # HINT 1         Read the first lines each rank logs (its launch environment) and how the job ends. How many
+    #                processes were started, and how many does the process group wait for? Where does each number come
+    #                from?
+    # HINT 2         The world size in join: it is read from a variable that describes something other than this launch.
+    # HINT 3         Size the group from what the launcher exported (WORLD_SIZE, RANK, LOCAL_RANK), never from the
+    #                scheduler's allocation (SLURM_NTASKS): return cdist.init(timeout_s=timeout_s), which reads exactly
+    #                those.
     # Only the launcher that started this process knows how many processes it started and which one
     # this is: torchrun exports WORLD_SIZE, RANK and LOCAL_RANK. SLURM_NTASKS describes the allocation
     # (4 tasks), not this launch (2 processes): a group sized from it waits for 2 ranks that never come.

@@ -20,7 +20,16 @@ def skip_step(loss: float, step: int, device: torch.device) -> bool:
     Backward's all-reduce has already averaged every rank's gradient into every rank's .grad, so a
     non-finite loss on one rank has made every rank's gradient non-finite: skip on all ranks or none.
     """
-    # BEGIN SOLUTION
+    # BEGIN SOLUTION Returns, on every rank, the same answer for the same step: True exactly when at least one rank's
+    #                loss was non-finite, False otherwise; costs a few bytes of communication per step at most, and
+    #                afterwards every rank goes on to the same next step, whichever ranks hit a bad batch.
+    # HINT 1         When the job is stopped, every rank's stack is written into the log. Read them: which line is each
+    #                rank in, at which step, and is it the same collective on every rank? What was special about that
+    #                step?
+    # HINT 2         skip_step's all_reduce runs only on the rank whose loss is non-finite: the others never reach it
+    #                and are already in their next step's collectives.
+    # HINT 3         Call the collective on every rank, every step: all-reduce a flag (1.0 where this rank's loss is
+    #                non-finite, else 0.0) and skip everywhere when the sum is above 0.
     # A collective must be called by every rank, in the same order. Called inside a branch that only the
     # unlucky rank enters, all_reduce waits for peers that have moved on to their next collective (the
     # next step's gradient all-reduce): they hang, or worse pair up with the wrong call. So every rank

@@ -21,7 +21,19 @@ def _rng_path(path, rank: int) -> Path:
 
 def save_checkpoint(path, ddp, optimizer, step: int) -> None:
     """Every rank calls this after optimizer step `step`."""
-    # BEGIN SOLUTION
+    # BEGIN SOLUTION After it returns on every rank, the checkpoint at path holds all that the next step reads: the
+    #                weights, the optimizer's full state and the step, plus every rank's RNG state; a kill during the
+    #                save never leaves a main file naming a step whose RNG files are missing. A resumed run is
+    #                bit-identical.
+    # HINT 1         Read the line logged right after the resume, and compare the resumed losses with the uninterrupted
+    #                run's. Besides the weights, what does an AdamW step read, and what decides each rank's dropout
+    #                masks?
+    # HINT 2         save_checkpoint saves the weights and the step only: AdamW's two moments per parameter (8 B/param,
+    #                twice the weights) and the ranks' RNG states are lost, so the resumed steps start from zero
+    #                moments.
+    # HINT 3         Each rank writes ckpt.rng_state() to _rng_path(path, rank) with ckpt.atomic_save; barrier;
+    #                rank 0 atomic_saves {"model": ..., "optimizer": optimizer.state_dict(), "step": step} to path;
+    #                barrier.
     # Resuming exactly needs everything the next step reads: weights, AdamW's two moments per parameter
     # (2 x 4 B/param, twice the weights; without them the first steps after resume take full-size
     # Adam steps from zero moments: the loss jumps), the step, and each rank's RNG (dropout masks).
@@ -40,7 +52,15 @@ def save_checkpoint(path, ddp, optimizer, step: int) -> None:
 
 def load_checkpoint(path, ddp, optimizer) -> int:
     """Every rank calls this before training; returns the last completed step."""
-    # BEGIN SOLUTION
+    # BEGIN SOLUTION On every rank, the model's weights, the optimizer's full state and this rank's RNG state become
+    #                those saved, and the saved step is returned: the next step computes exactly what the uninterrupted
+    #                run computed at that step.
+    # HINT 1         The resume line says how many parameters the optimizer holds state for. What should that number be,
+    #                and what else must come back for the next step's dropout masks to match the uninterrupted run's?
+    # HINT 2         load_checkpoint restores only the weights: the optimizer and the RNG stay as a fresh start has
+    #                them.
+    # HINT 3         ckpt.load the main file; load the model's and the optimizer's state dicts from it; then
+    #                ckpt.set_rng_state(ckpt.load(_rng_path(path, rank))); return the step.
     state = ckpt.load(path)
     ddp.module.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])

@@ -42,7 +42,17 @@ def route_interface(master_addr: str) -> str:
 
 def configure_network(master_addr: str) -> None:
     """Called on every rank before the process group starts: set the interface gloo and NCCL use."""
-    # BEGIN SOLUTION
+    # BEGIN SOLUTION Afterwards every rank, on any machine of the cluster, can start its process group: gloo and NCCL
+    #                are pointed at an interface through which this machine reaches the master, the one the cluster's
+    #                module suggests whenever it serves (a line in the log says when another is chosen); when the module
+    #                suggests none, nothing changes.
+    # HINT 1         The job dies at start-up: read the first error each rank prints. What does it name, where did that
+    #                name come from, and what does this machine itself list?
+    # HINT 2         configure_network trusts COURSE_IFNAME blindly: the documented interface does not exist on this
+    #                machine, so gloo finds no address to use on it and every rank fails before the first collective.
+    # HINT 3         Check the name against interface_addresses(); when it is missing, use route_interface(master_addr),
+    #                the interface holding the address that routes to the master, say so in the log, and set
+    #                GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME to it.
     # GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME pin the interface; a name this machine does not have
     # (documentation from another cluster: ib0, eth1...) fails every rank at start-up. Trust a name
     # only after checking it exists here; otherwise take the interface that routes to the master.

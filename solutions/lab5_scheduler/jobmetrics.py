@@ -39,7 +39,14 @@ def jobcomp_path() -> Path:
 def parse_jobcomp(text: str) -> list[dict]:
     """One dict per line of a jobcomp/filetxt file: 'JobId=4 JobState=COMPLETED ...' -> {'JobId': '4', ...}.
     Values never contain spaces in the fields we use (an empty value is 'Key=')."""
-    # BEGIN SOLUTION split each non-empty line on whitespace, each item on its first '='
+    # BEGIN SOLUTION One dict per non-empty line, in file order, holding every whitespace-separated key=value item of
+    #                the line as strings, split at the first '=' only (a value may contain '='; an empty value stays
+    #                ''). Blank lines give nothing.
+    # HINT 1         A jobcomp line is a flat list of pairs. What separates two pairs, what separates a key from its
+    #                value, and what happens when a value itself contains that separator?
+    # HINT 2         str.split() with no argument for the items; str.partition('=') for each item.
+    # HINT 3         for each line with line.strip(): records.append(dict(item.partition('=')[::2] for item in
+    #                line.split())); return records
     records = []
     for line in text.splitlines():
         if line.strip():
@@ -61,10 +68,19 @@ def tokens_per_s(log: list[dict]) -> float | None:
 
 def job_row(job_id: str, records: list[dict], log: list[dict]) -> dict:
     """Everything we report about one job, from its jobcomp records (oldest first) and its step log."""
-    # BEGIN SOLUTION queue wait = sum of StartTime - SubmitTime over the job's records, elapsed = sum of EndTime -
-    #                StartTime, state = the last record's JobState, runs = how many records;
-    #                steps/tokens_per_s/final_loss/world_size from the log's step records (tokens_per_s: use
-    #                tokens_per_s(log))
+    # BEGIN SOLUTION A row with every COLUMNS key. From the records (oldest first, one per run): state = the last
+    #                record's, runs = their count, queue wait = sum over runs of start - submit (each requeue resets
+    #                submit), elapsed = sum of end - start, array ids from the last record. From the log's step records:
+    #                world size, last step, final loss, median tokens/s; '' (steps: 0) if none.
+    # HINT 1         A requeued job leaves one jobcomp line per run. Which times belong to which run, and what do you
+    #                lose by reading the last line only? Which log records are training steps (they carry a loss)?
+    # HINT 2         _seconds(a, b) for an ISO time difference, tokens_per_s(steps) for the rate; the keys JobState,
+    #                SubmitTime, StartTime, EndTime, ArrayJobId, ArrayTaskId; round times to 3 decimals, tokens/s to 1.
+    # HINT 3         steps = [r for r in log if 'loss' in r]; last = records[-1]; queue_wait_s =
+    #                round(sum(_seconds(r['SubmitTime'], r['StartTime']) for r in records), 3); elapsed_s likewise
+    #                StartTime -> EndTime; state = last['JobState']; runs = len(records); world_size / steps /
+    #                final_loss from steps[-1] ('world_size', 'step', 'loss'); tokens_per_s = round(tokens_per_s(steps),
+    #                1); array ids via last.get('ArrayJobId', '')
     steps = [r for r in log if "loss" in r]
     last = records[-1]
     return {

@@ -20,8 +20,16 @@ from pathlib import Path
 def scaling_table(rows: list[dict]) -> list[dict]:
     """One entry per world size (ascending): median tokens/s over its COMPLETED jobs, the jobs it came
     from, speedup and efficiency against the smallest world size measured (normally 1)."""
-    # BEGIN SOLUTION group COMPLETED rows with a tokens_per_s by int(world_size); median per size; base = the smallest
-    #                size: speedup = tps / tps_base * base... efficiency = tps / (size / base * tps_base)
+    # BEGIN SOLUTION One entry per measured world size, ascending: the median tokens/s over that size's COMPLETED jobs
+    #                with a rate (one noisy job cannot move a median), their job ids, speedup = rate / base rate and
+    #                efficiency = rate / (size/base x base rate), base being the smallest size measured (normally 1:
+    #                efficiency = speedup / N). No completed job: an empty list.
+    # HINT 1         Weak scaling: N ranks process N times one rank's tokens. What is the ideal tokens/s at N, measured
+    #                from the smallest size you have? Which rows are real measurements (their state, a rate present)?
+    # HINT 2         a dict from int world size to its rows; statistics.median; the smallest key is the base.
+    # HINT 3         keep rows with state COMPLETED and a non-empty tokens_per_s; group them by int(world_size); base =
+    #                min size, base_tps = its median; for each size ascending: tps = median, speedup = tps / base_tps,
+    #                efficiency = tps / (size / base * base_tps), jobs = the rows' job_id; return the list
     by_size: dict[int, list[dict]] = {}
     for r in rows:
         if r["state"] == "COMPLETED" and r["tokens_per_s"] not in ("", None):

@@ -24,9 +24,18 @@ def resume(ckpt_path, restart_count: int, model, optimizer, scheduler, sampler) 
     Refuse a checkpoint written at another world size (lab 2's per-rank RNG and sampler state are
     per rank), and say so when a restarted job finds nothing: that is a lost run, not a fresh one.
     """
-    # BEGIN SOLUTION no checkpoint: print a warning if restart_count > 0 (requeued but nothing saved), return 0; else
-    #                check the saved world_size equals dist.get_world_size() (raise a clear error if not) and return
-    #                load_checkpoint(...)
+    # BEGIN SOLUTION Returns the step to continue from. No checkpoint at the path: 0, and on a restarted run (restart
+    #                count above 0) rank 0 warns that the run was lost. A checkpoint written at another world size: a
+    #                clear error naming both sizes (per-rank RNG and sampler state cannot be reused). Otherwise model,
+    #                optimizer, scheduler and sampler are restored and the saved step returned.
+    # HINT 1         A requeued job has no memory but the disk. How does a restart tell 'nothing saved yet' from a fresh
+    #                start, and why must a checkpoint from another world size be refused rather than loaded?
+    # HINT 2         Path.exists; ckpt.load(path)['world_size'] (labs/common/checkpoint.py); dist.get_world_size,
+    #                dist.get_rank; lab 2's load_checkpoint returns the step.
+    # HINT 3         no file: if restart_count > 0 and rank 0, print a warning (run restart_count + 1 found no
+    #                checkpoint); return 0; else saved = ckpt.load(path)['world_size']; if saved !=
+    #                dist.get_world_size(): raise RuntimeError naming both; return load_checkpoint(path, model,
+    #                optimizer, scheduler, sampler)
     path = Path(ckpt_path)
     if not path.exists():
         if restart_count > 0 and dist.get_rank() == 0:

@@ -3,8 +3,8 @@
     python -m solutions.lab5_scheduler.sweep --world-sizes 1 2 --steps 80
 
 One array, not N hand-typed sbatch lines: the array shares one script and one set of options,
-`%1` runs its tasks one at a time (each gets the node to itself, so no job's tokens/s is measured
-while another competes for the same cores), and every task still has a job id of its own: its
+can be told to run its tasks one at a time (each gets the node to itself, so no job's tokens/s is
+measured while another competes for the same cores), and every task still has a job id of its own: its
 own output folder, log and jobcomp record. Dependent jobs (--dependency=afterok:ID) would also
 serialise them, and would stop the sweep at the first failure; an array runs them all.
 """
@@ -30,8 +30,19 @@ def sbatch_env(runs: str | Path, train_args: str, **extra: str) -> dict:
 def submit_sweep(world_sizes: list[int], runs: str | Path, train_args: str = "",
                  script: str | Path = HERE / "train.sbatch", extra_sbatch: list[str] = ()) -> str:
     """Submit the array; return its job id (the tasks' own ids are in squeue / the jobcomp file)."""
-    # BEGIN SOLUTION sbatch --parsable --array=0-(N-1)%1 with LAB5_WORLD_SIZES (space-separated) in the environment
-    #                (sbatch_env) and --output under `runs`; return the array job id it prints
+    # BEGIN SOLUTION One submission of `script` as a job array: one task per world size, at most one task running at a
+    #                time (each measurement gets the node alone), the sizes passed as LAB5_WORLD_SIZES (space-separated;
+    #                task i runs the i-th) in train.sbatch's environment, extra_sbatch passed on, the log under `runs`
+    #                (created if missing). Returns the array's job id as a string.
+    # HINT 1         N hand-typed submissions would compete for the same cores. How does Slurm say 'this script N times,
+    #                numbered, one at a time', and how does task i find out its world size?
+    # HINT 2         sbatch --parsable (prints 'id' or 'id;cluster'), --array=0-(N-1)%1, --output=<runs>/slurm-%j.log;
+    #                subprocess.run with env=sbatch_env(...).
+    # HINT 3         mkdir runs; cmd = ['sbatch', '--parsable', f'--array=0-{len(world_sizes) - 1}%1',
+    #                '--job-name=lab5-sweep', f'--output={runs}/slurm-%j.log', *extra_sbatch, str(script)]; env =
+    #                sbatch_env(runs, train_args, LAB5_WORLD_SIZES=' '.join(map(str, world_sizes))); run it (check=True)
+    #                and return stdout.strip().split(';')[0]
+    # `%1` after the array's index range runs its tasks one at a time.
     Path(runs).mkdir(parents=True, exist_ok=True)
     cmd = ["sbatch", "--parsable", f"--array=0-{len(world_sizes) - 1}%1", "--job-name=lab5-sweep",
            f"--output={Path(runs) / 'slurm-%j.log'}", *extra_sbatch, str(script)]

@@ -68,9 +68,19 @@ class Pipe:
         x, y = self.micro_batches[i]
         if self.first:
             self._flush()  # this forward receives nothing: what is held goes now
-        # BEGIN SOLUTION not first: x = self._recv(self.rank - 1).requires_grad_(); out = self.stage(x); last: loss =
-        #                loss_fn(out, y), record loss.item(), keep loss / m; else self._send(out.detach(), self.rank +
-        #                1); keep inputs[i], outputs[i]
+        # BEGIN SOLUTION Micro-batch i's forward on this stage: its input is the data (first stage) or the activation
+        #                received from stage r-1, as a tensor that will get a gradient; its output goes to stage r+1 cut
+        #                from this stage's graph, or on the last stage becomes the loss, recorded unscaled and kept
+        #                divided by m (so the gradients add up to the batch mean's). Input and output are kept until
+        #                backward.
+        # HINT 1         The backward will need two things from this forward: what to differentiate, and where the
+        #                gradient for the previous stage appears. What must be true of a received tensor for autograd to
+        #                fill in its gradient?
+        # HINT 2         self._recv(src) / self._send(t, dst) (they pair a send with the next receive);
+        #                requires_grad_(); self.loss_fn; the dicts self.inputs, self.outputs and the list self.losses.
+        # HINT 3         if not first: x = self._recv(self.rank - 1).requires_grad_(); out = self.stage(x); if last:
+        #                loss = self.loss_fn(out, y); self.losses.append(loss.item()); out = loss / self.m; else:
+        #                self._send(out.detach(), self.rank + 1); self.inputs[i], self.outputs[i] = x, out
         if not self.first:
             x = self._recv(self.rank - 1).requires_grad_()
         out = self.stage(x)
@@ -87,8 +97,16 @@ class Pipe:
         """Micro-batch i's backward on this stage; frees what its forward kept."""
         if self.last:
             self._flush()  # this backward receives nothing: what is held goes now
-        # BEGIN SOLUTION pop inputs[i], outputs[i]; last: out.backward(); else receive the output's gradient from rank +
-        #                1 and out.backward(grad); not first: self._send(x.grad, self.rank - 1)
+        # BEGIN SOLUTION Micro-batch i's backward on this stage, freeing what its forward kept: the last stage
+        #                backpropagates its scaled loss, the others their output with the gradient received from stage
+        #                r+1, so the parameters' gradients accumulate; every stage but the first then sends the gradient
+        #                of its input to stage r-1.
+        # HINT 1         A non-last stage's output is not a scalar: what does autograd need alongside it? Once it has
+        #                run, where is the gradient the previous stage is waiting for?
+        # HINT 2         pop from self.inputs / self.outputs; tensor.backward(gradient); self._recv(self.rank + 1);
+        #                self._send(x.grad, self.rank - 1).
+        # HINT 3         x, out = self.inputs.pop(i), self.outputs.pop(i); if last: out.backward(); else:
+        #                out.backward(self._recv(self.rank + 1)); if not first: self._send(x.grad, self.rank - 1)
         x, out = self.inputs.pop(i), self.outputs.pop(i)
         if self.last:
             out.backward()
@@ -107,8 +125,13 @@ class Pipe:
 
 def gpipe(pipe: Pipe) -> None:
     """All forwards, then all backwards."""
-    # BEGIN SOLUTION pipe.forward(i) for every micro-batch, then pipe.backward(i) for every micro-batch, in the same
-    #                order
+    # BEGIN SOLUTION Every micro-batch's forward, in order, before any backward, then every backward in the same order:
+    #                stage r+1 works on micro-batch i while stage r computes i+1, so the bubble is (p-1)/(m+p-1) (p = 2,
+    #                m = 4: 0.20), and each stage holds all m micro-batches' activations at the peak.
+    # HINT 1         Where does the overlap between stages come from? What would the bubble be if each micro-batch's
+    #                backward ran right after its forward?
+    # HINT 2         two loops over range(pipe.m): pipe.forward(i), then pipe.backward(i).
+    # HINT 3         for i in range(pipe.m): pipe.forward(i); then for i in range(pipe.m): pipe.backward(i)
     for i in range(pipe.m):
         pipe.forward(i)
     for i in range(pipe.m):
@@ -118,8 +141,17 @@ def gpipe(pipe: Pipe) -> None:
 
 def one_f_one_b(pipe: Pipe) -> None:
     """Warm-up forwards, then one forward + one backward at a time, then the remaining backwards."""
-    # BEGIN SOLUTION warmup = min(p - 1 - rank, m) forwards; then for each remaining micro-batch: forward the next one,
-    #                backward the oldest; then backward what is left
+    # BEGIN SOLUTION The same micro-batches and bubble as GPipe, less memory: stage r runs p-1-r warm-up forwards (at
+    #                most m), then alternates the next micro-batch's forward with the oldest one's backward, then the
+    #                remaining backwards, so it never holds more than p-r micro-batches' activations (p = 2: two on
+    #                stage 0, one on stage 1; GPipe holds m).
+    # HINT 1         How many micro-batches must stage r have in flight before the first gradient can come back from the
+    #                last stage? From then on, what keeps that number from growing?
+    # HINT 2         warmup = min(p - 1 - rank, m); three loops: warm-up forwards, forward + backward pairs, the last
+    #                backwards.
+    # HINT 3         warmup = min(p - 1 - rank, m) (pipe.p, pipe.rank, pipe.m); for i in range(warmup): pipe.forward(i);
+    #                for i in range(pipe.m - warmup): pipe.forward(warmup + i); pipe.backward(i); for i in range(pipe.m
+    #                - warmup, pipe.m): pipe.backward(i)
     warmup = min(pipe.p - 1 - pipe.rank, pipe.m)
     for i in range(warmup):
         pipe.forward(i)

@@ -38,8 +38,18 @@ class GPTStage(nn.Module):
         self.tied_group = tied_group
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # BEGIN SOLUTION first stage: x = drop(tok_emb(x) + pos_emb(arange(T))) as GPT.forward does; then every block;
-        #                last stage: head(ln_f(x))
+        # BEGIN SOLUTION The stage computes exactly its part of the GPT's forward: on the first stage token ids (B, T)
+        #                become the residual stream (B, T, d) as the model's own forward makes it (token + position
+        #                embedding, then dropout); then every block it holds, in order; on the last stage, logits (B, T,
+        #                V) from the final LayerNorm and the head. Chained over the stages, it equals the whole model's
+        #                logits.
+        # HINT 1         What does the whole model do before its first block and after its last? Which of those does
+        #                this stage own, and what shape crosses each cut?
+        # HINT 2         the flags self.first / self.last and the model's own modules kept in __init__ (tok_emb,
+        #                pos_emb, drop, blocks, ln_f, head); positions are torch.arange(T) on x's device.
+        # HINT 3         if first: pos = torch.arange(x.shape[1], device=x.device); x = self.drop(self.tok_emb(x) +
+        #                self.pos_emb(pos)); for block in self.blocks: x = block(x); if last: x =
+        #                self.head(self.ln_f(x)); return x
         if self.first:
             pos = torch.arange(x.shape[1], device=x.device)
             x = self.drop(self.tok_emb(x) + self.pos_emb(pos))
@@ -61,7 +71,14 @@ def split_stages(model: nn.Module, stage: int, n_stages: int) -> GPTStage:
     group = None
     if dist.is_initialized() and n_stages > 2:
         group = dist.new_group([0, n_stages - 1])
-    # BEGIN SOLUTION per = n_layer // n_stages; return GPTStage(model, range(stage * per, (stage + 1) * per),
+    # BEGIN SOLUTION Stage s of n gets blocks [s*L/n, (s+1)*L/n): contiguous, disjoint, each block on exactly one stage;
+    #                the first stage also the embeddings, the last the final LayerNorm and head, and the stage keeps the
+    #                tied-weight group made above. Tiny (L = 2) in 2 stages: block 0, then block 1.
+    # HINT 1         How many blocks does each of n equal stages get, and which ones does stage s start at? Which stages
+    #                must hold the modules before the first block and after the last?
+    # HINT 2         integer division for the run length; GPTStage(model, blocks, first, last, tied_group) takes the
+    #                blocks as a range.
+    # HINT 3         per = n_layer // n_stages; return GPTStage(model, range(stage * per, (stage + 1) * per),
     #                first=stage == 0, last=stage == n_stages - 1, tied_group=group)
     per = n_layer // n_stages
     return GPTStage(model, range(stage * per, (stage + 1) * per), first=stage == 0, last=stage == n_stages - 1,
@@ -75,7 +92,16 @@ def sync_tied_grads(stage: nn.Module) -> None:
     tied = getattr(stage, "tied", None)
     if tied is None:
         return
-    # BEGIN SOLUTION dist.all_reduce(tied.grad, group=stage.tied_group) (a zero gradient if this copy got none)
+    # BEGIN SOLUTION Afterwards the first and the last stage hold the same gradient for the tied embedding/head weight:
+    #                the sum of both copies' gradients, which is the model's (dL/dW = the embedding's part + the head's
+    #                part), V*d floats moved (tiny: 16 K); a copy that got no gradient counts as zero. Only those two
+    #                stages take part, in the stage's tied group.
+    # HINT 1         One parameter, two uses, two ranks: each copy saw one use only. What is the whole model's gradient
+    #                for it, which ranks must take part in forming it, and what if one of them has no gradient at all?
+    # HINT 2         one collective, in place on the tied gradient, over stage.tied_group (None: the world);
+    #                torch.zeros_like first if the gradient is None.
+    # HINT 3         if tied.grad is None: tied.grad = torch.zeros_like(tied); dist.all_reduce(tied.grad,
+    #                group=stage.tied_group)
     if tied.grad is None:
         tied.grad = torch.zeros_like(tied)
     dist.all_reduce(tied.grad, group=stage.tied_group)

@@ -29,8 +29,16 @@ from .tensor_parallel import TPAttention, qkv_rows
 def interleave_qkv(qkv: nn.Linear, n_head: int, world: int) -> None:
     """Permute qkv's output rows in place so that contiguous block r holds rank r's heads of q, k and v."""
     d = qkv.in_features
-    # BEGIN SOLUTION order = cat of qkv_rows(d, n_head, r, world) for r in range(world); under no_grad,
-    #                weight.copy_(weight[order]) and the same for the bias
+    # BEGIN SOLUTION Afterwards qkv's output rows (weight rows and bias entries alike) are permuted in place so that
+    #                contiguous block r of 3d/N rows holds exactly rank r's heads of q, then of k, then of v: what a
+    #                contiguous split hands rank r equals what the hand-written split indexes. The permutation is not
+    #                recorded by autograd.
+    # HINT 1         A DTensor split along the output rows always hands out contiguous blocks. Which ordering of the 3d
+    #                rows makes block r equal to rank r's heads of q, k and v? Why must the bias follow the same order?
+    # HINT 2         torch.cat of qkv_rows(d, n_head, r, world) over every rank r gives the order; under torch.no_grad,
+    #                copy_ the indexed tensor back into the weight (and the bias).
+    # HINT 3         order = torch.cat([qkv_rows(d, n_head, r, world) for r in range(world)]); with torch.no_grad():
+    #                qkv.weight.copy_(qkv.weight[order]); if qkv.bias is not None: qkv.bias.copy_(qkv.bias[order])
     order = torch.cat([qkv_rows(d, n_head, r, world) for r in range(world)])
     with torch.no_grad():
         qkv.weight.copy_(qkv.weight[order])
@@ -46,10 +54,20 @@ def parallelize_dtensor(model: nn.Module, mesh) -> nn.Module:
 
     cfg, world = model.cfg, mesh.size()
     hd = cfg.n_embd // cfg.n_head
-    # BEGIN SOLUTION per block: interleave_qkv(attn.qkv), block.attn = TPAttention(attn.qkv, attn.proj, n_head // world,
-    #                hd, attn.dropout, attn.resid_drop), then parallelize_module(block, mesh, {"attn.qkv":
-    #                ColwiseParallel(), "attn.proj": RowwiseParallel(), "mlp.fc": ColwiseParallel(), "mlp.proj":
-    #                RowwiseParallel()}); return model
+    # BEGIN SOLUTION In place, returns the model: in every block qkv and the MLP's fc are split by output rows, the
+    #                attention's and the MLP's proj by input columns with the bias whole, over the 1-D mesh; qkv's rows
+    #                are permuted first and attention runs over the local heads, so each rank holds the same numbers as
+    #                the hand-written split, and the layers return plain local tensors.
+    # HINT 1         Which of a block's four Linears is column-parallel and which row-parallel? What must happen to qkv
+    #                before a contiguous split gives whole heads, and what does the attention module need to know about
+    #                the heads it now has?
+    # HINT 2         interleave_qkv; TPAttention(qkv, proj, n_head // world, hd, dropout, resid_drop);
+    #                parallelize_module(block, mesh, plan) with ColwiseParallel() / RowwiseParallel() keyed by submodule
+    #                path ('attn.qkv', ...).
+    # HINT 3         for block in model.blocks: a = block.attn; interleave_qkv(a.qkv, cfg.n_head, world); block.attn =
+    #                TPAttention(a.qkv, a.proj, cfg.n_head // world, hd, a.dropout, a.resid_drop);
+    #                parallelize_module(block, mesh, {'attn.qkv': ColwiseParallel(), 'attn.proj': RowwiseParallel(),
+    #                'mlp.fc': ColwiseParallel(), 'mlp.proj': RowwiseParallel()}); return model
     for block in model.blocks:
         a = block.attn
         interleave_qkv(a.qkv, cfg.n_head, world)

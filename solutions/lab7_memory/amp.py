@@ -1,8 +1,8 @@
 """Mixed precision: compute in 16 bits, keep the weights (the "masters") and their update in fp32.
 
 bf16 has fp32's 8 exponent bits and 8 of its 24 mantissa bits (eps 2^-8 = 0.4%). Run the matmuls in bf16
-and their inputs/outputs kept for backward take 2 bytes instead of 4 (activations.py: fp32 72 bsh -> bf16
-46 bsh per block); on a GPU the matmuls also run 2-16x faster. But an Adam update is ~lr = 1e-3 of a weight,
+and their inputs/outputs kept for backward take 2 bytes instead of 4 (activations.py counts what each block
+keeps); on a GPU the matmuls also run 2-16x faster. But an Adam update is ~lr = 1e-3 of a weight,
 below bf16's 0.4% resolution: stored in bf16, many updates would round away to nothing. So the parameters stay
 fp32, autocast casts a bf16 copy of each weight for the matmul, and the gradient flows back to the fp32
 parameter. Memory for model state is unchanged (4 + 4 + 8 bytes/param with AdamW); activations shrink.
@@ -24,19 +24,42 @@ def autocast(device_type: str, precision: str = "bf16"):
     """The context to run forward (and the loss) in: autocast to `precision` on `device_type`, or nothing for fp32."""
     if precision == "fp32":
         return contextlib.nullcontext()
-    # BEGIN SOLUTION torch.autocast on this device type, in DTYPES[precision]
+    # BEGIN SOLUTION A context inside which forward's matmuls and the loss compute in the 16-bit type `precision`
+    #                names, on device type `device_type`, while the parameters stay fp32: each matmul uses a 16-bit
+    #                copy of its weight and the gradient flows back to the fp32 master (an update of 1e-3 of a weight
+    #                is below bf16's 2^-8 resolution). Activations kept for backward shrink; model state does not.
+    # HINT 1         Mixed precision is a region of code, not a cast of the model: inside it each op picks its compute
+    #                dtype, and the tensors you own keep theirs. Ask: on which device type do the batch's tensors
+    #                live, and would a region opened for another device type change anything they compute?
+    # HINT 2         torch's autocast context manager, given the device type and a dtype (DTYPES maps the name).
+    # HINT 3         return torch's autocast for device_type with dtype DTYPES[precision].
     return torch.autocast(device_type=device_type, dtype=DTYPES[precision])
     # END SOLUTION
 
 
 def train_step(model, optimizer, batch, precision: str = "fp32", scaler=None) -> float:
-    """One step on (x, y): forward and loss under autocast(precision), backward, optimizer step.
+    """One optimizer step on batch = (x, y) with forward and loss in `precision`; returns the loss as a float.
 
-    With a scaler (fp16): backward the scaled loss; scaler.step(optimizer) skips the step if a gradient
-    overflowed; scaler.update() adjusts the scale. The parameters stay fp32 throughout."""
+    scaler: None, or a loss scaler (loss_scale.py's, or torch.amp.GradScaler) for fp16, whose small gradients
+    would underflow unscaled; an overflowed step must leave the parameters unchanged. The parameters, their
+    gradients and the optimizer's state stay fp32 throughout."""
     x, y = batch
     optimizer.zero_grad(set_to_none=True)
-    # BEGIN SOLUTION forward under autocast(x.device.type, precision); backward (scaled with a scaler); step
+    # BEGIN SOLUTION One optimizer step; returns the loss as a Python float. Forward and loss compute in `precision`,
+    #                backward and the update outside that region; parameters, gradients and optimizer state stay
+    #                fp32. With a scaler, backward sees the loss x S (small fp16 gradients stay above 6e-8), the
+    #                optimizer sees gradients / S, a step with an inf or NaN gradient is skipped, S adapts after it.
+    # HINT 1         Only what must run in 16 bits goes inside the mixed-precision region. Ask: which part of the step
+    #                produces the activations (forward, the loss), and which must not be inside (backward follows the
+    #                graph's dtypes by itself; the update is fp32)? With fp16, why scale the loss, not the gradients?
+    # HINT 2         A with-block of the autocast above around the model's forward (it returns logits and loss); then
+    #                either a plain backward and optimizer step, or the scaler's scale, its step (which may skip) and
+    #                its update.
+    # HINT 3         with autocast(x.device.type, precision): _, loss = model(x, y). No scaler: loss.backward();
+    #                optimizer.step(). Scaler: scaler.scale(loss).backward(); scaler.step(optimizer);
+    #                scaler.update(). return loss.item().
+    # With a scaler: backward the scaled loss; scaler.step(optimizer) unscales and skips the step if a gradient
+    # overflowed; scaler.update() adjusts the scale after it.
     with autocast(x.device.type, precision):
         _, loss = model(x, y)
     if scaler is None:

@@ -29,7 +29,19 @@ class LossScaler:
 
     def step(self, optimizer) -> bool:
         """Unscale every gradient in place; step the optimizer only if all are finite. Returns whether it stepped."""
-        # BEGIN SOLUTION divide each .grad by the scale; found_inf = any non-finite; optimizer.step() only if none
+        # BEGIN SOLUTION Afterwards every gradient is divided by the scale S: the optimizer sees true gradients (exact
+        #                for a power-of-two S). If any unscaled gradient holds an inf or NaN the update is skipped:
+        #                weights and optimizer moments stay exactly as they were, and the overflow is remembered for
+        #                the scale update. Returns whether the optimizer stepped.
+        # HINT 1         The loss was multiplied by S, so every gradient is S times too large, and an overflow in
+        #                backward shows up as inf or NaN somewhere. Ask: which gradients must you look at to be sure
+        #                none overflowed, and what must a bad step leave untouched so that a NaN never reaches the
+        #                weights or the moments?
+        # HINT 2         Every non-None gradient of the optimizer's param_groups; an in-place multiply by 1/S;
+        #                torch.isfinite on each; the result kept in self._found_inf (update reads it).
+        # HINT 3         inv = 1 / self._scale; grads = [p.grad for each group's params if p.grad is not None];
+        #                grad.mul_(inv) for each; self._found_inf = any(not torch.isfinite(g).all() for g in grads);
+        #                optimizer.step() only if not self._found_inf; return not self._found_inf.
         inv = 1.0 / self._scale
         grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
         for grad in grads:
@@ -42,7 +54,18 @@ class LossScaler:
 
     def update(self) -> None:
         """After step(): back off on an overflow, grow after growth_interval clean steps."""
-        # BEGIN SOLUTION halve (backoff_factor) after an overflow and restart the count; grow after growth_interval
+        # BEGIN SOLUTION After a step that overflowed, the next step's scale is S x backoff_factor (0.5: halved) and the
+        #                count of clean steps restarts at 0; after growth_interval clean steps in a row, S x
+        #                growth_factor (2: doubled) and the count restarts; otherwise S stays. S falls fast to where
+        #                gradients fit fp16 (max 65,504) and creeps back up so small ones stay above 6e-8.
+        # HINT 1         The scale is a feedback loop: an overflow says S is too large now; a long run of clean steps
+        #                says S could be larger. Ask: what must the scaler remember between steps to know when to grow,
+        #                and when does that memory reset?
+        # HINT 2         Read the flag step left in self._found_inf; count clean steps in self._clean_steps; multiply
+        #                self._scale by backoff_factor or growth_factor.
+        # HINT 3         If self._found_inf: self._scale *= self.backoff_factor; self._clean_steps = 0. Else:
+        #                self._clean_steps += 1, and once it equals self.growth_interval: self._scale *=
+        #                self.growth_factor; self._clean_steps = 0.
         if self._found_inf:
             self._scale *= self.backoff_factor
             self._clean_steps = 0

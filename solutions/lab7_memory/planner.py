@@ -44,7 +44,19 @@ def plan_memory(cfg, n_params: int, batch: int, seq: int, world_size: int, budge
     Returns {"micro_batch", "grad_accum", "recompute", "zero_stage", "bytes": step_bytes(...), "total", "fits"};
     if nothing fits, the last option tried (micro-batch 1, full recomputation, stage 3) with fits False."""
     micro_batches = [m for m in range(batch, 0, -1) if batch % m == 0]
-    # BEGIN SOLUTION try each micro-batch (largest first), recompute (none..full), stage (0..3): first total <= budget
+    # BEGIN SOLUTION The cheapest plan whose per-rank total fits budget_bytes: micro-batches largest first (a smaller
+    #                one costs only accumulation steps), then recompute none, selective, full (compute), then ZeRO
+    #                stage 0 to 3 (communication); the first fit wins, grad_accum = batch / micro_batch. Total = model
+    #                state + n_layer x one block's activations + logits and their gradient. None fits: the last tried.
+    # HINT 1         A search in order of cost: the nesting of the loops is the policy. Ask: which knob is cheapest to
+    #                turn, which dearest (stage 3 gathers every weight twice a step), so which loop is outermost and
+    #                which innermost? And what must come back when even the dearest option does not fit?
+    # HINT 2         Three nested loops over micro_batches, RECOMPUTE and STAGES; step_bytes gives the parts; build
+    #                the dict the docstring names; return at the first fit, else the last dict built.
+    # HINT 3         for mb in micro_batches: for recompute in RECOMPUTE: for stage in STAGES: parts = step_bytes(cfg,
+    #                n_params, mb, seq, world_size, stage, recompute, precision); total = sum(parts.values()); plan =
+    #                {micro_batch, grad_accum: batch // mb, recompute, zero_stage, bytes: parts, total, fits: total <=
+    #                budget_bytes}; return plan if it fits. After the loops: return plan (the last one).
     plan = None
     for mb in micro_batches:
         for recompute in RECOMPUTE:

@@ -56,8 +56,17 @@ class AsyncCheckpointer:
 
     def save(self, root, state_dict: dict, step: int) -> None:
         self.wait()  # one save in flight: a second would need a second copy of the state
-        # BEGIN SOLUTION staged = stage(state_dict) (before returning: the next step mutates the live tensors); submit
-        #                _write(Path(root), step, staged, self.group) to self.pool and keep the future in self.pending
+        # BEGIN SOLUTION Returns as soon as a private CPU copy of every tensor in state_dict exists (the next optimizer
+        #                step changes the live tensors in place: a write reading them would mix two steps). Writing
+        #                that copy to root/step_<step> and committing it go on in the background, on the writer's own
+        #                process group, tracked in self.pending for wait. Training stalls only for the copy.
+        # HINT 1         An async save is a snapshot, which must be synchronous, plus a write, which may overlap
+        #                training. Ask: which tensors does the write read, can anything change them before it ends,
+        #                and which process group may a second thread issue collectives on?
+        # HINT 2         stage (above) makes the snapshot; the one-thread pool self.pool runs _write with self.group;
+        #                the Future it returns goes in self.pending.
+        # HINT 3         staged = stage(state_dict), before returning; self.pending = self.pool.submit(_write,
+        #                Path(root), step, staged, self.group).
         staged = stage(state_dict)
         self.pending = self.pool.submit(_write, Path(root), step, staged, self.group)
         # END SOLUTION

@@ -52,8 +52,19 @@ def latest(root) -> Path | None:
 def resume(root, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> int:
     """Every rank, at start: load the last complete checkpoint under root into model and optimizer (already
     sharded the same way) and return its step; 0 if there is none. The next step to run is the returned + 1."""
-    # BEGIN SOLUTION folder = latest(root); None -> 0; else get_state_dict, dcp.load({"model", "optim", "step"},
-    #                checkpoint_id=folder), set_state_dict, return the step
+    # BEGIN SOLUTION Every rank: model and optimizer (weights, AdamW moments and step counts, sharded as they are now)
+    #                hold what the last complete checkpoint under root saved, and the return value is its step, so
+    #                the next step is step + 1 and every later loss is bit-identical to an uninterrupted run's. No
+    #                complete checkpoint: nothing changes, return 0. A `.partial` folder is never read.
+    # HINT 1         A restarted worker knows only what is on disk. Ask: which folder is complete (what does the
+    #                commit write last?), what besides the weights must come back for the losses to be identical,
+    #                and what does a sharded load read into, given that each rank holds only its shards?
+    # HINT 2         latest gives the folder; DCP loads in place into state dicts shaped like the saved ones
+    #                (get_state_dict's model and optimizer dicts, and a step tensor); set_state_dict puts them back.
+    # HINT 3         folder = latest(root); None: return 0. model_sd, optim_sd = get_state_dict(model, optimizer);
+    #                state = {"model": model_sd, "optim": optim_sd, "step": torch.tensor(0)}; dcp.load(state,
+    #                checkpoint_id=str(folder)); set_state_dict(model, optimizer, model_state_dict=state["model"],
+    #                optim_state_dict=state["optim"]); return int(state["step"]).
     folder = latest(root)
     if folder is None:
         return 0

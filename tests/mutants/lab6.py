@@ -13,12 +13,10 @@ MUTANTS = [
     Mutant("f_no_allreduce_backward", _TPL, "        dist.all_reduce(grad, group=ctx.group)\n        return grad, None",
            "        return grad, None", "tp_equivalence",
            "copy_to_tp's backward passes the partial input gradient through: LayerNorms and embeddings get 1/N of it"),
-    Mutant("g_allreduce_backward", _TPL,
-           "        # BEGIN SOLUTION the output is replicated, so its gradient already is: "
-           "pass it through (grad, None)\n        return grad, None",
-           "        # BEGIN SOLUTION the output is replicated, so its gradient already is: "
-           "pass it through (grad, None)\n"
-           "        grad = grad.clone()\n        dist.all_reduce(grad, group=ctx.group)\n        return grad, None",
+    Mutant("g_allreduce_backward", _TPL,  # g's backward: the `return grad, None` just before copy_to_tp
+           "        return grad, None\n        # END SOLUTION\n\n\ndef copy_to_tp",
+           "        grad = grad.clone()\n        dist.all_reduce(grad, group=ctx.group)\n        return grad, None\n"
+           "        # END SOLUTION\n\n\ndef copy_to_tp",
            "tp_comm", "reduce_from_tp also all-reduces in backward: an extra collective per row-parallel layer"),
     Mutant("column_uses_g", _TPL, "return F.linear(copy_to_tp(x, self.group), self.weight, self.bias)",
            "return F.linear(reduce_from_tp(x, self.group), self.weight, self.bias)", "tp_equivalence",
@@ -33,12 +31,10 @@ MUTANTS = [
            "        return out + self.bias if self.bias is not None else out",
            "        return reduce_from_tp(F.linear(x, self.weight, self.bias), self.group)", "tp_equivalence",
            "the row-parallel bias is added on every rank before the all-reduce: summed N times (invisible at bias 0)"),
-    Mutant("row_bias_sliced", _TPL, "self.bias = nn.Parameter(linear.bias.detach().clone()) if linear.bias is not None "
-           "else None\n        # END SOLUTION\n\n    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
-           "        # BEGIN SOLUTION reduce_from_tp",
-           "self.bias = nn.Parameter(linear.bias.detach().clone() / dist.get_world_size(group)) "
-           "if linear.bias is not None else None\n        # END SOLUTION\n\n"
-           "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n        # BEGIN SOLUTION reduce_from_tp",
+    Mutant("row_bias_sliced", _TPL,
+           "        self.bias = nn.Parameter(linear.bias.detach().clone()) if linear.bias is not None else None\n",
+           "        self.bias = nn.Parameter(linear.bias.detach().clone() / dist.get_world_size(group)) "
+           "if linear.bias is not None else None\n",
            "tp_equivalence",
            "the row-parallel bias is stored divided by N, as if it were summed (invisible at bias 0)"),
     # tensor_parallel.py: heads and the plan

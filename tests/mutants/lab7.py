@@ -29,6 +29,9 @@ MUTANTS = [
     Mutant("scale_not_backed_off", "loss_scale.py", "            self._scale *= self.backoff_factor\n",
            "            pass\n",
            "loss_scaling", "after an overflow the scale stays: the next step overflows again"),
+    Mutant("scale_never_divided_out", "loss_scale.py", "            grad.mul_(inv)\n", "            pass\n",
+           "loss_scaling", "the gradients reach the optimizer still multiplied by the loss scale (AdamW, nearly "
+           "blind to a gradient's scale, trains on: only the gradient the optimizer is handed shows it)"),
     Mutant("plan_stages_first", "planner.py",
            "        for recompute in RECOMPUTE:\n            for stage in STAGES:\n",
            "        for stage in STAGES:\n            for recompute in RECOMPUTE:\n",

@@ -1,0 +1,57 @@
+"""A FAIL comes fast and names its cause: a launch that cannot work is refused before any node waits out its
+rendezvous, and a job whose agents never meet ends at the rendezvous deadline, not at the run's budget."""
+import time
+
+import pytest
+
+from checker.labs.lab8_tasks import launch_problem
+from conftest import load_json, run_checker
+
+GOOD = ["--nnodes=2", "--nproc-per-node=2", "--node-rank=0", "--rdzv-backend=c10d", "--rdzv-endpoint=10.0.0.1:29400",
+        "--rdzv-id=job", "--local-addr=10.0.0.1", "--max-restarts=1"]
+
+
+def _without(option: str) -> list[str]:
+    return [a for a in GOOD if not a.startswith(option)]
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (_without("--rdzv-endpoint"), "no --rdzv-endpoint"),
+    (_without("--nnodes"), "--nnodes is 1:1 (torchrun's default when it is missing)"),
+    (_without("--rdzv-backend"), "'static' (torchrun's default when --rdzv-backend is missing)"),
+    (_without("--nproc-per-node"), "--nproc-per-node is 1, not 2"),
+    ([*_without("--rdzv-endpoint"), "--rdzv-endpoint=127.0.0.1:29400"], "is a loopback address"),
+    ([*_without("--rdzv-endpoint"), "--rdzv-endpoint=no-such-host.invalid:29400"], "does not resolve"),
+    ([*_without("--max-restarts"), "--max-restarts=0"], "a lost node would end the job"),
+    ([*GOOD, "--no-such-option"], "torchrun does not accept"),
+])
+def test_torchrun_options_that_cannot_make_two_nodes_are_refused_in_one_line(argv, needle):
+    with pytest.raises(ValueError, match=r"^torchrun_args\(\.\.\., node_rank=0, \.\.\.\): ") as e:
+        launch_problem(argv, 0, "10.0.0.1:29400", max_restarts=1)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_reference_options_pass():
+    launch_problem(GOOD, 0, "10.0.0.1:29400", max_restarts=1)
+    launch_problem(_without("--local-addr"), 1, "127.0.0.1:29400", max_restarts=0)  # loopback both ways: no root
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+def test_lab8_with_the_endpoint_missing_fails_in_seconds_not_minutes(lab_tree):
+    """Before: each node check waited out its 150-180 s budget (5 min 33 s for the grade); now the plan is read
+    with torchrun's own parser before any node starts."""
+    root = lab_tree("lab8_multinode")
+    launch = root / "labs" / "lab8_multinode" / "launch.py"
+    text = launch.read_text()
+    assert ', f"--rdzv-endpoint={endpoint}"' in text
+    launch.write_text(text.replace(', f"--rdzv-endpoint={endpoint}"', ""))
+    t0 = time.monotonic()
+    r = run_checker("grade", "lab8", "--root", root, "--only", "multinode_launch", "--only", "elastic_recovery",
+                    "--json", root / "r.json", timeout=180)
+    seconds = time.monotonic() - t0
+    assert r.returncode == 1, r.stdout + r.stderr
+    checks = {c["name"]: c for c in load_json(root / "r.json")["checks"]}
+    for c in checks.values():
+        assert "no --rdzv-endpoint" in c["message"] and "launch.torchrun_args" in c["hint"], c
+    assert seconds < 60, f"took {seconds:.0f} s to fail"
