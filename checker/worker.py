@@ -127,6 +127,7 @@ def main(argv=None) -> int:
     lab = importlib.import_module(f"checker.labs.{a.lab}")
     kwargs = json.loads(a.args)
     kwargs.pop("workdir", None)
+    _watch(ctx, a.lab, a.target, root)
     try:
         result = lab.TASKS[a.task](ctx, a.target, **kwargs)
         if a.target == "labs":  # an import of the reference the learner's code caught and swallowed still counts
@@ -137,6 +138,19 @@ def main(argv=None) -> int:
             raise
         return _leave(ctx, {**ctx.partial, "error": describe(exc, root)}, 3)
     return _leave(ctx, result or {}, 0)
+
+
+def _watch(ctx: Context, lab: str, target: str, root: Path) -> None:
+    """A learner call stuck for watchdog.STUCK_S ends the run with that as its error (checker/watchdog.py)."""
+    from checker import seams, watchdog
+
+    folder = seams.SEAMS[lab].folder
+
+    def stuck(err: dict) -> None:
+        _WRITE(ctx, {**ctx.partial, "error": err}, final=True)
+        sys.stdout.flush(), sys.stderr.flush()
+        os._exit(3)
+    watchdog.watch(sorted({str(base / target / folder) for base in (root, root.resolve())}), stuck)
 
 
 def _leave(ctx: Context, result: dict, code: int) -> int:

@@ -1,5 +1,6 @@
 """A FAIL comes fast and names its cause: a launch that cannot work is refused before any node waits out its
 rendezvous, and a job whose agents never meet ends at the rendezvous deadline, not at the run's budget."""
+import re
 import time
 
 import pytest
@@ -54,4 +55,56 @@ def test_lab8_with_the_endpoint_missing_fails_in_seconds_not_minutes(lab_tree):
     checks = {c["name"]: c for c in load_json(root / "r.json")["checks"]}
     for c in checks.values():
         assert "no --rdzv-endpoint" in c["message"] and "launch.torchrun_args" in c["hint"], c
+    assert seconds < 60, f"took {seconds:.0f} s to fail"
+
+
+def test_the_watchdog_names_a_learner_call_stuck_in_place_and_spares_one_that_calls_on(tmp_path):
+    """spin never leaves its own frame; busy calls a Python function each turn (as a step calls forward), so the
+    innermost frame is a new call at every look."""
+    import threading
+
+    from checker import watchdog
+
+    lab = tmp_path / "labs" / "lab1_baseline"
+    lab.mkdir(parents=True)
+    (lab / "spin.py").write_text("import time\n\ndef spin(stop):\n    while not stop:\n        pass\n\n"
+                                 "def busy(stop):\n    while not stop:\n        work()\n\n"
+                                 "def work():\n    time.sleep(0.01)\n")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("spin", lab / "spin.py")
+    spin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(spin)
+    for fn, stuck_expected in ((spin.busy, False), (spin.spin, True)):
+        seen, stop, done = [], [], threading.Event()
+        # the watchdog looks at the main thread: run the learner function here, stop it from a timer
+        watchdog.watch([str(lab)], seen.append, stuck_s=0.6, look_s=0.1, until=done)
+        threading.Timer(1.5, stop.append, (True,)).start()
+        fn(stop)  # a list: `while not stop` calls nothing, as `while True` does not
+        time.sleep(0.2)
+        done.set()
+        if stuck_expected:
+            assert seen and seen[0]["type"] == "Stuck" and re.search(r"spin\.py:[45] in spin$", seen[0]["where"]), seen
+            assert seen[0]["where"].startswith("labs/lab1_baseline/") and "endless loop" in seen[0]["message"]
+        else:
+            assert not seen, "a call that keeps calling Python functions was taken for stuck"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+def test_lab1_with_an_endless_loop_in_the_step_fails_in_seconds(lab_tree):
+    """Before: every run waited out its 60 s budget (5 runs: minutes). The watchdog ends each at 10 s."""
+    root = lab_tree("lab1_baseline")
+    step = root / "labs" / "lab1_baseline" / "step.py"
+    text = step.read_text()
+    assert "    inputs, targets = batch\n" in text
+    step.write_text(text.replace("    inputs, targets = batch\n", "    inputs, targets = batch\n    while True:\n"
+                                 "        pass\n", 1))
+    t0 = time.monotonic()
+    r = run_checker("grade", "lab1", "--root", root, "--only", "reproducible", "--only", "loss_decreases",
+                    "--json", root / "r.json", timeout=180)
+    seconds = time.monotonic() - t0
+    assert r.returncode == 1, r.stdout + r.stderr
+    for c in load_json(root / "r.json")["checks"]:
+        assert "step.py" in c["message"] and "without returning" in c["message"], c
     assert seconds < 60, f"took {seconds:.0f} s to fail"

@@ -25,12 +25,14 @@ RTOL = 1e-4
 CRITERIA = (  # in the order a wrong step is best explained by; (key, what it is, what the step did wrong)
     ("opt_steps", "optimizer.step() calls", "call optimizer.step() exactly once per train_step"),
     ("sched_steps", "scheduler.step() calls", "call scheduler.step() exactly once, after optimizer.step()"),
-    ("comm", "all-reduces issued", "communicate once per optimizer step: no_sync() on all but the last micro-step"),
+    ("comm", "all-reduces issued", "communicate once per optimizer step: micro-steps before the last accumulate "
+                                   "locally, and the last one reduces what they summed"),
     ("lr", "lr the optimizer used", "step the scheduler once, after optimizer.step()"),
     ("loss", "loss returned", "return the mean loss of the step as a float"),
-    ("pre_norm", "gradient norm after backward", "zero the grads first; the loss is the model's mean loss"),
+    ("pre_norm", "gradient norm after backward", "the gradient must be this step's alone, of the model's mean loss: "
+                                                 "is an earlier step's still in .grad, or the loss scaled?"),
     ("post_norm", "gradient norm the optimizer applied",
-     "clip the global norm after backward, before optimizer.step()"),
+     "the update must use the gradient clipped to its global norm: clipped too early, per tensor, or not at all?"),
     ("grad", "max |.grad - reference| after the step", ".grad must hold this step's clipped gradient afterwards"),
     ("weights", "max |weight - reference| after the step", "the update must be this step's"),
 )

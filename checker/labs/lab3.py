@@ -241,7 +241,9 @@ def task_deepspeed(ctx, target, steps=3):
             master = sum(t.numel() * t.element_size() for t in
                          getattr(opt, "single_partition_of_fp32_groups", None)
                          or getattr(opt, "fp32_partitioned_groups_flat", None) or [])
-            weights = sum((p.ds_tensor if hasattr(p, "ds_tensor") else p).numel() * 4 for p in model.parameters())
+            # what a rank holds between steps: stage 3's partition (ds_tensor) and any parameter kept whole
+            weights = sum(4 * (p.data.numel() + (p.ds_tensor.numel() if hasattr(p, "ds_tensor") else 0))
+                          for p in model.parameters())
             return {"losses": losses, "psi": psi, "weights": weights, "master": master, "moments": moments,
                     "world_size": env.world_size,
                     "stage_seen": engine.zero_optimization_stage()}

@@ -50,7 +50,8 @@ CHECKS = [
           "same weights and data: FSDP's and HSDP's losses equal DDP's",
           f"FSDP and HSDP compute DDP's step, only sharded ({WHERE}/hsdp.py): losses that differ mean the mesh "
           "does not hold every rank once, one node per row (checker hint lab8 hsdp.make_mesh), or not every "
-          "parameter is sharded and its gradient reduced over it (checker hint lab8 hsdp.shard_model)", symptoms=LAUNCH),
+          "parameter is sharded and its gradient reduced over it (checker hint lab8 hsdp.shard_model)",
+          symptoms=LAUNCH),
     Check("hsdp_internode_bytes", "bytes through the inter-node veth per step (its own counters) within 15% of "
           "3 g (N-1)/N B for FSDP and 2 (g-1) B for HSDP on gloo (B: model bytes, g nodes, N ranks); HSDP below FSDP",
           f"More bytes crossed the link than the formula ({WHERE}/hsdp.py): most likely a shard group spans the "

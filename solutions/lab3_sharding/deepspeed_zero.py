@@ -21,22 +21,29 @@ def ds_config(stage: int, micro_batch: int, lr: float = 3e-3, weight_decay: floa
     # BEGIN SOLUTION Returns a DeepSpeed config (a plain dict) under which ZeRO stage `stage` trains exactly as the
     #                course's loop does: micro_batch sequences per rank per step, no accumulation, AdamW with lr,
     #                betas 0.9 and 0.95, eps 1e-8 and weight_decay, fp32 throughout, and nothing to compile on a
-    #                CPU. Then stages 0 to 3 give the same losses and differ only in what each rank holds.
+    #                CPU. Then stages 0 to 3 give the same losses and differ only in what each rank holds; at
+    #                stage 3 between steps a rank holds only its 1/N of every parameter (16/N bytes per parameter
+    #                with weights, master and moments), none kept whole, however small.
     # HINT 1         DeepSpeed builds the optimizer, the sharding and the precision from the config, not from your
     #                code. Which entry decides what is partitioned, which would silently change the numbers
-    #                (precision, accumulation, hyperparameters), and what would DeepSpeed compile for its own Adam?
+    #                (precision, accumulation, hyperparameters), what would DeepSpeed compile for its own Adam, and
+    #                which parameters does stage 3 by default keep whole on every rank?
     # HINT 2         Keys: train_micro_batch_size_per_gpu, gradient_accumulation_steps, optimizer {type, params},
-    #                zero_optimization {stage}, fp16 and bf16 {enabled}; AdamW's params accept "torch_adam".
+    #                zero_optimization {stage, and at stage 3 its parameter persistence threshold}, fp16 and bf16
+    #                {enabled}; AdamW's params accept "torch_adam".
     # HINT 3         train_micro_batch_size_per_gpu, gradient_accumulation_steps 1, an AdamW optimizer (lr, betas
-    #                [0.9, 0.95], eps 1e-8, weight_decay, "torch_adam": True), zero_optimization {"stage": stage},
-    #                fp16 and bf16 disabled.
-    # On CPU, "torch_adam": true uses torch's AdamW: nothing to compile.
+    #                [0.9, 0.95], eps 1e-8, weight_decay, "torch_adam": True), zero_optimization {"stage": stage}
+    #                plus "stage3_param_persistence_threshold": 0 at stage 3, fp16 and bf16 disabled.
+    # On CPU, "torch_adam": true uses torch's AdamW: nothing to compile. Stage 3 keeps every parameter under
+    # stage3_param_persistence_threshold elements (default 1e5) whole on every rank, gathered once after each step:
+    # for `tiny` that is all 28 tensors (the largest has 16,384 elements), so without the 0 a rank holds 4 + 16/N
+    # bytes per parameter (12 at N = 2: more than stage 2's 10) and stage 3 moves no more bytes than DDP.
     return {
         "train_micro_batch_size_per_gpu": micro_batch,
         "gradient_accumulation_steps": 1,
         "optimizer": {"type": "AdamW", "params": {"lr": lr, "betas": [0.9, 0.95], "eps": 1e-8,
                                                   "weight_decay": weight_decay, "torch_adam": True}},
-        "zero_optimization": {"stage": stage},
+        "zero_optimization": {"stage": stage, **({"stage3_param_persistence_threshold": 0} if stage == 3 else {})},
         "fp16": {"enabled": False},
         "bf16": {"enabled": False},
         "steps_per_print": 10**9,

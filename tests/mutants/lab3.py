@@ -49,7 +49,12 @@ MUTANTS = [
     Mutant("dcp_scheduler_not_restored", "dcp_state.py", '        self.scheduler.load_state_dict(state["scheduler"])\n',
            "", "sharded_resume", "the LR schedule restarts from step 0 after a resume"),
     # DeepSpeed (deepspeed_zero.py)
-    Mutant("deepspeed_stage_fixed", "deepspeed_zero.py", '"zero_optimization": {"stage": stage}',
-           '"zero_optimization": {"stage": 2}', "deepspeed_stages",
+    Mutant("deepspeed_stage_fixed", "deepspeed_zero.py", '"zero_optimization": {"stage": stage,',
+           '"zero_optimization": {"stage": 2,', "deepspeed_stages",
            "every engine runs ZeRO-2, whatever stage is asked"),
+    Mutant("ds_stage3_keeps_small_params_whole", "deepspeed_zero.py",
+           '''{"stage": stage, **({"stage3_param_persistence_threshold": 0} if stage == 3 else {})}''',
+           '''{"stage": stage}''', "deepspeed_stages",
+           "stage 3 at DeepSpeed's default persistence threshold: every small parameter stays whole on every rank "
+           "(12 B/param at N = 2 where ZeRO-3 promises 8)"),
 ]
