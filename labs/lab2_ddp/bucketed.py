@@ -99,4 +99,14 @@ class BucketedDDP(nn.Module):
             self.sync = previous
 
     def forward(self, *args, **kwargs):
+        # A backward whose gradients were never collected (a second backward before
+        # finish_gradient_synchronization, outside no_sync: torch DDP allows it): let its all-reduces land, then
+        # start every bucket afresh, so the next backward reduces the accumulated .grad instead of writing into a
+        # buffer still in flight. The result is the mean of the summed gradients, as torch DDP's.
+        if self.sync:
+            for b in self.buckets:
+                if b.work is not None:
+                    b.work.wait()
+                if b.ready or b.work is not None:
+                    b.reset()
         return self.module(*args, **kwargs)

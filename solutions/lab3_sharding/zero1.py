@@ -22,8 +22,9 @@ What whole tensors cost, and why zero2.py slices flat buffers instead:
   2·4Ψ(N−1)/N, because an all-reduce *is* a reduce-scatter followed by an all-gather (zero2.py).
 
 A torch.optim.Optimizer: param_groups are the full groups (an LR scheduler edits them; each step
-copies their hyperparameters to the local optimizer's groups), step(closure) is accepted, and a
-rank that owns no parameter steps an empty optimizer and still takes part in every broadcast.
+copies their hyperparameters to the local optimizer's groups), step(closure, **kwargs) is accepted, a group
+added later is dealt and stepped (add_param_group), consolidate_state_dict gathers the whole state on one
+rank, and a rank that owns no parameter steps an empty optimizer and still takes part in every broadcast.
 """
 from __future__ import annotations
 
@@ -52,14 +53,6 @@ def partition(sizes: list[int], world_size: int) -> list[int]:
     # END SOLUTION
 
 
-def as_groups(params) -> list[dict]:
-    """model.parameters() or a list of param-group dicts -> a list of group dicts."""
-    groups = list(params)
-    if groups and not isinstance(groups[0], dict):
-        groups = [{"params": groups}]
-    return [{**g, "params": list(g["params"])} for g in groups]
-
-
 def sync_hyperparameters(outer: list[dict], local: list[dict]) -> None:
     """Copy lr, weight_decay, ... (what a scheduler or the learner changed) onto the local groups."""
     for g, lg in zip(outer, local):
@@ -74,8 +67,7 @@ class ShardedOptimizer(torch.optim.Optimizer):
     """
 
     def __init__(self, params, optimizer_cls, **defaults):
-        groups = as_groups(params)
-        super().__init__(groups, defaults)
+        super().__init__(params, defaults)  # torch's checks: a bare tensor is a TypeError, an empty list a ValueError
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         self.all_params = [p for g in self.param_groups for p in g["params"]]
         owners = partition([p.numel() for p in self.all_params], self.world_size)
@@ -95,8 +87,41 @@ class ShardedOptimizer(torch.optim.Optimizer):
         self.optim = optimizer_cls(local, **defaults)
         # END SOLUTION
 
+    def add_param_group(self, param_group: dict) -> None:
+        """A group added after construction is stepped from then on (torch's contract): torch checks it and fills
+        its defaults, its tensors are dealt to the least-loaded ranks as partition() deals them (every rank derives
+        the same owners), and this rank's share becomes a new local group, so local groups stay one per outer group."""
+        super().add_param_group(param_group)
+        if "optim" not in self.__dict__:  # Optimizer.__init__ adding the constructor's groups: __init__ deals them
+            return
+        group = self.param_groups[-1]
+        load = [0] * self.world_size
+        for q in self.all_params:
+            load[self.owner[id(q)]] += q.numel()
+        for q in sorted(group["params"], key=lambda q: -q.numel()):
+            r = min(range(self.world_size), key=lambda r: load[r])
+            self.owner[id(q)], load[r] = r, load[r] + q.numel()
+        self.all_params += group["params"]
+        self.optim.add_param_group({**group, "params": [q for q in group["params"] if self.owner[id(q)] == self.rank]})
+
+    def consolidate_state_dict(self, to: int = 0) -> None:
+        """Every rank's shard of the optimizer state gathered on rank `to` (every rank calls it), as torch's
+        ZeroRedundancyOptimizer does before a full save: afterwards `self.consolidated` there is one optimizer
+        state dict over every parameter, indexed as an unsharded optimizer over the same groups indexes it (None on
+        the other ranks). state_dict() stays this rank's shard: the course saves one file per rank."""
+        index = {id(q): i for i, q in enumerate(self.all_params)}
+        mine = [index[id(q)] for g in self.optim.param_groups for q in g["params"]]  # local position -> global
+        shard = {mine[k]: v for k, v in self.optim.state_dict()["state"].items()}
+        shards = [None] * self.world_size if self.rank == to else None
+        dist.gather_object(shard, shards, dst=to)
+        self.consolidated = None
+        if self.rank == to:
+            groups = [{**{k: v for k, v in g.items() if k != "params"}, "params": [index[id(q)] for q in g["params"]]}
+                      for g in self.param_groups]
+            self.consolidated = {"state": {k: v for sh in shards for k, v in sh.items()}, "param_groups": groups}
+
     @torch.no_grad()
-    def step(self, closure=None):
+    def step(self, closure=None, **kwargs):
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -105,13 +130,15 @@ class ShardedOptimizer(torch.optim.Optimizer):
         # BEGIN SOLUTION Afterwards every rank holds the same, fully updated weights: each parameter updated by its
         #                owner (the one rank with its moments) and copied from there to every other rank. Every rank
         #                issues the same copies in the same order, even one that owns nothing. Cost: 4Ψ·(N−1)/N bytes
-        #                per rank on top of DDP's 8Ψ·(N−1)/N gradient all-reduce, 1.5x DDP in all.
+        #                per rank on top of DDP's 8Ψ·(N−1)/N gradient all-reduce, 1.5x DDP in all. Keyword
+        #                arguments given to this step reach the local optimizer's step.
         # HINT 1         After the local step, a rank's own parameters are new and everyone else's are stale. For each
         #                parameter: who has the new value, who needs it, and what happens if one rank skips a copy?
         # HINT 2         A broadcast per parameter, rooted at its owner (self.owner), over self.all_params in their
-        #                fixed order, after stepping self.optim.
-        # HINT 3         Step the local optimizer, then dist.broadcast every parameter (p.data) from its owner rank.
-        self.optim.step()
+        #                fixed order, after stepping self.optim (with the caller's keyword arguments).
+        # HINT 3         Step the local optimizer (passing **kwargs on), then dist.broadcast every parameter (p.data)
+        #                from its owner rank.
+        self.optim.step(**kwargs)
         for p in self.all_params:
             dist.broadcast(p.data, src=self.owner[id(p)])
         # END SOLUTION

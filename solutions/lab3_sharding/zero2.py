@@ -31,7 +31,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from .zero1 import as_groups, sync_hyperparameters
+from .zero1 import sync_hyperparameters
 
 
 class FlatBucket:
@@ -76,32 +76,41 @@ class Zero2Optimizer(torch.optim.Optimizer):
     `self.buckets` the flat buckets; param_groups are the full groups (LR schedulers work)."""
 
     def __init__(self, params, optimizer_cls, bucket_cap_mb: float = 25.0, **defaults):
-        groups = as_groups(params)
-        super().__init__(groups, defaults)
+        super().__init__(params, defaults)  # torch's checks: a bare tensor is a TypeError, an empty list a ValueError
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
-        trainable = [p for g in self.param_groups for p in g["params"] if p.requires_grad]
-        self.buckets = self._make_buckets(trainable, bucket_cap_mb * 2**20)
-        self.bucket_of = {id(p): (b, i) for b in self.buckets for i, p in enumerate(b.params)}
-        for b in self.buckets:  # every rank starts from rank 0's weights, as DDP does
+        self.cap_bytes, self.buckets, self.bucket_of, self.pieces = bucket_cap_mb * 2**20, [], {}, []
+        self.used: set[int] = set()  # ids of the parameters whose gradient arrived since zero_grad
+        self.optim = optimizer_cls([{**g, "params": []} for g in self.param_groups], **defaults)
+        for gi, g in enumerate(self.param_groups):
+            self._shard(gi, g)
+
+    def add_param_group(self, param_group: dict) -> None:
+        """A group added after construction is sharded and stepped from then on (torch's contract): torch checks
+        it and fills its defaults; its parameters get buckets of their own and a local group."""
+        super().add_param_group(param_group)
+        if "optim" not in self.__dict__:  # Optimizer.__init__ adding the constructor's groups: __init__ shards them
+            return
+        self.optim.add_param_group({**self.param_groups[-1], "params": []})
+        self._shard(len(self.param_groups) - 1, self.param_groups[-1])
+
+    def _shard(self, gi: int, group: dict) -> None:
+        """Bucket group gi's trainable parameters, start every rank from rank 0's weights (as DDP does), hand the
+        local optimizer this rank's part of each parameter (a view of the flat buffer: the step writes the model's
+        weights in place), and hook each parameter's gradient."""
+        trainable = [p for p in group["params"] if p.requires_grad]
+        if not trainable:
+            return
+        buckets = self._make_buckets(trainable, self.cap_bytes)
+        self.buckets += buckets
+        self.bucket_of.update({id(p): (b, i) for b in buckets for i, p in enumerate(b.params)})
+        for b in buckets:
             dist.broadcast(b.flat, src=0)
-        group_of = {id(p): gi for gi, g in enumerate(self.param_groups) for p in g["params"]}
-        self.pieces = []  # (the optimizer's tensor, its bucket, start and end inside the owned slice)
-        local = [{**g, "params": []} for g in self.param_groups]
-        for b in self.buckets:
-            runs = []  # [group, start, end] in flat coordinates, clipped to [lo, hi)
             for p, off in zip(b.params, b.offsets):
-                start, end, gi = max(off, b.lo), min(off + p.numel(), b.hi), group_of[id(p)]
-                if start >= end:
-                    continue
-                if runs and runs[-1][0] == gi and runs[-1][2] == start:
-                    runs[-1][2] = end
-                else:
-                    runs.append([gi, start, end])
-            for gi, start, end in runs:
-                piece = torch.nn.Parameter(b.flat[start:end])  # shares b.flat's storage
-                local[gi]["params"].append(piece)
-                self.pieces.append((piece, b, start - b.lo, end - b.lo))
-        self.optim = optimizer_cls(local, **defaults)
+                start, end = max(off, b.lo), min(off + p.numel(), b.hi)
+                if start < end:  # one piece per parameter: one that got no gradient is skipped, as torch skips it
+                    piece = torch.nn.Parameter(b.flat[start:end])  # shares b.flat's storage
+                    self.optim.param_groups[gi]["params"].append(piece)
+                    self.pieces.append((piece, b, start - b.lo, end - b.lo, id(p)))
         for p in trainable:
             p.register_post_accumulate_grad_hook(self._grad_ready)
 
@@ -126,6 +135,7 @@ class Zero2Optimizer(torch.optim.Optimizer):
     def _grad_ready(self, p: torch.Tensor) -> None:
         """Post-accumulate-grad hook, inside backward: p.grad is final."""
         b, i = self.bucket_of[id(p)]
+        self.used.add(id(p))
         if b.work is not None:  # a second backward before step(): fold the first one's slice in first
             self._collect(b)
         if b.flat_grad is None:
@@ -159,8 +169,8 @@ class Zero2Optimizer(torch.optim.Optimizer):
                 self._reduce_scatter(b)
             if b.work is not None:
                 self._collect(b)
-        for piece, b, start, end in self.pieces:
-            piece.grad = None if b.grad_shard is None else b.grad_shard[start:end]
+        for piece, b, start, end, pid in self.pieces:  # no gradient since zero_grad: no step, as torch's optimizers
+            piece.grad = None if b.grad_shard is None or pid not in self.used else b.grad_shard[start:end]
 
     @staticmethod
     def _collect(b: FlatBucket) -> None:
@@ -170,7 +180,7 @@ class Zero2Optimizer(torch.optim.Optimizer):
         b.reset()  # frees the rest of the bucket's gradient buffer
 
     @torch.no_grad()
-    def step(self, closure=None):
+    def step(self, closure=None, **kwargs):
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -180,16 +190,17 @@ class Zero2Optimizer(torch.optim.Optimizer):
         # BEGIN SOLUTION On return every bucket's flat buffer is identical on every rank and holds the updated
         #                weights: each rank updated only its own slice [lo, hi) (the local optimizer's tensors are
         #                views of it), then every slice reached every rank. Cost: 4Ψ·(N−1)/N bytes per rank, the other
-        #                half of DDP's all-reduce, so the step totals exactly DDP's 8Ψ·(N−1)/N.
+        #                half of DDP's all-reduce, so the step totals exactly DDP's 8Ψ·(N−1)/N. Keyword arguments
+        #                given to this step reach the local optimizer's step.
         # HINT 1         After the local step each rank has fresh values for 1/N of every bucket and stale values for
         #                the rest. Which collective is the inverse of the gradients' one, and must the buckets travel
         #                one after another, or can they all be in flight before anyone waits?
         # HINT 2         Step self.optim; then one all-gather per bucket, output the whole b.flat, input its [lo, hi)
         #                slice (in place), each started async; wait on every handle before returning.
-        # HINT 3         Step the local optimizer (it updates the owned slices of each bucket's flat buffer in place),
-        #                then dist.all_gather_single(b.flat, this rank's slice of b.flat) for every bucket (async, then
-        #                wait all).
-        self.optim.step()
+        # HINT 3         Step the local optimizer with **kwargs (it updates the owned slices of each bucket's flat
+        #                buffer in place), then dist.all_gather_single(b.flat, this rank's slice of b.flat) for every
+        #                bucket (async, then wait all).
+        self.optim.step(**kwargs)
         works = [dist.all_gather_single(b.flat, b.flat[b.lo:b.hi], async_op=True) for b in self.buckets]
         for w in works:
             w.wait()
@@ -204,6 +215,7 @@ class Zero2Optimizer(torch.optim.Optimizer):
                 b.grad_shard.zero_()
         for piece, *_ in self.pieces:
             piece.grad = None
+        self.used.clear()
         super().zero_grad(set_to_none)  # the model's own .grad (None after each backward's hooks)
 
     def state_dict(self) -> dict:
