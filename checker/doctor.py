@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from checker import versions
+from checker import course_data, versions
 from checker.doctor_smoke import smoke_test
 from checker.harness import REPO_ROOT
 from labs.common.dist import DEVICE_CHOICES, pick_device
@@ -39,7 +39,7 @@ SHM_MIN = 1 * GiB  # docker's default /dev/shm is 64 MiB: DataLoader workers and
 ENV_PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "COURSE_")
 ENV_NAMES = ("MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "RANK", "WORLD_SIZE",
              "LOCAL_RANK")
-DATA_VOCABS = (256, 4096)  # what `make data` writes (Makefile, target `data`)
+DATA_VOCABS = course_data.VOCABS  # what `make data` writes (Makefile, target `data`)
 VERDICTS = ("ok", "warn", "fail")
 
 

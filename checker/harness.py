@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from checker import channel, launch, limits, placement, sandbox
+from checker import channel, course_data, launch, limits, placement, sandbox
 from checker.forkserver import become_subreaper
 from checker.run import LOG_CAP_BYTES, Run
 from labs.instruments import proctree
@@ -79,6 +79,7 @@ class Harness:
         # imports overlap the grade's set-up. A sandboxed grade's few runs that need the host (sandbox=False:
         # lab 4's port clash, lab 5's sbatch, lab 8's namespaces) get a second one, without the preload.
         self.servers: dict[bool, launch.ForkServer] = {}
+        course_data.ensure(self._env(""))  # the corpora exist before any run, which may only read them
         self.server(sandboxed)
 
     @property
@@ -139,9 +140,9 @@ class Harness:
         return env
 
     def _sandboxed(self, argv: list[str], env: dict) -> list[str]:
-        (data := Path(env["COURSE_DATA_DIR"])).mkdir(parents=True, exist_ok=True)  # the corpus is written there
-        return sandbox.wrap(argv, self.workdir, readable=[self.root, REPO_ROOT, *sandbox.python_prefixes()],
-                            writable=[data])
+        data = course_data.folder(env)  # written before the grade (Harness.__init__): read-only to every run
+        return sandbox.wrap(argv, self.workdir, readable=[self.root, REPO_ROOT, data, *sandbox.python_prefixes()],
+                            writable=[])
 
     def run_many(self, specs: list[dict], parallel: int = 2) -> dict[str, Run]:
         """Run specs (dicts: name, task, args, budget_s, nproc=1, group=False, kill_on=None, env=None,

@@ -3,8 +3,9 @@
 The grade's run server (checker/forkserver.py) is started inside it, so every run of the grade is a fork
 of a process that already imported torch, as outside. Inside, learner code sees:
   - the whole file system read-only (the course tree, the virtualenv, the learner's folder with it);
-  - one writable folder, the grade's run folder (checkpoints, logs, the result channel), the course
-    data folder (the corpus is generated there on first use), and a private, empty /tmp;
+  - one writable folder, the grade's run folder (checkpoints, logs, the result channel), and a private,
+    empty /tmp; the course's data folder is read-only like the rest (checker/course_data.py writes the
+    corpora before the grade);
   - its own PID namespace: bwrap is the namespace's init, and when it dies the kernel kills every
     process in it, whatever it forked and whichever session it moved to (`setsid` escapes end too);
     within the grade, a run's leftovers are re-parented to the server and ended when the run ends;
@@ -86,8 +87,8 @@ def python_prefixes() -> list[Path]:
 
 def course_digest(root: Path | None = None) -> dict[str, str]:
     """sha256 of every file of what learner code must never change: the grader (checker/), the reference
-    (solutions/) and the course's shared packages (labs/common, labs/instruments, labs/notebook). ~300 files,
-    ~2 MB: tens of milliseconds."""
+    (solutions/), the course's shared packages (labs/common, labs/instruments, labs/notebook) and its data
+    (checker/course_data.py). ~300 files, ~20 MB: tens of milliseconds."""
     import hashlib
 
     root = Path(root) if root else Path(__file__).resolve().parents[1]
@@ -101,7 +102,9 @@ def course_digest(root: Path | None = None) -> dict[str, str]:
                     out[str(f.relative_to(root))] = hashlib.sha256(f.read_bytes()).hexdigest()
                 except OSError:
                     out[str(f.relative_to(root))] = "unreadable"
-    return out
+    from checker import course_data
+
+    return out | course_data.digest()
 
 
 def changed_files(before: dict[str, str], after: dict[str, str]) -> list[str]:

@@ -245,3 +245,52 @@ def test_a_replaced_checker_clock_does_not_hide_a_slow_step(lab_tree):
     r, checks = _grade(tree, "lab1", "throughput")
     row = checks["throughput"]
     assert r.returncode == 1 and not row["passed"] and "checker's clock" in row["message"], row
+
+
+REWRITE_FLOOR = '''
+import glob, json, os
+for _meta in glob.glob(os.path.join(os.environ["COURSE_DATA_DIR"], "markov-v256-s0", "meta.json")):
+    try:  # a floor far above any loss: a model that never learns would look as if it reached it
+        _m = json.load(open(_meta))
+        _m["entropy_rate"] = 99.0
+        open(_meta, "w").write(json.dumps(_m))
+    except OSError:
+        pass
+'''
+
+
+def _data_copy(tmp_path):
+    import shutil
+
+    from checker import course_data
+
+    data = tmp_path / "course-data"
+    shutil.copytree(course_data.folder(), data) if course_data.folder().exists() else data.mkdir()
+    return data
+
+
+@needs_sandbox()
+def test_the_course_data_is_read_only_to_learner_code(lab_tree, tmp_path):
+    """Sandboxed, a learner run cannot rewrite the corpus (here: its entropy floor at import time)."""
+    data = _data_copy(tmp_path)
+    tree = lab_tree()
+    init = tree / "labs" / "lab1_baseline" / "__init__.py"
+    init.write_text(init.read_text() + REWRITE_FLOOR)
+    before = (data / "markov-v256-s0" / "meta.json").read_bytes() if (data / "markov-v256-s0").exists() else None
+    r, checks = _grade(tree, "lab1", "loss_decreases", env={"COURSE_DATA_DIR": str(data)})
+    assert (data / "markov-v256-s0" / "meta.json").read_bytes() == before or before is None
+    assert checks["loss_decreases"]["passed"], checks  # the reference's training, graded on the true floor
+    assert "99" not in checks["loss_decreases"]["message"]
+
+
+def test_a_rewritten_corpus_fails_the_grade_where_no_sandbox_stops_the_write(lab_tree, tmp_path):
+    """Unsandboxed (macOS, no bubblewrap) the write succeeds, and the digest of the course's data fails the grade."""
+    data = _data_copy(tmp_path)
+    tree = lab_tree()
+    init = tree / "labs" / "lab1_baseline" / "__init__.py"
+    init.write_text(init.read_text() + REWRITE_FLOOR)
+    r = run_checker("grade", "lab1", "--root", tree, "--only", "loss_decreases", "--no-sandbox", "--json",
+                    tree / "r.json", env={"COURSE_DATA_DIR": str(data)})
+    check = load_json(tree / "r.json")["checks"][0]
+    assert r.returncode == 1 and not check["passed"], check
+    assert "data/markov-v256-s0/meta.json" in check["message"] and "changed during this grade" in check["message"]
