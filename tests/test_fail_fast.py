@@ -108,3 +108,34 @@ def test_lab1_with_an_endless_loop_in_the_step_fails_in_seconds(lab_tree):
     for c in load_json(root / "r.json")["checks"]:
         assert "step.py" in c["message"] and "without returning" in c["message"], c
     assert seconds < 60, f"took {seconds:.0f} s to fail"
+
+
+# (lab folder, file, a line of the reference that a learner's endless loop precedes, the checks to grade)
+ENDLESS = [("lab3_sharding", "zero2.py", "        self.optim.step(**kwargs)\n", ["zero2_equivalence", "zero2_memory"]),
+           ("lab6_model_parallel", "schedules.py", "    for i in range(pipe.m):\n        pipe.forward(i)\n",
+            ["pp_equivalence", "pp_bubble"]),
+           ("lab7_memory", "activations.py", '    f = {"fp32": 4, "bf16": 2}[precision]', ["activation_estimate"])]
+
+
+@pytest.mark.slow
+@pytest.mark.exhaustive
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("folder,file,line,only", ENDLESS, ids=[e[0] for e in ENDLESS])
+def test_an_endless_loop_in_learner_code_fails_within_a_minute(lab_tree, folder, file, line, only):
+    """Multi-rank labs too: the stuck rank's watchdog ends its run, its peers' collectives time out or are killed
+    with it; no check waits out its budget."""
+    root = lab_tree(folder)
+    path = root / "labs" / folder / file
+    text = path.read_text()
+    assert text.count(line) == 1, line
+    indent = line[: len(line) - len(line.lstrip())]
+    path.write_text(text.replace(line, f"{indent}while True:\n{indent}    pass\n{line}"))
+    t0 = time.monotonic()
+    lab = "lab" + folder[3]
+    r = run_checker("grade", lab, "--root", root, *[a for c in only for a in ("--only", c)], "--json",
+                    root / "r.json", timeout=280)
+    seconds = time.monotonic() - t0
+    assert r.returncode == 1, r.stdout + r.stderr
+    for c in load_json(root / "r.json")["checks"]:
+        assert not c["passed"] and ("without returning" in c["message"] or "hung" in c["message"]), c
+    assert seconds < 60, f"{lab} took {seconds:.0f} s to fail"
