@@ -155,6 +155,20 @@ SEAMS: dict[str, Seam] = {
                              "background, commits atomically; .wait()",
         "blocking_save": "blocking_save(root, state_dict, step); every rank; returns once committed",
     }),
+    "lab9": Seam("lab9", "lab9_long_context", "Long context: flash attention, ring, zig-zag, Ulysses", {
+        "flash_attention": "flash_attention(q, k, v, causal=False, block_q=32, block_k=32) -> o; (b, h, s, d), any s; "
+                           "equals softmax(q k^T/sqrt(d)) v and its gradients; keeps O(s*d) bytes for backward",
+        "ring_attention": "ring_attention(q, k, v, causal=True, layout='contiguous'|'zigzag', group=None, block=32) "
+                          "-> this rank's output rows; q, k, v this rank's rows (b, h, s/N, d); K/V pass round the "
+                          "ring by send/recv; differentiable",
+        "zigzag_shard": "zigzag_shard(x, rank, world, dim=2) -> chunks rank and 2*world-1-rank of 2*world along dim",
+        "ulysses_attention": "ulysses_attention(q, k, v, causal=True, group=None) -> this rank's output rows; "
+                             "all-to-all to heads and back; ValueError when the ranks do not divide the heads",
+        "apply_context_parallel": "apply_context_parallel(model, cp_group, seq_len, layout='zigzag') -> model; in "
+                                  "place, from outside: attention as the ring over cp_group, global positions",
+        "cp_dp_step": "cp_dp_step(model, optimizer, (x, y) this rank's tokens, group=None) -> the global mean loss; "
+                      ".grad and the update equal one process's step on the global batch",
+    }),
 }
 
 

@@ -18,7 +18,10 @@ algorithm's, not the wire's: gloo may pick another algorithm, NCCL a tree; the s
 is what a design costs, independent of the backend.
 
 torch's own modules call these by module attribute (FSDP2: dist.all_gather_single,
-dist.reduce_scatter_single), so they are counted too; torch DDP's C++ reducer is not.
+dist.reduce_scatter_single), so they are counted too; torch DDP's C++ reducer is not. Sends batched with
+dist.batch_isend_irecv([dist.P2POp(dist.isend, ...), ...]) count as the isends they are: the wrapper also
+replaces torch.distributed.distributed_c10d's own isend, which P2POp checks its op against and
+batch_isend_irecv calls.
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ OPS = {
     "all_to_all_single": (1, 1), "send": (0, None), "isend": (0, None),
 }
 LISTS = {"all_gather": 0, "reduce_scatter": 1}  # ops whose S is a list of N tensors
+P2P = ("send", "isend")
 
 
 def _nbytes(t) -> int:
@@ -49,15 +53,21 @@ def sent(records) -> float:
 class CommBytes:
     def __init__(self):
         import torch.distributed as dist
+        import torch.distributed.distributed_c10d as c10d
 
         self._dist, self._orig, self._params, self._local = dist, {}, {}, threading.local()
+        self._c10d, self._c10d_orig = c10d, {}
         self.records: list | None = None
         for name in [*OPS, *LISTS]:
             orig = getattr(dist, name, None)
             if orig is not None:
                 self._orig[name] = orig
                 self._params[name] = list(inspect.signature(orig).parameters)
-                setattr(dist, name, self._wrap(name, orig))
+                wrapped = self._wrap(name, orig)
+                setattr(dist, name, wrapped)
+                if name in P2P and getattr(c10d, name, None) is orig:  # P2POp accepts only c10d's own isend
+                    self._c10d_orig[name] = orig
+                    setattr(c10d, name, wrapped)
 
     def _wrap(self, name, orig):
         def counted(*args, **kwargs):
@@ -90,3 +100,6 @@ class CommBytes:
         for name, orig in self._orig.items():
             if getattr(getattr(self._dist, name), "__wrapped__", None) is orig:
                 setattr(self._dist, name, orig)
+        for name, orig in self._c10d_orig.items():
+            if getattr(getattr(self._c10d, name), "__wrapped__", None) is orig:
+                setattr(self._c10d, name, orig)

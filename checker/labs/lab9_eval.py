@@ -1,0 +1,257 @@
+"""Lab 9: from the runs' measurements to pass/fail. Thresholds and the checker's own byte formulas are here."""
+from __future__ import annotations
+
+from checker.labs._common import Check, error_result, first_error, run_info
+from checker.labs.lab9 import CP, FLASH_CASES, MEM_SHAPE, RING, RUNS, SEED, TOL, ULYSSES, world_size
+from checker.report import CheckResult
+
+BALANCE = 1.10     # zig-zag: per-rank FLOPs max/min. Tile-aligned chunks give exactly 1.00; the plain split N-1/2 : 1/2
+CAUSAL_SHARE = 0.75  # causal FLOPs / full attention's: tiles skipped above the diagonal give 1/2 + O(tile/s)
+P2P = ("send", "isend")
+
+
+def flash_bytes(b: int, h: int, s: int, d: int) -> int:
+    """fp32 bytes flash attention keeps for backward, the output aside: q, k, v (3 bhsd) + lse, one per row (bhs)."""
+    return 4 * (3 * b * h * s * d + b * h * s)
+
+
+def ring_bytes_expected(b: int, h: int, s: int, d: int, n: int) -> tuple[float, float]:
+    """(forward, backward) bytes one rank sends in ring attention. S = 4bhsd, the whole K (V the same):
+    forward K and V blocks of S/N, N-1 hops; backward those again, plus dK and dV making N hops home."""
+    S = 4 * b * h * s * d
+    return 2 * (n - 1) * S / n, 2 * (n - 1) * S / n + 2 * S
+
+
+def ulysses_bytes_expected(b: int, h: int, s: int, d: int, n: int) -> float:
+    """Bytes one rank sends per direction (forward, and again backward): 4 all-to-alls of its (b, h, s/N, d) block,
+    (N-1)/N of each leaves the rank."""
+    return 4 * (n - 1) / n * 4 * b * h * (s // n) * d
+
+
+def _ranks(runs, run: str, part: str):
+    """(every rank's result of one part, None) or (None, the earliest error: the rank that failed first)."""
+    r = runs.get(run)
+    results = r.results if r else []
+    if r and len(results) == r.nproc and all(x.get(part) is not None and not x.get(f"{part}_error") for x in results):
+        return [x[part] for x in results], None
+    errors = [x[f"{part}_error"] for x in results if x.get(f"{part}_error")]
+    if errors:
+        return None, min(errors, key=lambda e: ("closed by peer" in e.get("message", ""), e.get("t", 0)))
+    err = first_error(runs, run)
+    if err is None:
+        earlier = [v for x in results for k, v in x.items() if k.endswith("_error") and v]
+        err = min(earlier, key=lambda e: e.get("t", 0)) if earlier else \
+            {"type": "Crash", "message": f"{part} did not report on every rank"}
+    return None, err
+
+
+def flash_equivalence(c: Check, runs) -> CheckResult:
+    rs, err = _ranks(runs, "flash", "equiv")
+    if err:
+        return error_result(c, err, "max abs diff")
+    diffs, cases = rs[0], runs["flash"].result["cases"]
+    worst = max(diffs)
+    rows = [f"b={b} h={h} s={s} d={d} {'causal' if cz else 'full'} tiles {bq}x{bk}: {x:.1e}"
+            for (b, h, s, d, cz, bq, bk), x in zip(cases, diffs)]
+    bad = [r for r, x in zip(rows, diffs) if not x <= TOL]
+    return CheckResult(c.name, not bad, value=worst, threshold=TOL, unit="max abs diff (output, dq, dk, dv)",
+                       hint=c.hint, message=("vs SDPA: " + "; ".join(rows)) if not bad else
+                       f"differs from SDPA at {bad[0]}" + (" (a shape mismatch)" if worst == float("inf") else ""))
+
+
+def flash_memory(c: Check, runs) -> CheckResult:
+    rs, err = _ranks(runs, "flash", "mem")
+    if err:
+        return error_result(c, err, "bytes")
+    m, (b, h, s, d, tile) = rs[0], runs["flash"].result["mem_shape"]
+    want = flash_bytes(b, h, s, d)
+    worst = max(m["full"]["bytes"], m["causal"]["bytes"])
+    square = 4 * b * h * s * s
+    ok = worst <= want
+    why = ""
+    if not ok:
+        big = max(m["full"]["largest"], m["causal"]["largest"])
+        why = (f"; the largest kept tensor is {big:,} B" + (f" (s x s per head is {square:,} B: a score or probability "
+                                                            "matrix survives forward)" if big >= square else ""))
+    return CheckResult(c.name, ok, value=worst, threshold=want, unit="bytes kept for backward",
+                       hint=c.hint, message=f"b={b} h={h} s={s} d={d}, tiles {tile}: kept {m['full']['bytes']:,} B "
+                                            f"(causal {m['causal']['bytes']:,} B), formula 4(3bhsd + bhs) = "
+                                            f"{want:,} B; the textbook formula keeps {m['naive']['bytes']:,} B" + why)
+
+
+def ring_equivalence(c: Check, runs) -> CheckResult:
+    notes, worst = [], 0.0
+    for part, label in (("contiguous", "contiguous causal"), ("zigzag", "zig-zag causal"), ("full", "not causal")):
+        rs, err = _ranks(runs, "ring", part)
+        if err:
+            return error_result(c, {**err, "message": f"{label}: {err.get('message', '')}"}, "max abs diff")
+        d = max(r["diff"] for r in rs)
+        worst = max(worst, d)
+        notes.append(f"{label} {d:.1e}")
+        if not d <= TOL:
+            where = next(i for i, r in enumerate(rs) if not r["diff"] <= TOL)
+            return CheckResult(c.name, False, value=d, threshold=TOL, unit="max abs diff", hint=c.hint,
+                               message=f"{label}, {len(rs)} ranks: rank {where}'s rows of the output or of dq, dk, dv "
+                                       f"differ from full attention by {d:.1e}")
+    n = runs["ring"].result["world"]
+    return CheckResult(c.name, True, value=worst, threshold=TOL, unit="max abs diff", hint=c.hint,
+                       message=f"{n} ranks, shape {runs['ring'].result['shape']} (b, h, s, d), each rank's rows vs "
+                               "full attention (output, dq, dk, dv): " + ", ".join(notes))
+
+
+def ring_bytes(c: Check, runs) -> CheckResult:
+    rs, err = _ranks(runs, "ring", "contiguous")
+    if err:
+        return error_result(c, err, "bytes sent per rank")
+    res = runs["ring"].result
+    n = res["world"]
+    want_f, want_b = ring_bytes_expected(*res["shape"], n)
+    problems = []
+    for rank, r in enumerate(rs):
+        ops = sorted({op for op, _, _ in r["fwd"] + r["bwd"]} - set(P2P))
+        f, b = sum(x[2] for x in r["fwd"]), sum(x[2] for x in r["bwd"])
+        if ops:
+            problems.append(f"rank {rank} called {', '.join(ops)}: the ring passes blocks with point-to-point sends")
+        if f != want_f or b != want_b:
+            problems.append(f"rank {rank} sent {f:,.0f} B forward, {b:,.0f} B backward; expected {want_f:,.0f} and "
+                            f"{want_b:,.0f}")
+    f0 = sum(x[2] for x in rs[0]["fwd"])
+    b, h, s, d = res["shape"]
+    return CheckResult(c.name, not problems, value=f0, threshold=want_f, unit="bytes sent per rank, forward",
+                       hint=c.hint, message=problems[0] if problems else
+                       f"{n} ranks, K = V = {4 * b * h * s * d:,} B: every rank sent {want_f:,.0f} B forward "
+                       f"= 2(N-1)/N S, {want_b:,.0f} B backward = 2(N-1)/N S + 2S, in {len(rs[0]['fwd'])} + "
+                       f"{len(rs[0]['bwd'])} sends")
+
+
+def ring_overlap(c: Check, runs) -> CheckResult:
+    rs, err = _ranks(runs, "ring", "overlap")
+    if err:
+        return error_result(c, err, "transfers overlapped")
+    n = runs["ring"].result["world"]
+    want = n - 1  # forward: one receive per step but the last
+    hidden = [sum(1 for k in r["tiles_in_flight"] if k > 0) for r in rs]
+    ok = all(h == want and len(r["tiles_in_flight"]) == want for h, r in zip(hidden, rs))
+    if ok:
+        msg = (f"{n} ranks: each of the {want} K/V transfers per rank had tile matmuls running while in flight "
+               f"({', '.join(str(r['tiles_in_flight']) for r in rs)} matmuls per transfer, rank by rank)")
+    elif not any(r["tiles_in_flight"] for r in rs):
+        msg = ("no non-blocking receive seen (ops: " + ", ".join(rs[0]["ops"] or ["none"]) + "): blocking sends "
+               "cannot overlap the tile math")
+    else:
+        rank = next(i for i, (h, r) in enumerate(zip(hidden, rs)) if h != want or len(r["tiles_in_flight"]) != want)
+        msg = (f"rank {rank}: {hidden[rank]} of {len(rs[rank]['tiles_in_flight'])} receives had matmuls running while "
+               f"in flight (expected {want} of {want}): it waited before computing")
+    return CheckResult(c.name, ok, value=min(hidden), threshold=want, unit="transfers overlapped per rank",
+                       hint=c.hint, message=msg)
+
+
+def zigzag_balance(c: Check, runs) -> CheckResult:
+    rs, err = _ranks(runs, "ring", "flops_zigzag")
+    if err:
+        return error_result(c, err, "max/min FLOPs per rank")
+    plain, _ = _ranks(runs, "ring", "flops_contiguous")
+    b, h, s, d = runs["ring"].result["balance_shape"]
+    full = 4 * b * h * s * s * d  # QK^T and PV over every (query, key) pair, all ranks together
+    ratio = max(rs) / max(min(rs), 1)
+    share = sum(rs) / full
+    problems = []
+    if ratio > BALANCE:
+        problems.append(f"per-rank FLOPs {', '.join(f'{x:,}' for x in rs)}: max/min {ratio:.2f} > {BALANCE}")
+    if share > CAUSAL_SHARE:
+        problems.append(f"causal attention cost {share:.2f} of full attention's FLOPs (> {CAUSAL_SHARE}): tiles above "
+                        "the diagonal are computed, not skipped")
+    shown = f"plain split {max(plain) / max(min(plain), 1):.1f}x" if plain else "plain split not measured"
+    return CheckResult(c.name, not problems, value=round(ratio, 3), threshold=BALANCE,
+                       unit="max/min matmul FLOPs per rank", hint=c.hint,
+                       message=problems[0] if problems else
+                       f"{len(rs)} ranks, s={s}: zig-zag per-rank FLOPs {', '.join(f'{x:,}' for x in rs)} "
+                       f"(max/min {ratio:.2f}; {shown}); {share:.2f} of full attention's")
+
+
+def ulysses_equivalence(c: Check, runs) -> CheckResult:
+    rs, err = _ranks(runs, "ulysses", "equiv")
+    if err:
+        return error_result(c, err, "max abs diff")
+    res = runs["ulysses"].result
+    d = max(r["diff"] for r in rs)
+    if not d <= TOL:
+        return CheckResult(c.name, False, value=d, threshold=TOL, unit="max abs diff", hint=c.hint,
+                           message=f"{res['world']} ranks: output rows or gradients differ from full attention by "
+                                   f"{d:.1e}")
+    un, err = _ranks(runs, "ulysses", "uneven")
+    if err:
+        return error_result(c, {**err, "message": f"heads not divisible by ranks: {err.get('message', '')}"}, "")
+    u = un[0]
+    if u["raised"] != "ValueError":
+        what = f"raised {u['raised']}: {u['message'][:120]}" if u["raised"] else "returned without an error"
+        return CheckResult(c.name, False, value=d, threshold=TOL, unit="max abs diff", hint=c.hint,
+                           message=f"{res['shape'][1] + 1} heads on {res['world']} ranks {what}; expected a ValueError "
+                                   "that says the heads must divide over the ranks")
+    return CheckResult(c.name, True, value=d, threshold=TOL, unit="max abs diff", hint=c.hint,
+                       message=f"{res['world']} ranks, shape {res['shape']} (b, h, s, d): output and gradients vs full "
+                               f"attention {d:.1e}; {res['shape'][1] + 1} heads: ValueError "
+                               f"({u['message'] if len(u['message']) <= 160 else u['message'][:157] + '...'})")
+
+
+def ulysses_bytes(c: Check, runs) -> CheckResult:
+    rs, err = _ranks(runs, "ulysses", "equiv")
+    if err:
+        return error_result(c, err, "bytes sent per rank")
+    res = runs["ulysses"].result
+    want = ulysses_bytes_expected(*res["shape"], res["world"])
+    problems = []
+    for rank, r in enumerate(rs):
+        for label, recs in (("forward", r["fwd"]), ("backward", r["bwd"])):
+            got = sum(x[2] for x in recs)
+            if got != want:
+                ops = ", ".join(sorted({x[0] for x in recs})) or "nothing"
+                problems.append(f"rank {rank} sent {got:,.0f} B in {label} ({ops}); expected {want:,.0f} B")
+    a2a = len(rs[0]["fwd"])
+    return CheckResult(c.name, not problems, value=sum(x[2] for x in rs[0]["fwd"]), threshold=want,
+                       unit="bytes sent per rank, forward", hint=c.hint, message=problems[0] if problems else
+                       f"{res['world']} ranks: {want:,.0f} B each way per rank = 4 (N-1)/N of its block, in {a2a} "
+                       "collectives forward")
+
+
+def cp_dp_equivalence(c: Check, runs) -> CheckResult:
+    rs, err = _ranks(runs, "cp", "step")
+    if err:
+        return error_result(c, err, "max abs diff")
+    problems = [p for r in rs for p in r["problems"]]
+    if problems:
+        return CheckResult(c.name, False, unit="max abs diff", hint=c.hint, message=problems[0])
+    d = {k: max(r[k] for r in rs) for k in ("grad", "weight")}
+    d["loss"] = max(abs(r["loss"] - r["want_loss"]) for r in rs)
+    worst = max(d.values())
+    return CheckResult(c.name, worst <= TOL, value=worst, threshold=TOL, unit="max abs diff", hint=c.hint,
+                       message=f"{len(rs)} ranks (dp 2 x cp 2), vs one process on the global batch: loss "
+                               f"{d['loss']:.1e} ({rs[0]['want_loss']:.4f}), gradients {d['grad']:.1e}, weights after "
+                               f"the update {d['weight']:.1e}")
+
+
+EVALUATORS = {f.__name__: f for f in (flash_equivalence, flash_memory, ring_equivalence, ring_bytes, ring_overlap,
+                                      zigzag_balance, ulysses_equivalence, ulysses_bytes, cp_dp_equivalence)}
+
+
+def info(runs) -> list[tuple[str, str]]:
+    return [("GPU kernels: NOT RUN", "torch's context_parallel (CUDA attention kernels only) is not graded here; "
+             "labs/lab9_long_context/README.md shows how to run it on a GPU node")] + run_info(runs)
+
+
+def grade(h, checks):
+    need = set().union(*(RUNS[c.name] for c in checks))
+    v = h.variant  # hidden variants: other sequence lengths and chunk sizes, other tensors, other world sizes
+    cases = [[b, hh, s + 2 * (v % 5), d, c, bq, bk] for b, hh, s, d, c, bq, bk in FLASH_CASES]
+    b, hh, s, d, tile = MEM_SHAPE
+    mem = [b, hh, s + 16 * (v % 3), d, tile]
+    n = world_size(v)
+    ring = dict(RING, chunk=RING["chunk"] + v % 3)
+    ulysses = dict(ULYSSES, rows=ULYSSES["rows"] + v % 3)
+    runs = h.run_phases([
+        [dict(name="flash", task="flash", args=dict(cases=cases, mem=mem, seed=SEED + v), budget_s=60),
+         dict(name="ring", task="ring", nproc=n, args=dict(ring=ring, seed=SEED + v), budget_s=60),
+         dict(name="ulysses", task="ulysses", nproc=n, args=dict(ulysses=ulysses, seed=SEED + v), budget_s=60),
+         dict(name="cp", task="cp", nproc=CP["dp"] * CP["cp"], args=dict(seed=SEED + v), budget_s=60)],
+    ], need, parallel=3)
+    return [EVALUATORS[c.name](c, runs) for c in checks], info(runs)

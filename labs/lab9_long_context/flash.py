@@ -1,0 +1,133 @@
+# GENERATED from solutions/lab9_long_context/flash.py by `make starters` (checker/starters.py).
+# This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
+"""FlashAttention-2 in plain PyTorch: attention by tiles, never holding the s x s score matrix.
+
+    python -m labs.lab9_long_context.flash        # output and gradients vs scaled_dot_product_attention
+
+Softmax needs a row's maximum and sum before any output, which is why naive attention materialises
+S = q k^T / sqrt(d) (b*h*s*s floats) and keeps P = softmax(S) for backward: at s = 32k, h = 32 that is
+128 GiB per sequence in fp32. The online softmax (Milakov & Gimelshein 2018; Dao 2023) walks the keys one
+tile at a time and keeps, per query row, three running quantities:
+    m   the largest score seen so far          ell  sum of exp(score - m) so far
+    acc sum of exp(score - m) * v so far
+When a tile raises the maximum from m to m', everything accumulated so far was scaled by exp(-m) and must
+now be scaled by exp(-m'): multiply ell and acc by exp(m - m'). After the last tile, o = acc / ell, exactly
+softmax(S) v. What backward needs of the whole row is one number, the log-sum-exp lse = m + log ell:
+P = exp(S - lse) is recomputed tile by tile from q, k and lse. So forward keeps q, k, v, o (the output,
+which the caller holds anyway) and lse: 4*b*h*s*d + b*h*s floats instead of b*h*s*s.
+
+Backward gets the gradient of o and must give those of q, k and v. Derive it for one row of P = softmax(S) first
+(the softmax's Jacobian reduces to one number per query row, computable from dO and O alone), then see that every
+term is a sum over tiles that needs only that tile's P, rebuilt from lse.
+
+Causal: a query at position i sees keys at positions <= i. Positions are GLOBAL (a tensor per side), so the
+same tile loop serves ring attention, where a rank's queries meet keys from elsewhere in the sequence: a tile
+whose smallest key position is past its largest query position is skipped whole (about half of them at
+s >> tile: the FLOPs of causal attention are half of full attention's); only tiles on the diagonal are masked.
+A query row that sees no key at all in this call (a whole block above the diagonal, in the ring) gets o = 0
+and lse = -inf: the merge rule (merge) then gives it weight 0.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+BLOCK = 32  # tile edge for queries and keys: 32 x 32 fp32 scores = 4 KiB, well inside a CPU core's L1/L2
+
+
+def attend(q, k, v, q_pos, k_pos, causal: bool, block_q: int = BLOCK, block_k: int = BLOCK):
+    """(o, lse) of softmax(q k^T / sqrt(d)) v over these keys, by tiles. q (b, h, sq, d), k and v (b, h, sk, d),
+    q_pos (sq,) and k_pos (sk,) global positions; lse (b, h, sq) fp32, -inf for a row that sees no key."""
+    b, h, sq, d = q.shape
+    sk = k.shape[2]
+    scale = 1.0 / math.sqrt(d)
+    o = torch.zeros_like(q)
+    lse = torch.full((b, h, sq), -math.inf, dtype=torch.float32, device=q.device)
+    for i in range(0, sq, block_q):
+        qi, qp = q[:, :, i:i + block_q] * scale, q_pos[i:i + block_q]
+        raise NotImplementedError("TODO(lab9): Rows i..i+block_q of o hold the softmax of the scaled scores times v "
+                                  "over the visible keys, and lse the log of each row's sum of exponentiated scores, "
+                                  "as if the whole row had been seen at once; yet no more than block_q x block_k "
+                                  "scores exist at a time (the s x s matrix never does). Causal: a key at a later "
+                                  "global position than the query is invisible; a tile entirely so is never computed. "
+                                  "(hints: checker hint lab9 flash.attend)")
+    return o, lse
+
+
+def attend_backward(q, k, v, o, lse, do, q_pos, k_pos, causal: bool, block_q: int = BLOCK, block_k: int = BLOCK):
+    """(dq, dk, dv): the gradients of attention's loss through these keys only, recomputing each tile's
+    probabilities from lse (the log-sum-exp of each query's WHOLE row: a partial one gives wrong gradients)."""
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    dq, dk, dv = torch.zeros_like(q), torch.zeros_like(k), torch.zeros_like(v)
+    sq, sk = q.shape[2], k.shape[2]
+    raise NotImplementedError("TODO(lab9): dq, dk, dv are the exact gradients of the attention output's loss (upstream "
+                              "gradient do) through these keys, equal to autograd through the naive formula; no tensor "
+                              "larger than a block_q x block_k tile per (b, h) is created, and tiles entirely above "
+                              "the diagonal are skipped. (hints: checker hint lab9 flash.attend_backward)")
+    return dq, dk, dv
+
+
+def merge(o1, lse1, o2, lse2):
+    """(o, lse) of attention over the union of two disjoint key sets, from each set's (o, lse)."""
+    raise NotImplementedError("TODO(lab9): o equals attention over both key sets at once and lse its log-sum-exp: each "
+                              "partial output is a softmax normalised by its own sum, so it must be re-weighted by the "
+                              "share of the total that its keys hold. A row with lse -inf on one side (no visible key) "
+                              "takes the other side. (hints: checker hint lab9 flash.merge)")
+
+
+class FlashAttention(torch.autograd.Function):
+    """softmax(q k^T / sqrt(d)) v with O(s*d) memory: forward keeps q, k, v, o and lse; backward recomputes."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, causal, block_q, block_k):
+        pos_q = torch.arange(q.shape[2], device=q.device)
+        pos_k = pos_q if k.shape[2] == q.shape[2] else torch.arange(k.shape[2], device=q.device)
+        o, lse = attend(q, k, v, pos_q, pos_k, causal, block_q, block_k)
+        raise NotImplementedError("TODO(lab9): Backward can run from what is saved here, and what is saved grows as "
+                                  "s*d, not s*s: the three inputs, the output and one fp32 number per query row "
+                                  "(4*b*h*s*d + b*h*s floats); nothing of size s*s survives forward. Keep the settings "
+                                  "backward needs too. (hints: checker hint lab9 flash.forward)")
+        return o
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, o, lse = ctx.saved_tensors
+        pos_q = torch.arange(q.shape[2], device=q.device)
+        pos_k = pos_q if k.shape[2] == q.shape[2] else torch.arange(k.shape[2], device=q.device)
+        dq, dk, dv = attend_backward(q, k, v, o, lse, do.contiguous(), pos_q, pos_k, ctx.causal, *ctx.blocks)
+        return dq, dk, dv, None, None, None
+
+
+def flash_attention(q, k, v, causal: bool = False, block_q: int = BLOCK, block_k: int = BLOCK):
+    """softmax(q k^T / sqrt(d) [+ causal mask]) v for q, k, v of shape (batch, heads, seq, head_dim), any seq length;
+    differentiable, keeping O(seq * head_dim) bytes for backward."""
+    return FlashAttention.apply(q, k, v, causal, block_q, block_k)
+
+
+def naive_attention(q, k, v, causal: bool = False):
+    """The textbook formula, for comparison: keeps the (b, h, s, s) probabilities for backward."""
+    s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if causal:
+        n = q.shape[2]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), -math.inf)
+    return torch.softmax(s, -1) @ v
+
+
+def main() -> None:
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 100, 16, requires_grad=True) for _ in range(3))
+    for causal in (False, True):
+        out = flash_attention(q, k, v, causal)
+        ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        g = torch.randn_like(out)
+        grads = torch.autograd.grad(out, (q, k, v), g)
+        want = torch.autograd.grad(ref, (q, k, v), g)
+        diff = max((a - b).abs().max().item() for a, b in zip((out, *grads), (ref, *want)))
+        print(f"causal={causal}: max |flash - sdpa| over output and grads = {diff:.1e}")
+
+
+if __name__ == "__main__":
+    main()

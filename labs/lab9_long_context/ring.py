@@ -1,0 +1,132 @@
+# GENERATED from solutions/lab9_long_context/ring.py by `make starters` (checker/starters.py).
+# This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
+"""Ring attention (context parallelism): each rank holds s/N of the sequence, K and V travel round the ring.
+
+    torchrun --nproc_per_node 2 -m labs.lab9_long_context.ring    # compares with full attention on every rank
+    python -m labs.lab9_long_context.ring                        # one process: the ring of one is flash
+
+Attention is a sum over keys, and FlashAttention's merge rule (flash.merge) combines the outputs of disjoint key
+sets exactly given each set's log-sum-exp. So rank r attends its queries to its own K/V block, passes that block
+to rank r+1, receives rank r-1's, attends to it and merges, N times: every query has seen every key, and no rank
+ever held more than two K/V blocks (its own and the one arriving). The next block's transfer is started before the
+current block's tile math and waited for after it, so it runs while the CPU/GPU computes: communication is hidden
+when one block's attention (4*b*h*(s/N)^2*d FLOPs) takes longer than sending one K/V block (2*b*h*(s/N)*d*4 B), i.e.
+when s/N > 2 * FLOP/s / (bytes/s) (for an H100 pair on NVLink, 1e15 FLOP/s / 4.5e11 B/s: s/N of a few thousand).
+
+Bytes each rank sends per attention layer (S = bytes of the whole K, the same for V):
+    forward   K and V blocks, N-1 hops:                     2 (N-1)/N S   (all-gather of K and V: the same bytes,
+                                                                           but all of K and V held at once)
+    backward  K and V again, N-1 hops, and dK, dV going     2 (N-1)/N S + 2 S
+              round with them, N hops, back to their owner
+Causal masking is in GLOBAL positions (zigzag.positions): a block from later in the sequence is skipped tile by
+tile, but still forwarded. With the contiguous layout rank N-1 computes N block pairs and rank 0 one; the zig-zag
+layout evens it out.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from .flash import BLOCK, attend, attend_backward, merge
+from .zigzag import positions
+
+
+def _peers(group):
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    glob = (lambda r: dist.get_global_rank(group, r)) if group is not None else (lambda r: r)
+    return rank, world, glob((rank + 1) % world), glob((rank - 1) % world)
+
+
+def _shift(send: torch.Tensor, to: int, frm: int, group=None):
+    """Start sending `send` to (global) rank `to` and receiving a tensor like it from `frm`: (buffer, handles)."""
+    recv = torch.empty_like(send)
+    ops = [dist.P2POp(dist.isend, send, to, group), dist.P2POp(dist.irecv, recv, frm, group)]
+    return recv, dist.batch_isend_irecv(ops)
+
+
+def _wait(handles) -> None:
+    for h in handles:
+        h.wait()
+
+
+class RingAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, causal, layout, group, block):
+        rank, world, nxt, prv = _peers(group)
+        s = q.shape[2] * world
+        q_pos = positions(s, rank, world, layout, q.device)
+        kv = torch.stack([k, v])  # one message per hop
+        out = lse = None
+        for step in range(world):
+            src = (rank - step) % world  # whose K/V block this rank holds at this step
+            raise NotImplementedError("TODO(lab9): After the loop, out and lse are attention of this rank's queries "
+                                      "over the key blocks of every rank, equal to full attention's rows; each step "
+                                      "sends the block it holds to the next rank and receives the previous rank's, the "
+                                      "transfer in flight WHILE this block's tiles are computed; causal masks compare "
+                                      "global positions. Per rank: 2(N-1)/N of K and V sent. (hints: checker hint lab9 "
+                                      "ring.forward)")
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.settings = (causal, layout, group, block)
+        return out
+
+    @staticmethod
+    def backward(ctx, do):
+        q, k, v, out, lse = ctx.saved_tensors
+        causal, layout, group, block = ctx.settings
+        rank, world, nxt, prv = _peers(group)
+        s = q.shape[2] * world
+        q_pos = positions(s, rank, world, layout, q.device)
+        do = do.contiguous()
+        dq = torch.zeros_like(q)
+        kv, pending = torch.stack([k, v]), None
+        for step in range(world):
+            src = (rank - step) % world
+            raise NotImplementedError("TODO(lab9): After the loop, dq holds this rank's query gradient over every key "
+                                      "block, and the gradient of each K/V block, summed over every rank's queries, "
+                                      "has come back to the rank that owns it (after the loop: `pending` carries this "
+                                      "rank's own dK, dV). The K/V blocks travel as in forward; each block's partial "
+                                      "dK, dV travel with it, one hop per step: N hops per rank. (hints: checker hint "
+                                      "lab9 ring.backward)")
+        dkv, hs = pending
+        _wait(hs)
+        return dq, dkv[0], dkv[1], None, None, None, None
+
+
+def ring_attention(q, k, v, causal: bool = True, layout: str = "contiguous", group=None, block: int = BLOCK):
+    """Attention of this rank's rows of q over the keys of EVERY rank. q, k, v (b, h, s/N, d): this rank's rows in
+    `layout` ("contiguous": rows r*s/N..; "zigzag": chunks r and 2N-1-r of 2N); returns this rank's rows of the output.
+    Differentiable: backward gives this rank's rows of dq, dk, dv. Every rank of `group` calls it together."""
+    if not dist.is_initialized():
+        group = None
+        from .flash import flash_attention
+        if layout != "contiguous":
+            raise ValueError("one process: the layout is the sequence itself ('contiguous')")
+        return flash_attention(q, k, v, causal, block, block)
+    return RingAttention.apply(q, k, v, causal, layout, group, block)
+
+
+def main() -> None:
+    import torch.nn.functional as F
+
+    from labs.common import dist as cdist
+
+    from .zigzag import zigzag_shard
+
+    env = cdist.init(timeout_s=30)
+    torch.manual_seed(0)  # the same full tensors on every rank
+    q, k, v = (torch.randn(1, 2, 16 * env.world_size, 8, device=env.device, requires_grad=True) for _ in range(3))
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    for layout in ("contiguous", "zigzag"):
+        def shard(t, layout=layout):
+            n = t.shape[2] // env.world_size
+            return zigzag_shard(t, env.rank, env.world_size) if layout == "zigzag" else \
+                t[:, :, env.rank * n:(env.rank + 1) * n]
+        local = [shard(t).detach().requires_grad_() for t in (q, k, v)]
+        out = ring_attention(*local, causal=True, layout=layout)
+        cdist.log(env, f"{layout}: max |ring - full| on this rank's rows {(out - shard(ref)).abs().max().item():.1e}",
+                  all_ranks=True)
+    cdist.teardown()
+
+
+if __name__ == "__main__":
+    main()
