@@ -139,3 +139,30 @@ def test_an_endless_loop_in_learner_code_fails_within_a_minute(lab_tree, folder,
     for c in load_json(root / "r.json")["checks"]:
         assert not c["passed"] and ("without returning" in c["message"] or "hung" in c["message"]), c
     assert seconds < 60, f"{lab} took {seconds:.0f} s to fail"
+
+
+def test_the_watchdog_keeps_no_learner_frame_alive(tmp_path):
+    """It recognises a call by a mark on the frame: a tensor local to a learner call is freed as the call returns,
+    though the watchdog looked at that call (a memory check counting live storages must not see it)."""
+    import gc
+    import importlib.util
+    import threading
+    import weakref
+
+    from checker import watchdog
+
+    lab = tmp_path / "labs" / "lab7_memory"
+    lab.mkdir(parents=True)
+    (lab / "hold.py").write_text("import time\n\nclass Big:\n    pass\n\ndef work(out):\n    big = Big()\n"
+                                 "    out.append(__import__('weakref').ref(big))\n    t = time.monotonic()\n"
+                                 "    while time.monotonic() - t < 0.5:\n        pass\n")
+    spec = importlib.util.spec_from_file_location("hold", lab / "hold.py")
+    hold = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hold)
+    done, refs = threading.Event(), []
+    watchdog.watch([str(lab)], lambda err: None, stuck_s=60, look_s=0.05, until=done)
+    hold.work(refs)
+    gc.collect()
+    assert refs[0]() is None, "the watchdog kept a returned learner frame (and its locals) alive"
+    done.set()
+    assert isinstance(refs[0], weakref.ref)

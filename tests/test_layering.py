@@ -68,3 +68,62 @@ def _api_names() -> list[str]:
     from checker import api
 
     return api.__all__
+
+
+def _module_graph(*parts: str) -> dict[str, set[str]]:
+    """{module: the course modules it imports, at any level (a function's import counts: it is still a
+    dependency)} over the given folders."""
+    mods = {}
+    for part in parts:
+        for p in (ROOT / part).rglob("*.py"):
+            name = ".".join(p.relative_to(ROOT).with_suffix("").parts)
+            mods[name.removesuffix(".__init__")] = p
+    graph = {}
+    for name, p in mods.items():
+        package = name if p.name == "__init__.py" else name.rpartition(".")[0]
+        graph[name] = {m for m in imports(p.read_text(), package) if m in mods and m != name}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles: strongly connected groups of more than one module (Tarjan)."""
+    index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circle():
+    """One concept per file, and no two files that need each other: a file cut in two to fit a length, whose
+    halves import each other, is one concept in two places. (A lab's parent side, labN_eval, imports its
+    declarations, labN; never the other way.)"""
+    circles = _cycles(_module_graph("checker", "labs/common", "labs/instruments", "labs/notebook", "solutions"))
+    assert not circles, "import circles: " + "; ".join(" <-> ".join(c) for c in circles)
+
+
+def test_the_circle_finder_finds_one():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []

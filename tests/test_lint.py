@@ -19,12 +19,3 @@ def test_ruff_finds_nothing():
     assert r.returncode == 0, (f"ruff check: {r.stdout[-4000:]}{r.stderr[-2000:]}\n"
                                "`ruff check --fix .` mends the [*] ones; `ruff check --statistics .` counts by rule; "
                                "a BEGIN SOLUTION hint goes on under its first word (checker/starters.py)")
-
-
-MAX_LINES = 350  # a file a reader takes in at one sitting; past it, a concept of its own wants its own file
-
-
-def test_no_file_of_the_grader_the_core_or_the_reference_is_over_350_lines():
-    long = {str(p.relative_to(ROOT)): n for part in ("checker", "labs/common", "solutions")
-            for p in (ROOT / part).rglob("*.py") if (n := len(p.read_text().splitlines())) > MAX_LINES}
-    assert not long, f"over {MAX_LINES} lines: {long}; split out a concept (checker/run.py left harness.py so)"

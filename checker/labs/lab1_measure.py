@@ -9,6 +9,20 @@ import time
 from checker import seams
 from checker.labs._common import clock
 from checker.labs._windows import Windows
+from checker.labs.lab1_setup import (
+    BATCH,
+    COST_RATIO,
+    METER_LOAD_MATMULS,
+    METER_STEPS,
+    METER_WARMUP,
+    PIPE_BASELINE,
+    PIPE_STEPS,
+    PIPE_WARMUP,
+    SEED,
+    SEQ,
+    _setup,
+    _step_in,
+)
 
 LAB = "lab1"
 
@@ -42,16 +56,6 @@ def _device_load(device):
 def task_measure(ctx, target, windows=6, steps=8):
     """Speed ratio (interleaved A B B A ...), meter accuracy, model-state bytes. Each part alone,
     so an unfinished part fails only its own check."""
-    from checker.labs.lab1 import (  # lab1 imports this module: at run time
-        BATCH,
-        METER_LOAD_MATMULS,
-        METER_STEPS,
-        METER_WARMUP,
-        SEED,
-        SEQ,
-        _setup,
-        _step_in,
-    )
     from labs.common import dist as cdist
 
     seam, ref = seams.load(LAB, target), seams.load(LAB, "solutions")
@@ -137,16 +141,6 @@ def task_pipeline(ctx, target):
     import torch
     from torch.utils.data import default_collate
 
-    from checker.labs.lab1 import (  # lab1 imports this module: at run time
-        BATCH,
-        COST_RATIO,
-        PIPE_BASELINE,
-        PIPE_STEPS,
-        PIPE_WARMUP,
-        SEED,
-        SEQ,
-        _setup,
-    )
     from labs.common import dist as cdist
     from labs.common.pipeline import WindowDataset
 

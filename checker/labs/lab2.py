@@ -326,26 +326,3 @@ TASKS = {"probe": task_probe, "sharding": task_sharding, "correctness": task_cor
 RUNS = {"sharding": {"sharding"}, "grad_equivalence": {"correctness"}, "ranks_in_sync": {"correctness"},
         "no_sync_accumulation": {"correctness"}, "step_matches_reference": {"step"}, "overlap": {"correctness"},
         "throughput": {"throughput"}, "resume_exact": {"full", "resume_1", "resume_2"}}
-
-
-def grade(h, checks):
-    from checker.labs import lab2_eval
-
-    need = set().union(*(RUNS[c.name] for c in checks))
-    ckpt = str(h.workdir / "ckpt.pt")
-    v = h.variant  # hidden variants: other seeds, data order, kill step; odd ones check the wrappers on 3 ranks
-    seed, save_at, ranks = 7 + v, SAVE_AT + v % 5, 3 if v % 2 else WORLD_SIZE
-    common = dict(steps=N_STEPS, data_seed=v)
-    phases = [
-        [dict(name="correctness", task="correctness", nproc=ranks, budget_s=90),
-         dict(name="sharding", task="sharding", budget_s=60)],
-        [dict(name="full", task="train", nproc=2, budget_s=90, args=dict(seed=seed, **common)),
-         dict(name="resume_1", task="train", nproc=2, budget_s=90, kill_on="saved",
-              args=dict(seed=seed, save_at=save_at, ckpt=ckpt, **common))],
-        [dict(name="resume_2", task="train", nproc=2, budget_s=90,
-              args=dict(seed=seed + 777, resume=True, ckpt=ckpt, **common)),
-         dict(name="step", task="step", nproc=2, budget_s=90, args=dict(seed=seed))],  # neither is timed
-        [dict(name="throughput", task="throughput", nproc=2, budget_s=120)],
-    ]
-    runs = h.run_phases(phases, need)
-    return [lab2_eval.EVALUATORS[c.name](c, runs) for c in checks], lab2_eval.info(runs)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from checker.labs._common import Check, diverged_at, error_result, first_error, part, run_info
 from checker.labs._windows import checked_rates, medians, paired_ratio
-from checker.labs.lab2 import TOL
+from checker.labs.lab2 import N_STEPS, RUNS, SAVE_AT, TOL, WORLD_SIZE
 from checker.report import CheckResult
 
 # BucketedDDP / torch DDP tokens/s, the median of interleaved window ratios. The reference measures 0.93-1.09 on
@@ -193,3 +193,24 @@ def info(runs) -> list[tuple[str, str]]:
         rows.append(("CPU utilisation per rank (throughput run)",
                      ", ".join(f"rank {i} {r['cpu_util']:.0%}" for i, r in enumerate(t.results))))
     return rows + run_info(runs)
+
+
+def grade(h, checks):
+    need = set().union(*(RUNS[c.name] for c in checks))
+    ckpt = str(h.workdir / "ckpt.pt")
+    v = h.variant  # hidden variants: other seeds, data order, kill step; odd ones check the wrappers on 3 ranks
+    seed, save_at, ranks = 7 + v, SAVE_AT + v % 5, 3 if v % 2 else WORLD_SIZE
+    common = dict(steps=N_STEPS, data_seed=v)
+    phases = [
+        [dict(name="correctness", task="correctness", nproc=ranks, budget_s=90),
+         dict(name="sharding", task="sharding", budget_s=60)],
+        [dict(name="full", task="train", nproc=2, budget_s=90, args=dict(seed=seed, **common)),
+         dict(name="resume_1", task="train", nproc=2, budget_s=90, kill_on="saved",
+              args=dict(seed=seed, save_at=save_at, ckpt=ckpt, **common))],
+        [dict(name="resume_2", task="train", nproc=2, budget_s=90,
+              args=dict(seed=seed + 777, resume=True, ckpt=ckpt, **common)),
+         dict(name="step", task="step", nproc=2, budget_s=90, args=dict(seed=seed))],  # neither is timed
+        [dict(name="throughput", task="throughput", nproc=2, budget_s=120)],
+    ]
+    runs = h.run_phases(phases, need)
+    return [EVALUATORS[c.name](c, runs) for c in checks], info(runs)

@@ -24,10 +24,12 @@ GRADE_SECONDS = 60
 WHERE = "labs/lab7_memory"
 SEED = 7
 # (n_embd, n_head, batch, seq, dropout): the public shapes; a hidden variant moves them (grade()).
-SHAPES = [(64, 4, 2, 64, 0.1), (96, 3, 3, 40, 0.1), (48, 2, 4, 24, 0.0)]
+# One head (a = 1): q, k, v reshape to (b, 1, s, d) and v stays a view of the qkv output, whose base it keeps.
+SHAPES = [(64, 4, 2, 64, 0.1), (96, 3, 3, 40, 0.1), (48, 2, 4, 24, 0.0), (48, 1, 2, 32, 0.1)]
 AMP_STEPS, AMP_BATCH, AMP_LR = 8, 8, 3e-3
 SCALE_STEPS, OVERFLOW_AT = 6, 3    # fp16 steps; the checker's inf lands in step 3's backward
 # Timing: wide enough that matmuls, not Python, dominate a step (h = 128: 0.17 s fwd+bwd on one core).
+PRECISIONS = ("fp32", "bf16")  # activation_estimate grades the learner's count in both
 TIMING = dict(n_embd=128, n_head=4, batch=8, seq=64, reps=10)
 # Planner scenarios: GPT-2 small's shape (124 M parameters), batch 16 x 1024 tokens, 8 ranks, four budgets (GiB).
 PLAN = dict(config="gpt2-124m", n_params=124_475_904, batch=16, seq=1024, world_size=8, budgets_gib=(80, 16, 6, 2))
@@ -141,17 +143,23 @@ def task_memory(ctx, target, shapes=SHAPES, seed=SEED):
     seam = seams.load(LAB, target)
     out = ctx.partial
     out["shapes"] = shapes
-    # activation_estimate: fp32, no recomputation, the learner's prediction vs the checker's measurement
-    out["measured"] = [_measure(_cfg(h, a, p), b, s, seed) for h, a, b, s, p in shapes]
-    out["predicted"], out["predicted_error"] = ctx.attempt(
-        lambda: [int(seam.activation_bytes(_cfg(h, a, p), b, s)) for h, a, b, s, p in shapes])
+    # activation_estimate: fp32 and bf16 (the checker's own autocast), no recomputation, the learner's prediction
+    # vs the checker's measurement, every shape in both precisions
+    import torch
+
+    bf16 = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
+    out["measured"] = [_measure(_cfg(h, a, p), b, s, seed, context=bf16() if pr == "bf16" else None)
+                       for pr in PRECISIONS for h, a, b, s, p in shapes]
+    out["predicted"], out["predicted_error"] = ctx.attempt(lambda: [
+        int(seam.activation_bytes(_cfg(h, a, p), b, s, precision=pr)) for pr in PRECISIONS for h, a, b, s, p in shapes])
     h, a, b, s, p = shapes[0]
     cfg = _cfg(h, a, 0.1)
     out["cfg"] = dict(n_embd=h, n_head=a, batch=b, seq=s)
     for mode in ("full", "selective"):  # checkpoint_memory
         out[mode], out[f"{mode}_error"] = ctx.attempt(lambda mode=mode: _measure(cfg, b, s, seed, mode, seam=seam))
-    out["bf16"], out["bf16_error"] = ctx.attempt(  # amp_memory
+    out["bf16"], out["bf16_error"] = ctx.attempt(  # amp_memory: the learner's autocast vs the checker's
         lambda: _measure(cfg, b, s, seed, context=seam.autocast("cpu", "bf16")))
+    out["bf16_ref"] = _measure(cfg, b, s, seed, context=bf16())
     out["fp32"] = _measure(cfg, b, s, seed)
     out["equiv"], out["equiv_error"] = ctx.attempt(lambda: _equivalence(seam, seed))
     out["plan"], out["plan_error"] = ctx.attempt(lambda: _plans(seam))
@@ -277,11 +285,15 @@ def _loss_scaling(seam, seed):
     # a gradient's scale, would still train, so only this shows it).
     seen: list[float] = []
     opt.register_step_pre_hook(lambda o, args, kwargs: seen.append(grad_norm(model)))
+    computed: set[str] = set()  # the dtype a Linear's output had in the learner's fp16 forward
+    model.blocks[0].mlp.fc.register_forward_hook(lambda mod, args, out: computed.add(str(out.dtype)))
     for i, b in enumerate(_batches(SCALE_STEPS, 4)):
         ref = copy.deepcopy(model).float()
-        ref._forward_hooks.clear()  # not the scale reader: only the learner's step reports a scale
+        for m in ref.modules():  # not the readers of the scale and of the fp16 dtype: only the learner's step
+            m._forward_hooks.clear()
         torch.manual_seed(seed + i)
-        ref(*b)[1].backward()
+        ref_loss = ref(*b)[1]
+        ref_loss.backward()
         true_norm = grad_norm(ref)
         hook = target.register_hook(lambda g: torch.full_like(g, float("inf"))) if i == OVERFLOW_AT else None
         before, n_seen = digest(model.named_parameters()), len(seen)
@@ -291,9 +303,10 @@ def _loss_scaling(seam, seed):
             hook.remove()
         finite = all(bool(torch.isfinite(p).all()) for p in model.parameters())
         steps.append({"changed": digest(model.named_parameters()) != before, "finite": finite, "loss": loss,
-                      "grad_ratio": seen[-1] / true_norm if len(seen) > n_seen and true_norm > 0 else None})
+                      "grad_ratio": seen[-1] / true_norm if len(seen) > n_seen and true_norm > 0 else None,
+                      "loss_ratio": loss / ref_loss.item()})
     dtypes = sorted({str(p.dtype) for p in model.parameters()})
-    return {"scales": scales, "steps": steps, "dtypes": dtypes}
+    return {"scales": scales, "steps": steps, "dtypes": dtypes, "computed": sorted(computed)}
 
 
 
@@ -334,17 +347,3 @@ TASKS = {"probe": task_probe, "memory": task_memory, "amp": task_amp, "timing": 
 RUNS = {"activation_estimate": {"memory"}, "checkpoint_memory": {"memory"}, "checkpoint_equivalence": {"memory"},
         "amp_memory": {"memory"}, "memory_plan": {"memory"}, "amp_equivalence": {"amp"}, "loss_scaling": {"amp"},
         "recompute_cost": {"timing"}}
-
-
-def grade(h, checks):
-    from checker.labs import lab7_eval
-
-    need = set().union(*(RUNS[c.name] for c in checks))
-    v = h.variant  # hidden variants: other batch and sequence lengths, other weights
-    shapes = [(hh, a, b + v % 3, s - 4 * (v % 4), p) for hh, a, b, s, p in SHAPES]
-    runs = h.run_phases([
-        [dict(name="memory", task="memory", args=dict(shapes=shapes, seed=SEED + v), budget_s=60),
-         dict(name="amp", task="amp", args=dict(seed=SEED + v), budget_s=90)],
-        [dict(name="timing", task="timing", args={}, budget_s=60)],
-    ], need)
-    return [lab7_eval.EVALUATORS[c.name](c, runs) for c in checks], lab7_eval.info(runs)

@@ -16,8 +16,6 @@ solutions/lab4_debugging/slowlink.py), one torchrun agent in each with the learn
 from __future__ import annotations
 
 import json
-import os
-import random
 import subprocess
 import sys
 
@@ -133,51 +131,3 @@ def _nodes_spec(h, name, plan, link, worker_args, budget_s, kill=None) -> dict:
     # could not enter: these runs are isolated by their namespaces, not by bwrap (checker/README.md).
     return dict(name=name, task="", budget_s=budget_s, nproc=WORLD_SIZE, sandbox=link is None,
                 argv=[sys.executable, "-m", "checker.labs.lab8_nodes", str(path)])
-
-
-def grade(h, checks):
-    from checker.labs import lab8_eval
-    from checker.spawn import free_port
-
-    names = {c.name for c in checks}
-    need_nodes = bool(names & {"multinode_launch", "hsdp_equivalence", "hsdp_internode_bytes", "elastic_recovery"})
-    runs, link, plans = {}, None, {}
-    try:
-        if need_nodes:
-            up = h.run("link_up", "link_up", dict(owner_pid=os.getpid(), rate_mbit=RATE_MBIT), budget_s=60,
-                       sandbox=False)  # it makes namespaces: it needs the host's privileges
-            res = up.result if not up.error() else {"available": False, "why": up.error().get("message", "")}
-            link = res if res.get("available") else None
-            host = link["addr"][0] if link else "127.0.0.1"
-            ifs = link["veth"] if link else ["lo", "lo"]
-            for run, restarts in (("nodes", 0), ("elastic", 1)):
-                if run == "elastic" and "elastic_recovery" not in names:
-                    continue
-                # In a fresh namespace any port is free; on loopback ask the OS.
-                port = random.randrange(20000, 30000) if link else free_port()
-                p = h.run(f"plan_{run}", "plan", dict(endpoint=f"{host}:{port}", run_id=f"lab8{run}{port}",
-                                                      max_restarts=restarts,
-                                                      addrs=link["addr"] if link else [host, host]), budget_s=60)
-                plans[run] = p
-        first, second = [], []
-        if "nodes" in plans and not plans["nodes"].error():
-            first.append(_nodes_spec(h, "nodes", plans["nodes"].result["torchrun"], link,
-                                     dict(parts=["equiv"], seed=SEED, steps=STEPS, link_ifs=ifs), 150))
-        if "async_checkpoint" in names:
-            first += lab8_async.specs_phase1(h)
-            second += lab8_async.specs_phase2(h)
-        if "elastic" in plans and not plans["elastic"].error():
-            ckpt = str(h.workdir / "elastic_ckpt")
-            kill = {"cue": str(h.workdir / "lose_node1"), "node": 1, "mark": str(h.workdir / "lost_at")}
-            second.append(_nodes_spec(h, "elastic", plans["elastic"].result["torchrun"], link,
-                                      dict(parts=["elastic"], seed=SEED, steps=STEPS, link_ifs=ifs, ckpt=ckpt,
-                                           kill_after=KILL_AFTER), 180, kill))
-        runs.update(h.run_many(first, parallel=2))
-        runs.update(h.run_many(second, parallel=2))
-    finally:
-        _link_down(link)
-    runs.update({f"plan_{k}": v for k, v in plans.items()})
-    lost_at = h.workdir / "lost_at"
-    ctx = {"link": link, "why_no_link": None if link else (res.get("why") if need_nodes else None),
-           "lost_at": float(lost_at.read_text()) if lost_at.exists() else None}
-    return [lab8_eval.EVALUATORS[c.name](c, runs, ctx) for c in checks], lab8_eval.info(runs, ctx)

@@ -1,10 +1,13 @@
 """Lab 8: from the runs' measurements to pass/fail. Thresholds are stated once, here."""
 from __future__ import annotations
 
+import os
+import random
 import statistics
 
+from checker.labs import lab8_async
 from checker.labs._common import Check, error_result, first_error, not_run, run_info
-from checker.labs.lab8 import KILL_AFTER, STEPS, needs_root
+from checker.labs.lab8 import KILL_AFTER, RATE_MBIT, SEED, STEPS, _link_down, _nodes_spec, needs_root
 from checker.labs.lab8_tasks import NODES, PER_NODE
 from checker.report import CheckResult
 
@@ -202,3 +205,50 @@ def info(runs, ctx) -> list[tuple[str, str]]:
                 got, want = r0[n]["link_bytes_per_step"], formula(n, r0[n]["param_bytes"])
                 rows.append((f"link bytes per step, {n}", f"{got / 1e3:.1f} kB measured, {want / 1e3:.1f} kB formula"))
     return rows + run_info(runs)
+
+
+def grade(h, checks):
+    from checker.spawn import free_port
+
+    names = {c.name for c in checks}
+    need_nodes = bool(names & {"multinode_launch", "hsdp_equivalence", "hsdp_internode_bytes", "elastic_recovery"})
+    runs, link, plans = {}, None, {}
+    try:
+        if need_nodes:
+            up = h.run("link_up", "link_up", dict(owner_pid=os.getpid(), rate_mbit=RATE_MBIT), budget_s=60,
+                       sandbox=False)  # it makes namespaces: it needs the host's privileges
+            res = up.result if not up.error() else {"available": False, "why": up.error().get("message", "")}
+            link = res if res.get("available") else None
+            host = link["addr"][0] if link else "127.0.0.1"
+            ifs = link["veth"] if link else ["lo", "lo"]
+            for run, restarts in (("nodes", 0), ("elastic", 1)):
+                if run == "elastic" and "elastic_recovery" not in names:
+                    continue
+                # In a fresh namespace any port is free; on loopback ask the OS.
+                port = random.randrange(20000, 30000) if link else free_port()
+                p = h.run(f"plan_{run}", "plan", dict(endpoint=f"{host}:{port}", run_id=f"lab8{run}{port}",
+                                                      max_restarts=restarts,
+                                                      addrs=link["addr"] if link else [host, host]), budget_s=60)
+                plans[run] = p
+        first, second = [], []
+        if "nodes" in plans and not plans["nodes"].error():
+            first.append(_nodes_spec(h, "nodes", plans["nodes"].result["torchrun"], link,
+                                     dict(parts=["equiv"], seed=SEED, steps=STEPS, link_ifs=ifs), 150))
+        if "async_checkpoint" in names:
+            first += lab8_async.specs_phase1(h)
+            second += lab8_async.specs_phase2(h)
+        if "elastic" in plans and not plans["elastic"].error():
+            ckpt = str(h.workdir / "elastic_ckpt")
+            kill = {"cue": str(h.workdir / "lose_node1"), "node": 1, "mark": str(h.workdir / "lost_at")}
+            second.append(_nodes_spec(h, "elastic", plans["elastic"].result["torchrun"], link,
+                                      dict(parts=["elastic"], seed=SEED, steps=STEPS, link_ifs=ifs, ckpt=ckpt,
+                                           kill_after=KILL_AFTER), 180, kill))
+        runs.update(h.run_many(first, parallel=2))
+        runs.update(h.run_many(second, parallel=2))
+    finally:
+        _link_down(link)
+    runs.update({f"plan_{k}": v for k, v in plans.items()})
+    lost_at = h.workdir / "lost_at"
+    ctx = {"link": link, "why_no_link": None if link else (res.get("why") if need_nodes else None),
+           "lost_at": float(lost_at.read_text()) if lost_at.exists() else None}
+    return [EVALUATORS[c.name](c, runs, ctx) for c in checks], info(runs, ctx)

@@ -79,7 +79,10 @@ def activation_terms(cfg, batch: int, seq: int, precision: str = "fp32", recompu
         "GELU input and output (4h)": 2 * 4 * f * bsh,
     }
     if cfg.dropout > 0:  # math attention: q, k, v copies and three a*s*s tensors; two masks after a Linear
-        terms["attention q, k, v"] = 3 * FP32 * bsh
+        # v is a copy, unless the reshape to (b, a, s, d) can merge its dims (b == 1 or a == 1): then it is a
+        # view of the qkv output, and a view keeps its whole base alive (3 bsh). bf16 upcasts: always copies.
+        v_keeps = 3 * bsh if (b == 1 or a == 1) and precision == "fp32" else bsh
+        terms["attention q, k, v"] = FP32 * (2 * bsh + v_keeps)
         terms["attention softmax, mask, dropped (a*s^2)"] = 3 * FP32 * b * a * s * s
         terms["dropout masks (attn, MLP)"] = 2 * f * bsh
     else:  # flash attention: the qkv output its q, k, v view, and one logsumexp per row

@@ -10,6 +10,9 @@ Two tiers, both in CI: the first mutant listed in a lab's file is that lab's *se
 answer); the others are marked `exhaustive` and run in `make test-exhaustive`, which `.ci/run` runs after
 `make test`: every check with mutants is proven to bite on every CI run.
 
+Mutants marked `blind` come from someone who worked the lab from its README, starter and the checker's output
+only (never checker/), then broke their own solution as learners do; make bench reports their kill rate apart.
+
 A mutant is one edit of one reference file: `old` must occur exactly once in
 `solutions/<lab folder>/<file>`, so a reference that moves on breaks the mutant loudly instead of
 silently grading the unchanged reference.
@@ -28,7 +31,7 @@ from pathlib import Path
 from checker.seams import link_shared
 
 ROOT = Path(__file__).resolve().parents[2]
-LABS = ("lab1", "lab2", "lab3", "lab4", "lab5", "lab6", "lab7", "lab8")
+LABS = ("lab1", "lab2", "lab3", "lab4", "lab5", "lab6", "lab7", "lab8", "lab9")
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,9 @@ class Mutant:
     check: str  # the check that must fail on it
     why: str    # the bug in words, one line
     args: tuple = ()  # extra `checker grade` options, e.g. ("--variant", "1") for a fix tuned to the public numbers
+    # Written by someone who read only the lab's README, starter and the checker's output, never checker/ (a learner
+    # working the lab, then breaking their own solution as learners do), and re-expressed on the reference here.
+    blind: bool = False
 
 
 def mutants(lab: str) -> list[Mutant]:
@@ -127,8 +133,10 @@ def main() -> None:
             killed += not row["passed"]
             rows.append((m.name, m.check, "killed" if not row["passed"] else "SURVIVED"))
             print(f"{lab} {m.name:28s} {m.check:24s} {rows[-1][2]}", flush=True)
+        blind = {m.name for m in mutants(lab) if m.blind}
         summary[lab] = {"mutants": len(rows), "killed": killed, "survived": [r[0] for r in rows if r[2] == "SURVIVED"],
-                        "not_run": [r[0] for r in rows if r[2] == "not run"]}
+                        "not_run": [r[0] for r in rows if r[2] == "not run"],
+                        "blind": len(blind), "blind_killed": sum(r[2] == "killed" for r in rows if r[0] in blind)}
     print(json.dumps(summary, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=1))

@@ -36,4 +36,28 @@ MUTANTS = [
            "        for recompute in RECOMPUTE:\n            for stage in STAGES:\n",
            "        for stage in STAGES:\n            for recompute in RECOMPUTE:\n",
            "memory_plan", "recomputation tried before ZeRO stage 1: pays compute where sharding was free"),
+    # blind: a learner who worked lab 7 from labs/ only, then broke their own solution (22 edits; these are the
+    # ones that survived or were misread before the checks below were sharpened, on the reference)
+    Mutant("bf16_weight_copies_forgotten", "activations.py",
+           '        terms["bf16 weight copies (12 h^2)"] = 2 * 12 * h * h\n', "        pass\n",
+           "activation_estimate", "the estimate forgets autocast's bf16 copies of the weights: bf16 was never "
+           "graded against the learner's own count", blind=True),
+    Mutant("v_view_keeps_its_base_missed", "activations.py",
+           '        v_keeps = 3 * bsh if (b == 1 or a == 1) and precision == "fp32" else bsh\n',
+           "        v_keeps = bsh\n", "activation_estimate",
+           "with one head, v is a view of the qkv output and keeps all of it: counted as a copy", blind=True),
+    Mutant("fp16_computes_in_bf16", "amp.py",
+           "    return torch.autocast(device_type=device_type, dtype=DTYPES[precision])",
+           "    return torch.autocast(device_type=device_type, dtype=torch.bfloat16)", "loss_scaling",
+           "autocast always bf16 (copied from the course's precision helper): 'fp16' never computes in fp16",
+           blind=True),
+    Mutant("returns_the_scaled_loss", "amp.py", "        scaler.scale(loss).backward()\n",
+           "        loss = scaler.scale(loss)\n        loss.backward()\n", "loss_scaling",
+           "the scaled loss is returned: the caller logs 65,536x the loss", blind=True),
+    Mutant("scale_grows_every_step", "loss_scale.py", "            if self._clean_steps == self.growth_interval:\n",
+           "            if True:\n", "loss_scaling",
+           "the scale doubles after every clean step: it overflows on its own within a few steps", blind=True),
+    Mutant("update_before_step", "amp.py", "        scaler.step(optimizer)\n        scaler.update()\n",
+           "        scaler.update()\n        scaler.step(optimizer)\n", "loss_scaling",
+           "update() before step(): the scale changes between backward and the unscale", blind=True),
 ]
