@@ -15,6 +15,7 @@ LAB = "lab3"
 WORLD_SIZE = 2
 BATCH, SEQ = 8, 64   # per rank
 GLOBAL = 16          # sequences per step in the resume runs, at any world size
+DROPOUT, RNG_SEED = 0.1, 4242  # the same-world-size resume trains with dropout, every rank its own stream
 N_STEPS, SAVE_AT = 12, 5
 WHERE = "labs/lab3_sharding"
 
@@ -223,6 +224,18 @@ def task_deepspeed(ctx, target, steps=3):
     seam = seams.load(LAB, target)
     out = ctx.partial
     batches = _batches(env, steps)
+    # the course's own step on the same batches: torch DDP + labs.common.optim's AdamW (its betas, its groups),
+    # which every stage must equal; stage 0 alone proves only that the stages agree with each other
+    from labs.common.optim import make_optimizer
+
+    ref = torch.nn.parallel.DistributedDataParallel(tiny_model(0).to(env.device))
+    ref_opt, out["course_losses"] = make_optimizer(ref.module), []
+    for x, y in batches:
+        loss = ref(x, y)[1]
+        loss.backward()
+        ref_opt.step()
+        ref_opt.zero_grad(set_to_none=True)
+        out["course_losses"].append(loss.item())
     for stage in (0, 1, 2, 3):
         def one(stage=stage):
             model = tiny_model(0).to(env.device)
@@ -252,8 +265,12 @@ def task_deepspeed(ctx, target, steps=3):
     return out
 
 
-def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False):
-    """FSDP2 + the learner's DCP save/load, GLOBAL sequences per step at any world size, no dropout."""
+def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False, dropout=0.0):
+    """FSDP2 + the learner's DCP save/load, GLOBAL sequences per step at any world size. With dropout, each rank
+    draws its masks from its own stream (seeded by rank; a resumed run's from another seed), so only a resume
+    that restores every rank's own RNG state replays the same masks."""
+    import torch
+
     from labs.common import dist as cdist
     from labs.common.data import BatchSampler, TokenFile, ensure_corpus
     from labs.common.optim import make_optimizer, make_scheduler
@@ -262,7 +279,8 @@ def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False):
     seam = seams.load(LAB, target)
     out = ctx.partial
     data = TokenFile.open(ensure_corpus(256))
-    model = seam.apply_fsdp(tiny_model(0 if not resume else 99).to(env.device))  # resume: other init, load must win
+    model = seam.apply_fsdp(tiny_model(0 if not resume else 99, dropout).to(env.device))  # resume: load must win
+    torch.manual_seed(RNG_SEED + 50 * resume + env.rank)  # the dropout stream: a resume must bring back its own
     opt = make_optimizer(model)
     sched = make_scheduler(opt, warmup=3, total=steps)
     sampler = BatchSampler(data.num_windows(SEQ), GLOBAL, seed=0)  # global order; each rank slices it
@@ -300,7 +318,7 @@ RUNS = {"zero1_equivalence": {"correctness"}, "zero1_memory": {"correctness"}, "
         "zero2_equivalence": {"correctness"}, "zero2_memory": {"correctness"}, "zero_comm_bytes": {"correctness"},
         "fsdp_structure": {"correctness"}, "zero2_throughput": {"correctness"},
         "fsdp_memory": {"correctness"}, "throughput": {"correctness"}, "deepspeed_stages": {"deepspeed"},
-        "sharded_resume": {"full", "resume_1", "resume_2", "resume_ws1"}}
+        "sharded_resume": {"full", "resume_1", "resume_2", "resume_2_plain", "resume_ws1"}}
 
 
 def grade(h, checks):
@@ -312,10 +330,16 @@ def grade(h, checks):
     phases = [
         [dict(name="correctness", task="correctness", nproc=2, budget_s=90),
          dict(name="deepspeed", task="deepspeed", nproc=2, budget_s=120)],
-        [dict(name="full", task="train", nproc=2, budget_s=90, args=dict(steps=N_STEPS)),
+        # dropout on: the same-world-size resume must replay every rank's masks (each rank's RNG state)
+        [dict(name="full", task="train", nproc=2, budget_s=90, args=dict(steps=N_STEPS, dropout=DROPOUT)),
          dict(name="resume_1", task="train", nproc=2, budget_s=90, kill_on="saved",
-              args=dict(steps=N_STEPS, save_at=save_at, ckpt=ckpt))],
-        [dict(name="resume_2", task="train", nproc=2, budget_s=90, args=dict(steps=N_STEPS, resume=True, ckpt=ckpt)),
+              args=dict(steps=N_STEPS, save_at=save_at, ckpt=ckpt, dropout=DROPOUT))],
+        [dict(name="resume_2", task="train", nproc=2, budget_s=90,
+              args=dict(steps=N_STEPS, resume=True, ckpt=ckpt, dropout=DROPOUT)),
+         # dropout off: the same checkpoint resumed at 2 ranks and at 1 must give the same losses (masks drawn on
+         # another number of ranks could never match)
+         dict(name="resume_2_plain", task="train", nproc=2, budget_s=90, args=dict(steps=N_STEPS, resume=True,
+                                                                                   ckpt=ckpt)),
          dict(name="resume_ws1", task="train", nproc=1, group=True, budget_s=90,
               args=dict(steps=N_STEPS, resume=True, ckpt=ckpt))],
     ]

@@ -27,9 +27,11 @@ def _equivalence(c: Check, runs, part_name: str, what: str) -> CheckResult:
         return error_result(c, err, unit="max abs diff")
     parts = ", ".join(f"{k} {v['max_diff']:.1e}" + ("" if v["in_sync"] else " (ranks differ)")
                       for k, v in r["parts"].items())
-    ok = r["max_diff"] <= SGD_TOL and r["in_sync"]
+    ok = r["max_diff"] <= SGD_TOL and r["in_sync"] and r.get("kwargs", True)
     msg = f"{what} vs torch DDP + SGD, 4 steps, max weight difference: {parts}" + (
-        "" if r["in_sync"] else "; ranks hold different weights after the step")
+        "" if r["in_sync"] else "; ranks hold different weights after the step") + (
+        "" if r.get("kwargs", True) else "; keyword arguments given to step() never reached the wrapped "
+                                         "optimizer's step (the contract: they do, as torch's optimizers take them)")
     return CheckResult(c.name, ok, value=r["max_diff"], threshold=SGD_TOL, unit="max abs diff", hint=c.hint,
                        message=msg)
 
@@ -162,6 +164,13 @@ def deepspeed_stages(c: Check, runs) -> CheckResult:
             return error_result(c, {**res[f"stage{stage}_error"],
                                     "message": f"stage {stage}: {res[f'stage{stage}_error'].get('message', '')}"})
     base, notes, worst = res["stage0"]["losses"], [], 0.0
+    if res.get("course_losses"):  # stage 0 is DeepSpeed's data parallelism: the course's AdamW step, exactly
+        diff = max(abs(a - b) for a, b in zip(base, res["course_losses"]))
+        if diff > FSDP_TOL:
+            return CheckResult(c.name, False, hint=c.hint,
+                               message=f"stage 0 losses differ from the course's own AdamW step (torch DDP, "
+                                       f"labs.common.optim's betas and parameter groups) by {diff:.1e}: the "
+                                       "config's optimizer is not the course's (betas, eps, weight decay, groups)")
     for stage in range(4):
         s = res[f"stage{stage}"]
         if s["stage_seen"] != stage:
@@ -181,27 +190,30 @@ def deepspeed_stages(c: Check, runs) -> CheckResult:
 
 
 def sharded_resume(c: Check, runs) -> CheckResult:
-    err = first_error(runs, "full", "resume_1", "resume_2", "resume_ws1")
+    names = ("full", "resume_1", "resume_2", "resume_2_plain", "resume_ws1")
+    err = first_error(runs, *names)
     if err:
         return error_result(c, err)
-    full, r1, r2, w1 = (runs[n].result for n in ("full", "resume_1", "resume_2", "resume_ws1"))
+    full, r1, r2, p2, w1 = (runs[n].result for n in names)
     if not runs["resume_1"].killed_on_cue:
         return CheckResult(c.name, False, hint=c.hint, message="the first half never reported its checkpoint saved")
     saved_at = len(r1["losses"])
-    for name, r in (("2 ranks", r2), ("1 rank", w1)):
+    for name, r in (("2 ranks", r2), ("2 ranks, dropout off", p2), ("1 rank", w1)):
         if r["start"] != saved_at:
             return CheckResult(c.name, False, hint=c.hint, message=f"{name}: load_sharded returned step {r['start']}, "
                                                                    f"saved at {saved_at}")
     resumed = r1["losses"] + r2["losses"]
     if resumed != full["losses"] or r2["digest"] != full["digest"]:
-        return CheckResult(c.name, False, hint=c.hint,
-                           message=f"2 ranks: resumed run {diverged_at(resumed, full['losses'])}")
-    tail = [float.fromhex(x) for x in full["losses"][saved_at:]]
-    diff = max(abs(float.fromhex(a) - b) for a, b in zip(w1["losses"], tail))
+        where = diverged_at(resumed, full["losses"])
+        first = resumed[saved_at:saved_at + 1] != full["losses"][saved_at:saved_at + 1]
+        why = (": the first step after the resume already differs, with dropout on (each rank's masks come from its "
+               "own RNG state: was every rank's restored, its own?)" if first else "")
+        return CheckResult(c.name, False, hint=c.hint, message=f"2 ranks, dropout on: resumed run {where}{why}")
+    diff = max(abs(float.fromhex(a) - float.fromhex(b)) for a, b in zip(w1["losses"], p2["losses"]))
     return CheckResult(c.name, diff <= RESHARD_TOL, value=diff, threshold=RESHARD_TOL, unit="max loss diff",
                        hint=c.hint,
-                       message=f"saved by 2 ranks at step {saved_at}, killed; resumed by 2 ranks: bit-identical; "
-                               f"by 1 rank: losses within {diff:.1e}")
+                       message=f"saved by 2 ranks at step {saved_at} (dropout on), killed; resumed by 2 ranks: "
+                               f"bit-identical; dropout off, resumed by 1 rank vs 2: losses within {diff:.1e}")
 
 
 def throughput(c: Check, runs) -> CheckResult:

@@ -98,6 +98,22 @@ def equivalence(make_opt, env, batches, steps=4, replicated_grads=False) -> dict
             "parts": out}
 
 
+def kwargs_reach(make_opt, env) -> bool:
+    """Does step(**kwargs) reach the wrapped optimizer's step (torch's optimizers and ZeroRedundancyOptimizer
+    take keyword arguments there)? The optimizer class given records what its step received."""
+    import torch
+
+    class Recording(torch.optim.SGD):
+        def step(self, closure=None, **kwargs):
+            self.seen = kwargs
+            return super().step(closure)
+    model = toy().to(env.device)
+    opt = make_opt(list(model.parameters()), Recording)
+    model(_toy_batches(env, 1)[0]).square().mean().backward()
+    opt.step(probe=7)
+    return getattr(opt.optim, "seen", None) == {"probe": 7}
+
+
 def zero1(seam, env, batches) -> dict:
     import torch
 
@@ -105,6 +121,7 @@ def zero1(seam, env, batches) -> dict:
 
     out = equivalence(lambda params: seam.ShardedOptimizer(params, torch.optim.SGD, **SGD), env, batches,
                       replicated_grads=True)
+    out["kwargs"] = kwargs_reach(lambda params, cls: seam.ShardedOptimizer(params, cls, **SGD), env)
     model = tiny_model(0).to(env.device)  # memory: AdamW, after a step
     opt = seam.ShardedOptimizer(groups(model), torch.optim.AdamW, lr=3e-3, **ADAMW)
     for x, y in batches[:1]:
@@ -125,6 +142,8 @@ def zero2(seam, env, batches, comm) -> dict:
 
     out = equivalence(lambda params: seam.Zero2Optimizer(params, torch.optim.SGD, bucket_cap_mb=BUCKET_MB, **SGD),
                       env, batches)
+    out["kwargs"] = kwargs_reach(lambda params, cls: seam.Zero2Optimizer(params, cls, bucket_cap_mb=BUCKET_MB, **SGD),
+                                 env)
     model = tiny_model(0).to(env.device)
     psi = sum(p.numel() for p in model.parameters())
     opt = seam.Zero2Optimizer(groups(model), torch.optim.AdamW, bucket_cap_mb=BUCKET_MB, lr=3e-3, **ADAMW)

@@ -57,4 +57,23 @@ MUTANTS = [
            '''{"stage": stage}''', "deepspeed_stages",
            "stage 3 at DeepSpeed's default persistence threshold: every small parameter stays whole on every rank "
            "(12 B/param at N = 2 where ZeRO-3 promises 8)"),
+    # blind: a learner who worked lab 3 from labs/ only broke their own solution these ways; re-expressed here
+    Mutant("resume_restores_no_rng", "dcp_state.py", '        ckpt.set_rng_state(ckpt.load(rng)["rng"])\n',
+           "        pass\n", "sharded_resume",
+           "the resume brings back model, optimizer, scheduler and sampler, but not the RNG: other dropout masks",
+           blind=True),
+    Mutant("resume_every_rank_rank0_rng", "dcp_state.py", 'rng = folder / f"rng-rank{dist.get_rank()}.pt"',
+           'rng = folder / "rng-rank0.pt"', "sharded_resume",
+           "every rank loads rank 0's RNG state: rank 1's masks repeat rank 0's", blind=True),
+    Mutant("ds_default_betas", "deepspeed_zero.py", '"betas": [0.9, 0.95]', '"betas": [0.9, 0.999]',
+           "deepspeed_stages", "DeepSpeed's AdamW at torch's default betas: every stage agrees with stage 0, and none "
+           "with the course's step", blind=True),
+    Mutant("ds_no_param_groups", "deepspeed_zero.py",
+           "\n    engine, *_ = deepspeed.initialize(model=model, model_parameters=param_groups(model),",
+           "\n    engine, *_ = deepspeed.initialize(model=model, model_parameters=model.parameters(),",
+           "deepspeed_stages", "the engine's AdamW decays biases and LayerNorms too: not the course's groups",
+           blind=True),
+    Mutant("zero1_step_drops_kwargs", "zero1.py", "        self.optim.step(**kwargs)\n", "        self.optim.step()\n",
+           "zero1_equivalence", "step(**kwargs) accepted and dropped: the wrapped optimizer never sees them",
+           blind=True),
 ]
