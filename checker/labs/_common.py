@@ -143,6 +143,29 @@ def symptom_hint(check: Check, err: dict) -> str:
     return check.hint
 
 
+def StorageTracker():  # noqa: N802  a class made on first use: the checker's own process never imports torch
+    """A dispatch mode that records every storage an op creates under it: {storage key: (weak ref, bytes)} in
+    .refs. After a forward, the ones still alive are what something keeps (worker side: imports torch)."""
+    import torch
+    from torch.multiprocessing.reductions import StorageWeakRef
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    class Track(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.refs = {}
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in tree_leaves(out):
+                if isinstance(t, torch.Tensor):
+                    s = t.untyped_storage()
+                    self.refs.setdefault(s._cdata, (StorageWeakRef(s), s.nbytes()))
+            return out
+    return Track()
+
+
 def grad_norm(model) -> float:
     """The 2-norm of every .grad of a model, in float64 (worker side: imports torch)."""
     import torch

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 
 from checker import seams
-from checker.labs._common import Check, digest, grad_norm, probe
+from checker.labs._common import Check, StorageTracker, digest, grad_norm, probe
 
 LAB = "lab7"
 WORLD_SIZE = 1
@@ -83,26 +83,8 @@ def _live_bytes(model, x, run_blocks, context=None):
     for backward. Parameters (model state) and the output (the caller holds it) are left out; x counts if kept."""
     import contextlib
 
-    import torch
-    from torch.multiprocessing.reductions import StorageWeakRef
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_leaves
-
-    class Track(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.refs = {}
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            for t in tree_leaves(out):
-                if isinstance(t, torch.Tensor):
-                    s = t.untyped_storage()
-                    self.refs.setdefault(s._cdata, (StorageWeakRef(s), s.nbytes()))
-            return out
-
     skip = {p.untyped_storage()._cdata for p in model.parameters()}
-    track = Track()
+    track = StorageTracker()
     with track:
         h = x * 1.0  # the block input as an activation the checker made: counted only if something keeps it
     with (context or contextlib.nullcontext()), track:

@@ -3,6 +3,8 @@ learner's code: the bytes a forward leaves alive for backward and the matmul FLO
 every op below autograd, inside the learner's autograd Functions too), and when each transfer was in flight."""
 from __future__ import annotations
 
+from checker.labs._common import StorageTracker
+
 
 def randn(gen, *shape, device="cpu"):
     import torch
@@ -69,27 +71,8 @@ def kept_bytes(run, inputs) -> tuple[int, int, object]:
     """(bytes, largest storage's bytes, output) of every storage created while run(*copies) ran that outlives it
     and that the autograd graph holds: what is kept for backward. The inputs are copied inside, so they count only if
     kept; the output's storage is the caller's and is left out (lab 7 counts the same way). Only the graph's: a
-    storage alive because something else still looks at it (a frame the worker's watchdog holds between looks) is
-    not the graph's memory."""
-    import torch
-    from torch.multiprocessing.reductions import StorageWeakRef
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_leaves
-
-    class Track(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.refs = {}
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            for t in tree_leaves(out):
-                if isinstance(t, torch.Tensor):
-                    s = t.untyped_storage()
-                    self.refs.setdefault(s._cdata, (StorageWeakRef(s), s.nbytes()))
-            return out
-
-    track = Track()
+    storage alive because something else still refers to it is not the graph's memory."""
+    track = StorageTracker()
     with track:
         copies = [x * 1.0 for x in inputs]
         out = run(*copies)
