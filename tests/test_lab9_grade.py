@@ -110,8 +110,9 @@ def test_the_scripts_equal_full_attention_on_every_rank(module, nproc):
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_a_hidden_variant_at_three_ranks_passes(tmp_path):
-    assert lab9.world_size(1) == 3
+def test_a_hidden_variant_at_two_ranks_passes(tmp_path):
+    """The public grade runs the ring at 3 ranks (at 2 the next and previous ranks coincide); odd variants at 2."""
+    assert (lab9.world_size(0), lab9.world_size(1)) == (3, 2)
     r = run_checker("grade", "lab9", "--solutions", "--variant", "1", "--json", tmp_path / "r.json")
     rep = load_json(tmp_path / "r.json")
     assert r.returncode == 0 and rep["passed"], r.stdout

@@ -74,4 +74,19 @@ MUTANTS = [
            "cp_dp_equivalence", "context parallel without global positions: every rank's first token is position 0"),
     Mutant("cp_gradients_summed", "cp_step.py", "            p.grad /= world\n", "",
            "cp_dp_equivalence", "the ranks' gradient shares summed, not averaged: a step N times too large"),
+    # blind: a learner who worked lab 9 from labs/ only (9/9 in ~9 min, no hints) broke their own solution 25 ways;
+    # 22 failed the public grade, one only a hidden variant, two nothing. Those three, re-expressed here:
+    Mutant("dkv_sent_the_wrong_way", "ring.py",
+           "            pending = _shift(dkv, nxt, prv, group) if world > 1 else (dkv, [])",
+           "            pending = _shift(dkv, prv, nxt, group) if world > 1 else (dkv, [])", "ring_equivalence",
+           "the running dK, dV travel against the ring: at 2 ranks next and previous are one rank, so only 3 show it",
+           blind=True),
+    Mutant("backward_computes_every_tile", "flash.py",
+           "            if causal and kp.min() > qp.max():\n                continue\n            qi, doi",
+           "            qi, doi", "zigzag_balance",
+           "backward computes the tiles above the diagonal (then masks them): forward alone was counted", blind=True),
+    Mutant("merge_without_normalising", "flash.py",
+           "    o = o1 * torch.exp(lse1 - safe)[..., None] + o2 * torch.exp(lse2 - safe)[..., None]",
+           "    o = o1 * torch.exp(lse1)[..., None] + o2 * torch.exp(lse2)[..., None]", "ring_equivalence",
+           "partials weighted by e^lse without dividing by the total", blind=True),
 ]
