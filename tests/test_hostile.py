@@ -283,6 +283,7 @@ def test_the_course_data_is_read_only_to_learner_code(lab_tree, tmp_path):
     assert "99" not in checks["loss_decreases"]["message"]
 
 
+@pytest.mark.exhaustive  # CI's second tier: make test holds the sandboxed case
 def test_a_rewritten_corpus_fails_the_grade_where_no_sandbox_stops_the_write(lab_tree, tmp_path):
     """Unsandboxed (macOS, no bubblewrap) the write succeeds, and the digest of the course's data fails the grade."""
     data = _data_copy(tmp_path)
