@@ -121,13 +121,13 @@ def run_lab1_to_the_dashboard(page, url, token):
     cells = page.locator(".jp-Notebook .jp-Cell")
     expect(cells.first).to_be_visible(timeout=30_000)
     expect(page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")).to_have_count(1, timeout=30_000)
-    # Cells 0-7 end with the dashboard cell: select cell 8, then Run > Run All Above Selected Cell.
+    # The cells up to the dashboard cell: select the one after it, then Run > Run All Above Selected Cell.
     # (From the file: the editor draws only the lines in view, so the page does not hold all the text.)
     notebook = json.loads((ROOT / "labs" / "lab1_baseline" / "lab1.ipynb").read_text())
-    assert "launch(command(" in "".join(notebook["cells"][7]["source"]), "cell 7 is not the dashboard cell"
-    cells.nth(8).click()
+    board_cell = next(i for i, c in enumerate(notebook["cells"]) if "launch(command(" in "".join(c["source"]))
+    cells.nth(board_cell + 1).click()
     page.keyboard.press("Escape")  # command mode: the click may have entered the editor
-    expect(cells.nth(8)).to_have_class(re.compile(r"\bjp-mod-active\b"))
+    expect(cells.nth(board_cell + 1)).to_have_class(re.compile(r"\bjp-mod-active\b"))
     expect(page.locator(".jp-Notebook.jp-mod-commandMode")).to_have_count(1)
     page.get_by_role("menuitem", name="Run", exact=True).click()
     page.get_by_role("menuitem", name="Run All Above Selected Cell").click()
