@@ -47,6 +47,7 @@ class BucketedDDP(nn.Module):
         self.module = module
         self.world_size = dist.get_world_size()
         self.sync = True
+        self._pending = False  # a backward whose buckets may be in flight, not yet collected by finish
         broadcast_module(module)
         params = [p for p in module.parameters() if p.requires_grad]
         self.buckets = self._make_buckets(params, bucket_cap_mb * 2**20)
@@ -133,6 +134,7 @@ class BucketedDDP(nn.Module):
                 p.grad = b.flat[off: off + p.numel()].view_as(p)
             b.reset()
         # END SOLUTION
+        self._pending = False  # this backward's gradients are collected (forward below)
 
     @contextmanager
     def no_sync(self):
@@ -147,11 +149,12 @@ class BucketedDDP(nn.Module):
         # A backward whose gradients were never collected (a second backward before
         # finish_gradient_synchronization, outside no_sync: torch DDP allows it): let its all-reduces land, then
         # start every bucket afresh, so the next backward reduces the accumulated .grad instead of writing into a
-        # buffer still in flight. The result is the mean of the summed gradients, as torch DDP's.
-        if self.sync:
+        # buffer still in flight. The result is the mean of the summed gradients, as torch DDP's. After a finish,
+        # nothing is touched here: resetting the buckets is finish's own job.
+        if self.sync and self._pending:
             for b in self.buckets:
                 if b.work is not None:
                     b.work.wait()
-                if b.ready or b.work is not None:
-                    b.reset()
+                b.reset()
+        self._pending = self.sync and torch.is_grad_enabled()
         return self.module(*args, **kwargs)
