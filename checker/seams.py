@@ -169,6 +169,24 @@ SEAMS: dict[str, Seam] = {
         "cp_dp_step": "cp_dp_step(model, optimizer, (x, y) this rank's tokens, group=None) -> the global mean loss; "
                       ".grad and the update equal one process's step on the global batch",
     }),
+    "lab10": Seam("lab10", "lab10_moe", "Mixture of experts: routing, capacity, balance, expert parallelism", {
+        "route": "route(scores (T, E), k, bias=None) -> (ids (T, k) int64, weights (T, k) float32); top-k of "
+                 "softmax(scores) + bias, best first, ties to the lower index; weights the probabilities renormalised",
+        "load_balancing_loss": "load_balancing_loss(probs (T, E), ids (T, k), E) -> E * sum_e f_e P_e; f a count, "
+                               "P = probs.mean(0) carries the gradient",
+        "capacity": "capacity(T, k, E, factor) -> ceil(factor * T * k / E)",
+        "keep_mask": "keep_mask(ids (T, k), E, cap) -> bool (T, k); slots to every first choice in token order, then "
+                     "every second choice, ...",
+        "MoE": "MoE(hidden, n_experts, k=2, ffn=None, capacity_factor=1.25): router.weight (E, h), w1 (E, h, f), "
+               "w2 (E, f, h), buffer bias (E,); forward (..., h) -> (..., h); .aux_loss and .counts of the last call",
+        "apply_moe": "apply_moe(model, n_experts, k=2, capacity_factor=1.25) -> model; every block's mlp an MoE",
+        "expert_parallel": "expert_parallel(moe, group=None) -> the layer with this rank's E/N experts (w1, w2 "
+                           "sliced), tokens dispatched by all-to-all; equals moe on this rank's tokens",
+        "apply_expert_parallel": "apply_expert_parallel(model, group=None) -> model; every MoE block made EP",
+        "update_bias": "update_bias(bias, counts, gamma) -> None; in place, bias_e += gamma * sign(mean - counts_e)",
+        "ep_dp_step": "ep_dp_step(model, optimizer, (x, y), dp_group, aux_coef, gamma) -> mean loss over all ranks; "
+                      ".grad the global mean's gradient (experts reduced over dp only), bias updated from all ranks",
+    }),
 }
 
 

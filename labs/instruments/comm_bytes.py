@@ -10,7 +10,8 @@ Per rank, N ranks, S = the bytes of the whole buffer (what NCCL's tests call bus
     reduce_scatter     S(N−1)/N   S = the input, all N slices
     all_gather         S(N−1)/N   S = the output
     broadcast          S(N−1)/N   averaged over ranks: in a pipelined ring the root sends S, the last rank nothing
-    all_to_all         S(N−1)/N   S = the input; the slice for itself stays home
+    all_to_all         S(N−1)/N   S = the input; the slice for itself stays home (with input_split_sizes:
+                                  S minus the rows of its own split, exactly: expert parallelism's splits are uneven)
     send / isend       S
 So DDP's step (all-reduce of 4Ψ gradient bytes) sends 8Ψ(N−1)/N per rank; ZeRO-2's reduce-scatter +
 all-gather the same; FSDP's two all-gathers + one reduce-scatter 12Ψ(N−1)/N. The figure is the
@@ -87,6 +88,12 @@ class CommBytes:
         index, factor = (LISTS[name], 1) if name in LISTS else OPS[name]
         arg = args[index] if len(args) > index else kwargs[self._params[name][index]]
         size = _nbytes(arg)
+        if name == "all_to_all_single":
+            splits = args[3] if len(args) > 3 else kwargs.get("input_split_sizes")
+            if splits:  # uneven: what leaves is everything but this rank's own rows
+                rows = arg.shape[0] if arg.dim() else 1
+                own = splits[self._dist.get_rank(kwargs.get("group", args[4] if len(args) > 4 else None))]
+                return name, size, size - (size // rows * own if rows else 0)
         return name, size, size if factor is None else factor * size * (n - 1) / n
 
     def start(self) -> None:

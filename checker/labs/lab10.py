@@ -1,0 +1,412 @@
+"""Lab 10 checks: a mixture-of-experts layer, its capacity and balance, then its experts spread over ranks.
+
+Three runs (ranks started by checker/spawn.py, the harness default):
+  units  world size 1: route, keep_mask, capacity and load_balancing_loss against the checker's own reference
+         (checker/labs/lab10_ref.py: routing by Python sorting and counters, the layer DENSE, every expert on every
+         token mixed by a gate matrix), the learner's MoE layer with the reference's weights loaded (output,
+         gradients, aux loss, counts, with tokens dropped), and balance: the learner's layer and update_bias
+         repeated on a skewed router, tokens per expert measured by the checker.
+  ep     N = 2 or 3 ranks (the hidden variant picks): expert_parallel on each rank's own tokens vs the reference on
+         the same tokens, computed by every rank for every rank BEFORE the learner's code is imported; bytes of
+         every collective from the checker's counter on torch.distributed (installed before that import too).
+  epdp   4 ranks, dp 2 x ep 2: the tiny GPT with MoE blocks, one ep_dp_step vs one process's step on the four
+         ranks' batches (each routed with its own capacity): loss, every gradient, every weight after the update,
+         and every selection bias, which must move by the loads counted over all ranks.
+The learner's code never reports a number the checker uses: outputs and gradients are compared by the checker,
+tokens per expert are counted from the routing the checker sees, bytes beneath the learner's calls.
+"""
+from __future__ import annotations
+
+from checker import seams
+from checker.labs._common import Check, probe, tiny_model
+
+LAB = "lab10"
+GRADE_SECONDS = 60
+WHERE = "labs/lab10_moe"
+SEED = 10
+# (tokens, experts, k): tokens not a multiple of experts; row 0 of each case ties every expert, row 1 ties two
+ROUTER_CASES = [(40, 6, 2), (33, 8, 3), (17, 4, 1)]
+# (tokens, k, experts, factor) for capacity(); exact binary fractions, so ceil() sees no rounding error
+CAPACITY_CASES = [(96, 2, 8, 1.0), (100, 2, 8, 1.25), (33, 3, 7, 1.5), (64, 1, 4, 0.5), (10, 2, 6, 0.75)]
+MOE = dict(hidden=16, experts=6, k=2, ffn=24, factor=1.0, batch=2, seq=21)  # 42 tokens: some choices dropped
+BALANCE = dict(hidden=16, experts=8, k=2, tokens=256, steps=80, gamma=0.005, skew=1.0)
+EP = dict(hidden=16, k=2, ffn=24, factor=1.0, tokens=30, per_rank_experts=2)
+EPDP = dict(dp=2, ep=2, experts=4, k=2, factor=1.0, batch=2, lr=0.1, aux_coef=0.05, gamma=0.01)
+TOL = 2e-5  # fp32, summed in another order than the reference's dense mix: measured <= 3e-7 here
+BALANCED = 1.25  # max / mean tokens per expert over the last 10 of BALANCE's steps; the reference: 1.06 (from 1.97)
+
+CHECKS = [
+    Check("router_equivalence", "route: the k experts of every token (exactly, ties to the lower index, with and "
+          f"without a selection bias), their renormalised weights and the weights' gradient (atol {TOL:g}) equal "
+          "the contract's, at token and expert counts the starter never used",
+          f"{WHERE}/router.py: the bias decides who is chosen, never how much they count; weights are the chosen "
+          "probabilities divided by their sum; equal values go to the lower expert index (is your sort stable?)."),
+    Check("capacity_drops", "capacity = ceil(factor T k / E) and keep_mask keeps exactly the choices the rule "
+          "keeps: first choices in token order, then second choices (dropped choices per expert compared)",
+          f"{WHERE}/capacity.py: an expert's slots go to every token's FIRST choice before any second one; the "
+          "count is per expert, not over all experts; a choice past the capacity is dropped, not moved elsewhere."),
+    Check("aux_loss", "load_balancing_loss equals E sum_e f_e P_e and its gradient with respect to the router's "
+          "scores equals the formula's (f a count, P the mean probability)",
+          f"{WHERE}/router.py: f counts choices (every one of the T k, before capacity drops) and has no gradient; "
+          "P = mean probability per expert carries it. A loss on detached probabilities balances nothing."),
+    Check("moe_equivalence", "MoE with the checker's weights loaded (router.weight, w1, w2, bias): output, gradients "
+          f"of the input and every weight (atol {TOL:g}), .aux_loss and .counts equal the reference's, with choices "
+          "dropped and a non-zero bias",
+          f"{WHERE}/moe.py: a token's output sums weight x expert over its KEPT choices only; a dropped choice adds "
+          "nothing (the block's residual carries the token); each expert runs on the rows that chose it."),
+    Check("ep_balance", f"update_bias after each of {BALANCE['steps']} forwards of a skewed router (fixed tokens): "
+          f"max / mean tokens per expert <= {BALANCED} over the last 10 (counted by the checker), and without the updates "
+          "the same router stays skewed",
+          f"{WHERE}/ep_step.py update_bias: an overloaded expert's bias must fall, an idle one's rise, by gamma each "
+          "step; the bias takes part in selection (route's bias), never in the weights."),
+    Check("ep_equivalence", "expert_parallel on N = 2 or 3 ranks: each rank keeps its E/N experts (w1, w2 sliced in "
+          "rank order) and its output rows and gradients (input, router, its experts' w1 and w2 from every rank's "
+          f"tokens) equal the reference's (atol {TOL:g}), with choices dropped",
+          f"{WHERE}/expert_parallel.py: rows must reach the rank of their expert and come back to the token they came "
+          "from: sort by expert before sending, exchange the counts, swap the splits on the way back; the "
+          "all-to-all's gradient is the all-to-all the other way.",
+          needs=("device_collectives",)),
+    Check("a2a_bytes", "bytes each rank sends in expert_parallel, counted from its collectives: forward and "
+          "backward each = the kept rows bound for other ranks + the rows it returns to them (4h B each), + at "
+          "most E counts",
+          f"{WHERE}/expert_parallel.py: send only kept choices (drop before dispatch), each row once per expert it "
+          "chose, and only rows whose expert is elsewhere leave the rank; an all-gather of the tokens sends N times "
+          "more.",
+          needs=("device_collectives",)),
+    Check("ep_dp_grads", "one ep_dp_step of the tiny GPT with MoE blocks on dp 2 x ep 2 ranks equals one process's "
+          "step on the four ranks' batches: loss, every gradient and weight after the update (dense ones and this "
+          f"rank's experts') and every selection bias (atol {TOL:g})",
+          f"{WHERE}/ep_step.py: a dense weight is replicated on all ranks, an expert's only over dp (its .grad "
+          "already sums its ep group's tokens); both divide by the world size; the loads that move the bias are "
+          "counted over every rank.",
+          needs=("device_collectives",)),
+]
+
+
+# ---------------------------------------------------------------- worker side
+def task_probe(ctx, target):
+    return probe(LAB, target)
+
+
+def _gen(seed):
+    import torch
+
+    return torch.Generator().manual_seed(seed)
+
+
+def _diff(got, want) -> float:
+    if got is None or want is None:
+        return float("inf") if (got is None) != (want is None) else 0.0
+    return (got.detach().float() - want.detach().float()).abs().max().item() if got.shape == want.shape \
+        else float("inf")
+
+
+def _router_cases(cases, seed):
+    """Scores with ties in rows 0 and 1, a selection bias on the last case, an upstream gradient: the checker's."""
+    import torch
+
+    from checker.labs import lab10_ref as ref
+
+    gen, out = _gen(seed), []
+    for i, (t, e, k) in enumerate(cases):
+        s = torch.randn(t, e, generator=gen)
+        s[0] = 0.5  # every expert ties
+        s[1, :2] = s[1].max() + 1  # experts 0 and 1 tie for first
+        bias = torch.randn(e, generator=gen) * 0.05 if i == len(cases) - 1 else None
+        g = torch.randn(t, k, generator=gen)
+        leaf = s.clone().requires_grad_()
+        G, ids, _, _ = ref.gate(leaf, k, float(e), bias)  # factor E: T k slots, none dropped
+        w = torch.stack([G[i_, row] for i_, row in enumerate(ids)])
+        grad, = torch.autograd.grad((w * g).sum(), leaf)
+        out.append((s, k, bias, g, ids, w.detach(), grad))
+    return out
+
+
+def task_units(ctx, target, seed=SEED, router=ROUTER_CASES, cap_cases=CAPACITY_CASES, moe=MOE, balance=BALANCE):
+    import torch
+
+    from checker.labs import lab10_ref as ref
+
+    torch.set_num_threads(1)
+    rcases = _router_cases(router, seed)  # every reference value before the learner's code is imported
+    gen = _gen(seed + 1)
+    skew = torch.randn(200, 8, generator=gen) + torch.linspace(2.0, 0.0, 8)
+    sk_ids = ref.choose(torch.softmax(skew, -1), 2)
+    sk_cap = ref.capacity(200, 2, 8, 1.0)
+    sk_keep = ref.keep(sk_ids, 8, sk_cap)
+    aux_scores = torch.randn(50, 5, generator=gen)
+    aux_leaf = aux_scores.clone().requires_grad_()
+    aux_probs = torch.softmax(aux_leaf, -1)
+    aux_ids = ref.choose(aux_probs, 2)
+    aux_want = ref.aux_loss(aux_probs, aux_ids)
+    aux_grad, = torch.autograd.grad(aux_want, aux_leaf)
+    h, E, k, f = moe["hidden"], moe["experts"], moe["k"], moe["ffn"]
+    layers = []
+    for case in range(2):  # without, then with a selection bias
+        m = ref.RefMoE.make(h, E, k, f, moe["factor"], gen)
+        if case:
+            m.bias.copy_(torch.randn(E, generator=gen) * 0.05)
+        x = torch.randn(moe["batch"], moe["seq"], h, generator=gen)
+        g = torch.randn_like(x)
+        xl = x.clone().requires_grad_()
+        y = m(xl)
+        y.backward(g)
+        kept = ref.keep(ref.choose(torch.softmax(x.reshape(-1, h) @ m.router.weight.t(), -1), k, m.bias), E,
+                        ref.capacity(x.numel() // h, k, E, moe["factor"]))
+        layers.append(dict(state={n: t.detach().clone() for n, t in m.state_dict().items()}, x=x, g=g, y=y.detach(),
+                           grads={"input": xl.grad, **{n: p.grad.clone() for n, p in m.named_parameters()}},
+                           aux=m.aux_loss.item(), counts=m.counts.tolist(),
+                           dropped=sum(not kk for row in kept for kk in row)))
+    bx = torch.randn(balance["tokens"], balance["hidden"], generator=gen)
+    b_router = torch.randn(balance["experts"], balance["hidden"], generator=gen) * 0.3
+    bx[:, 0] = 1.0  # a constant feature: its router column acts as a per-expert offset, skewed to the low experts
+    b_router[:, 0] += torch.linspace(balance["skew"], 0, balance["experts"])
+    b_probs = torch.softmax(bx @ b_router.t(), -1)
+
+    seam = seams.load(LAB, target)
+    out = ctx.partial
+
+    def router_part():
+        rows = []
+        for s, kk, bias, g, ids, w, grad in rcases:
+            leaf = s.clone().requires_grad_()
+            got_ids, got_w = seam.route(leaf, kk, bias)
+            got_ids = got_ids.tolist()
+            bad = next(((t, got_ids[t], ids[t]) for t in range(len(ids)) if got_ids[t] != ids[t]), None)
+            gw = torch.autograd.grad((got_w.float() * g).sum(), leaf, allow_unused=True)[0] if got_w.requires_grad \
+                else None
+            rows.append({"shape": list(s.shape), "k": kk, "bias": bias is not None, "ids_bad": bad,
+                         "weights": _diff(got_w, w), "grad": _diff(gw, grad) if gw is not None else None,
+                         "dtype": str(got_w.dtype)})
+        return rows
+    out["router"], out["router_error"] = ctx.attempt(router_part)
+
+    def capacity_part():
+        caps = [[list(c), int(seam.capacity(*c)), ref.capacity(*c)] for c in cap_cases]
+        keep = seam.keep_mask(torch.tensor(sk_ids), 8, sk_cap).tolist()
+        per_expert = lambda kp: [sum(1 for row, ks in zip(sk_ids, kp) for e_, kk in zip(row, ks)  # noqa: E731
+                                     if e_ == e and not kk) for e in range(8)]
+        wrong = [[t, j] for t in range(len(sk_ids)) for j in range(2) if bool(keep[t][j]) != sk_keep[t][j]]
+        return {"caps": caps, "wrong": wrong[:3], "n_wrong": len(wrong), "cap": sk_cap,
+                "dropped": per_expert(keep), "want_dropped": per_expert(sk_keep)}
+    out["capacity"], out["capacity_error"] = ctx.attempt(capacity_part)
+
+    def aux_part():
+        leaf = aux_scores.clone().requires_grad_()
+        probs = torch.softmax(leaf, -1)
+        got = seam.load_balancing_loss(probs, torch.tensor(aux_ids), 5)
+        grad = torch.autograd.grad(got, leaf, allow_unused=True)[0] if got.requires_grad else None
+        return {"value": got.item(), "want": aux_want.item(), "grad": None if grad is None else _diff(grad, aux_grad),
+                "grad_norm": aux_grad.norm().item()}
+    out["aux"], out["aux_error"] = ctx.attempt(aux_part)
+
+    def moe_part():
+        rows = []
+        for L in layers:
+            torch.manual_seed(seed)
+            m = seam.MoE(h, E, k, f, moe["factor"])
+            m.load_state_dict(L["state"])
+            xl = L["x"].clone().requires_grad_()
+            y = m(xl)
+            y.backward(L["g"])
+            named = dict(m.named_parameters())
+            diffs = {"output": _diff(y, L["y"]), "input": _diff(xl.grad, L["grads"]["input"])}
+            diffs.update({n: _diff(named[n].grad, L["grads"][n]) for n in ("router.weight", "w1", "w2")})
+            rows.append({"diffs": diffs, "aux": float(m.aux_loss), "want_aux": L["aux"],
+                         "counts": [int(c) for c in m.counts], "want_counts": L["counts"], "dropped": L["dropped"]})
+        return rows
+    out["moe"], out["moe_error"] = ctx.attempt(moe_part)
+
+    def balance_part():
+        res = {}
+        for label, update in (("off", False), ("on", True)):
+            bias, trace = torch.zeros(balance["experts"]), []
+            for _ in range(balance["steps"]):
+                # the checker's own routing of the fixed tokens, with the bias as the learner's updates left it
+                ids = ref.choose(b_probs, balance["k"], bias.clone())
+                counts = torch.bincount(torch.tensor(ids).flatten(), minlength=balance["experts"])
+                trace.append(counts.max().item() / counts.float().mean().item())
+                if update:
+                    seam.update_bias(bias, counts.clone(), balance["gamma"])
+            res[label] = {"first": trace[0], "tail": max(trace[-10:]), "min": min(trace)}  # sign steps oscillate
+        return res
+    out["balance"], out["balance_error"] = ctx.attempt(balance_part)
+    return out
+
+
+def _ep_reference(ep, n, seed):
+    """Every rank's tokens, upstream gradient and the reference's results for each, and the full weights."""
+    import torch
+
+    from checker.labs import lab10_ref as ref
+
+    gen = _gen(seed)
+    h, E = ep["hidden"], ep["per_rank_experts"] * n
+    m = ref.RefMoE.make(h, E, ep["k"], ep["ffn"], ep["factor"], gen)
+    state = {k: t.detach().clone() for k, t in m.state_dict().items()}
+    ranks, w1g, w2g = [], torch.zeros_like(m.w1), torch.zeros_like(m.w2)
+    for r in range(n):
+        x = torch.randn(ep["tokens"], h, generator=gen)
+        g = torch.randn_like(x)
+        m.zero_grad()
+        xl = x.clone().requires_grad_()
+        y, _, ids, kept, _ = ref.moe_forward(xl, m.router.weight, m.w1, m.w2, ep["k"], ep["factor"], m.bias)
+        y.backward(g)
+        w1g += m.w1.grad
+        w2g += m.w2.grad
+        ranks.append(dict(x=x, g=g, y=y.detach(), dx=xl.grad, drouter=m.router.weight.grad.clone(), ids=ids,
+                          kept=kept))
+    return state, ranks, w1g, w2g
+
+
+def _ep_rows(ranks, n, per):
+    """Per rank: (kept rows it sends to other ranks' experts, rows it receives from other ranks)."""
+    out_rows, in_rows = [0] * n, [0] * n
+    for r, rk in enumerate(ranks):
+        for row, ks in zip(rk["ids"], rk["kept"]):
+            for e, kk in zip(row, ks):
+                if kk and e // per != r:
+                    out_rows[r] += 1
+                    in_rows[e // per] += 1
+    return out_rows, in_rows
+
+
+def task_ep(ctx, target, ep=EP, seed=SEED):
+    import torch
+
+    from labs.common import dist as cdist
+    from labs.instruments.comm_bytes import CommBytes
+
+    env = cdist.init(timeout_s=20)
+    comm = CommBytes()  # before the learner's code is imported: every spelling of all_to_all reaches it
+    n, r, per = env.world_size, env.rank, ep["per_rank_experts"]
+    state, ranks, w1g, w2g = _ep_reference(ep, n, seed)
+    rows_out, rows_in = _ep_rows(ranks, n, per)
+    mine = ranks[r]
+    seam = seams.load(LAB, target)
+    out = ctx.partial
+    E = per * n
+    out.update(world=n, experts=E, hidden=ep["hidden"], tokens=ep["tokens"], rows_out=rows_out[r], rows_in=rows_in[r],
+               dropped=sum(not kk for row in mine["kept"] for kk in row))
+
+    def equivalence():
+        torch.manual_seed(seed)
+        m = seam.MoE(ep["hidden"], E, ep["k"], ep["ffn"], ep["factor"])
+        m.load_state_dict(state)
+        layer = seam.expert_parallel(m, None)
+        named = dict(layer.named_parameters())
+        lo, hi = r * per, (r + 1) * per
+        shapes = {n_: list(named[n_].shape) if n_ in named else None for n_ in ("w1", "w2")}
+        if shapes["w1"] != [per, ep["hidden"], ep["ffn"]] or shapes["w2"] != [per, ep["ffn"], ep["hidden"]]:
+            return {"shapes": shapes}
+        sliced = max(_diff(named["w1"], state["w1"][lo:hi]), _diff(named["w2"], state["w2"][lo:hi]))
+        xl = mine["x"].clone().requires_grad_()
+        comm.start()
+        y = layer(xl)
+        fwd = comm.stop()
+        comm.start()
+        y.backward(mine["g"])
+        bwd = comm.stop()
+        diffs = {"output": _diff(y, mine["y"]), "input": _diff(xl.grad, mine["dx"]),
+                 "router.weight": _diff(named["router.weight"].grad, mine["drouter"]),
+                 "w1": _diff(named["w1"].grad, w1g[lo:hi]), "w2": _diff(named["w2"].grad, w2g[lo:hi])}
+        return {"shapes": shapes, "sliced": sliced, "diffs": diffs, "fwd": [list(x) for x in fwd],
+                "bwd": [list(x) for x in bwd]}
+    out["equiv"], out["equiv_error"] = ctx.attempt(equivalence)
+    if out["equiv_error"]:
+        return out  # a peer may be inside a collective: skip teardown's barrier
+    comm.uninstall()
+    cdist.teardown()
+    return out
+
+
+def task_epdp(ctx, target, epdp=EPDP, seed=SEED):
+    import torch
+    import torch.distributed as dist
+
+    from checker.labs import lab10_ref as ref
+    from labs.common import dist as cdist
+    from labs.common.data import TokenFile, ensure_corpus
+
+    env = cdist.init(timeout_s=20)
+    n_dp, n_ep, E = epdp["dp"], epdp["ep"], epdp["experts"]
+    ep_groups = [dist.new_group([d * n_ep + e for e in range(n_ep)]) for d in range(n_dp)]  # every rank makes each
+    dp_groups = [dist.new_group([d * n_ep + e for d in range(n_dp)]) for e in range(n_ep)]
+    d, e = divmod(env.rank, n_ep)
+    world = n_dp * n_ep
+    # one process's step on every rank's batch, before the learner's code is imported
+    gen = _gen(seed)
+    ref_model = tiny_model(seed)
+    for block in ref_model.blocks:
+        block.mlp = ref.RefMoE.make(ref_model.cfg.n_embd, E, epdp["k"], 4 * ref_model.cfg.n_embd, epdp["factor"], gen)
+        block.mlp.bias.copy_(torch.randn(E, generator=gen) * 0.01)
+    ref_model = ref_model.to(env.device)
+    state = {k: t.detach().clone() for k, t in ref_model.state_dict().items()}
+    s = ref_model.cfg.block_size
+    data = TokenFile.open(ensure_corpus(ref_model.cfg.vocab_size))
+    b = epdp["batch"]
+    batches = [data.batch(list(range(seed % 5 + r * b, seed % 5 + (r + 1) * b)), s, env.device) for r in range(world)]
+    layers = [blk.mlp for blk in ref_model.blocks]
+    total, counts = 0.0, [torch.zeros(E, dtype=torch.long) for _ in layers]
+    for x, y in batches:
+        _, loss = ref_model(x, y)
+        obj = (loss + epdp["aux_coef"] * sum(m.aux_loss for m in layers)) / world
+        obj.backward()
+        total += obj.item()
+        for c, m in zip(counts, layers):
+            c += m.counts
+    want_grads = {k: p.grad.clone() for k, p in ref_model.named_parameters()}
+    torch.optim.SGD(ref_model.parameters(), lr=epdp["lr"]).step()
+    for c, m in zip(counts, layers):
+        m.bias += epdp["gamma"] * torch.sign(c.float().mean() - c.float())
+    want = {k: t.detach().clone() for k, t in ref_model.state_dict().items()}
+    per = E // n_ep
+    seam = seams.load(LAB, target)
+    out = ctx.partial
+
+    def expected(name, t):
+        return t[e * per:(e + 1) * per] if name.endswith((".w1", ".w2")) else t
+
+    def step():
+        model = tiny_model(seed).to(env.device)
+        model = seam.apply_moe(model, E, epdp["k"], epdp["factor"]) or model
+        model.load_state_dict(state)
+        model = seam.apply_expert_parallel(model, ep_groups[d]) or model
+        loss = float(seam.ep_dp_step(model, torch.optim.SGD(model.parameters(), lr=epdp["lr"]), batches[env.rank],
+                                     dp_groups[e], epdp["aux_coef"], epdp["gamma"]))
+        diffs, problems, worst = {"grad": 0.0, "weight": 0.0, "bias": 0.0}, [], {}
+        sd = model.state_dict()
+        for k, p in model.named_parameters():
+            if k not in want:
+                problems.append(f"{k} is not a parameter of the reference model: keep the names (w1, w2, router)")
+            elif p.grad is None:
+                problems.append(f"{k} has no gradient after the step")
+            else:
+                for kind, got, ref_t in (("grad", p.grad, want_grads[k]), ("weight", p.detach(), want[k])):
+                    dd = _diff(got, expected(k, ref_t))
+                    if dd > diffs[kind]:
+                        diffs[kind], worst[kind] = dd, k
+        for k in sd:
+            if k.endswith(".bias") and ".mlp." in k:
+                dd = _diff(sd[k], want[k])
+                if dd > diffs["bias"]:
+                    diffs["bias"], worst["bias"] = dd, k
+        return {"loss": loss, "want_loss": total, **diffs, "worst": worst, "problems": problems[:3]}
+    out["step"], out["step_error"] = ctx.attempt(step)
+    if out["step_error"]:
+        return out
+    cdist.teardown()
+    return out
+
+
+TASKS = {"probe": task_probe, "units": task_units, "ep": task_ep, "epdp": task_epdp}
+
+# ---------------------------------------------------------------- checker side
+RUNS = {"router_equivalence": {"units"}, "capacity_drops": {"units"}, "aux_loss": {"units"},
+        "moe_equivalence": {"units"}, "ep_balance": {"units"}, "ep_equivalence": {"ep"}, "a2a_bytes": {"ep"},
+        "ep_dp_grads": {"epdp"}}
+
+
+def world_size(variant: int) -> int:
+    # 3 ranks in the public grade (a rank's own experts, and two peers whose splits differ); 2 on odd variants
+    return 3 - variant % 2

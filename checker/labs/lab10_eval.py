@@ -1,0 +1,261 @@
+"""Lab 10: from the runs' measurements to pass/fail. Thresholds and the checker's own byte formula are here."""
+from __future__ import annotations
+
+from checker.labs._common import Check, error_result, first_error, run_info
+from checker.labs.lab10 import (BALANCE, BALANCED, CAPACITY_CASES, EP, EPDP, MOE, ROUTER_CASES, RUNS, SEED, TOL,
+                                world_size)
+from checker.report import CheckResult
+
+AUX_RTOL = 1e-5  # the loss is a sum of E products of means: fp32 rounding, relative
+
+
+def a2a_bytes_expected(rows_out: int, rows_in: int, hidden: int) -> int:
+    """fp32 bytes one rank sends in one direction (forward, and again backward): the kept rows it dispatches to
+    other ranks' experts plus the results it returns to the ranks whose rows it received, 4h B per row."""
+    return (rows_out + rows_in) * 4 * hidden
+
+
+def _ranks(runs, run: str, part: str):
+    """(every rank's result of one part, None) or (None, the earliest error: the rank that failed first)."""
+    r = runs.get(run)
+    results = r.results if r else []
+    if r and len(results) == r.nproc and all(x.get(part) is not None and not x.get(f"{part}_error") for x in results):
+        return [x[part] for x in results], None
+    errors = [x[f"{part}_error"] for x in results if x.get(f"{part}_error")]
+    if errors:
+        return None, min(errors, key=lambda e: ("closed by peer" in e.get("message", ""), e.get("t", 0)))
+    err = first_error(runs, run)
+    if err is None:
+        err = {"type": "Crash", "message": f"{part} did not report on every rank"}
+    return None, err
+
+
+def _worst(diffs: dict) -> tuple[str, float]:
+    name = max(diffs, key=lambda k: diffs[k])
+    return name, diffs[name]
+
+
+def router_equivalence(c: Check, runs) -> CheckResult:
+    rs, err = _ranks(runs, "units", "router")
+    if err:
+        return error_result(c, err, "max abs diff")
+    worst = 0.0
+    for row in rs[0]:
+        T, E = row["shape"]
+        label = f"{T} tokens, {E} experts, top-{row['k']}" + (", with a bias" if row["bias"] else "")
+        if row["ids_bad"]:
+            t, got, want = row["ids_bad"]
+            why = {0: " (every expert ties in this token: equal values go to the lower index)",
+                   1: " (experts 0 and 1 tie for first: the lower index first)"}.get(t, "")
+            if row["bias"] and not why:
+                why = " (the bias decides who is chosen: softmax + bias, never the scores + bias)"
+            return CheckResult(c.name, False, unit="experts chosen", hint=c.hint,
+                               message=f"{label}: token {t} got experts {got}, expected {want}{why}")
+        if row["grad"] is None:
+            return CheckResult(c.name, False, unit="max abs diff", hint=c.hint,
+                               message=f"{label}: the weights carry no gradient to the scores (detached, or built "
+                                       "from values): the router could not learn")
+        name, d = _worst({"weights": row["weights"], "their gradient": row["grad"]})
+        worst = max(worst, d)
+        if not d <= TOL:
+            return CheckResult(c.name, False, value=d, threshold=TOL, unit="max abs diff", hint=c.hint,
+                               message=f"{label}: {name} differ by {d:.1e} (weights: the chosen probabilities "
+                                       "divided by their sum)")
+    return CheckResult(c.name, True, value=worst, threshold=TOL, unit="max abs diff", hint=c.hint,
+                       message=f"{len(rs[0])} cases, ties and a bias among them: experts exact, weights and their "
+                               f"gradient within {worst:.1e}")
+
+
+def capacity_drops(c: Check, runs) -> CheckResult:
+    rs, err = _ranks(runs, "units", "capacity")
+    if err:
+        return error_result(c, err, "choices")
+    r = rs[0]
+    for (T, k, E, f), got, want in r["caps"]:
+        if got != want:
+            return CheckResult(c.name, False, value=got, threshold=want, unit="slots per expert", hint=c.hint,
+                               message=f"capacity(T={T}, k={k}, E={E}, factor={f}) = {got}, expected "
+                                       f"ceil({f} x {T} x {k} / {E}) = {want}")
+    if r["n_wrong"]:
+        t, j = r["wrong"][0]
+        return CheckResult(c.name, False, value=r["n_wrong"], threshold=0, unit="choices kept wrongly", hint=c.hint,
+                           message=f"200 tokens, top-2 of 8, {r['cap']} slots each: {r['n_wrong']} choices kept or "
+                                   f"dropped against the rule, first token {t} choice {j}; dropped per expert "
+                                   f"{r['dropped']}, expected {r['want_dropped']}")
+    return CheckResult(c.name, True, value=0, threshold=0, unit="choices kept wrongly", hint=c.hint,
+                       message=f"{len(r['caps'])} capacities exact; 200 tokens, top-2 of 8, {r['cap']} slots each: "
+                               f"dropped per expert {r['dropped']}, as the rule says")
+
+
+def aux_loss(c: Check, runs) -> CheckResult:
+    rs, err = _ranks(runs, "units", "aux")
+    if err:
+        return error_result(c, err, "loss")
+    a = rs[0]
+    rel = abs(a["value"] - a["want"]) / abs(a["want"])
+    if not rel <= AUX_RTOL:
+        return CheckResult(c.name, False, value=a["value"], threshold=a["want"], unit="aux loss", hint=c.hint,
+                           message=f"50 tokens, top-2 of 5: loss {a['value']:.6f}, the formula gives {a['want']:.6f} "
+                                   "(1.0 would mean balanced routing)")
+    if a["grad"] is None:
+        return CheckResult(c.name, False, unit="gradient", hint=c.hint,
+                           message="the loss has no gradient with respect to the router's scores: P must be the mean "
+                                   "of the probabilities you were given, not detached ones")
+    ok = a["grad"] <= TOL
+    return CheckResult(c.name, ok, value=a["grad"], threshold=TOL, unit="max abs diff of the gradient", hint=c.hint,
+                       message=f"value {a['value']:.6f} = the formula's; gradient " + (
+                           f"within {a['grad']:.1e}" if ok else f"differs by {a['grad']:.1e} (norm "
+                           f"{a['grad_norm']:.1e}): does a gradient flow through f, or P computed from other than "
+                           "the probabilities?"))
+
+
+def moe_equivalence(c: Check, runs) -> CheckResult:
+    rs, err = _ranks(runs, "units", "moe")
+    if err:
+        return error_result(c, err, "max abs diff")
+    worst = 0.0
+    for i, r in enumerate(rs[0]):
+        label = "with a selection bias" if i else "bias 0"
+        name, d = _worst(r["diffs"])
+        worst = max(worst, d)
+        if not d <= TOL:
+            return CheckResult(c.name, False, value=d, threshold=TOL, unit="max abs diff", hint=c.hint,
+                               message=f"{label}, {r['dropped']} choices dropped: {name} "
+                                       f"{'differs' if name == 'output' else 'gradient differs'} by {d:.1e}")
+        if abs(r["aux"] - r["want_aux"]) > AUX_RTOL * abs(r["want_aux"]):
+            return CheckResult(c.name, False, value=r["aux"], threshold=r["want_aux"], unit="aux loss", hint=c.hint,
+                               message=f"{label}: .aux_loss {r['aux']:.6f}, the reference's {r['want_aux']:.6f}")
+        if r["counts"] != r["want_counts"]:
+            return CheckResult(c.name, False, unit="tokens per expert", hint=c.hint,
+                               message=f"{label}: .counts {r['counts']}, expected {r['want_counts']} (choices routed "
+                                       "to each expert, before capacity drops)")
+    return CheckResult(c.name, True, value=worst, threshold=TOL, unit="max abs diff", hint=c.hint,
+                       message=f"output and gradients within {worst:.1e}, {rs[0][0]['dropped']} and "
+                               f"{rs[0][1]['dropped']} choices dropped; .aux_loss and .counts equal")
+
+
+def ep_balance(c: Check, runs) -> CheckResult:
+    rs, err = _ranks(runs, "units", "balance")
+    if err:
+        return error_result(c, err, "max / mean tokens")
+    on, off = rs[0]["on"], rs[0]["off"]
+    ok = on["tail"] <= BALANCED
+    return CheckResult(c.name, ok, value=on["tail"], threshold=BALANCED, unit="max / mean tokens per expert",
+                       hint=c.hint, message=f"{BALANCE['tokens']} tokens, top-{BALANCE['k']} of {BALANCE['experts']}: "
+                       f"{on['first']:.2f} at the start; after {BALANCE['steps']} updates {on['tail']:.2f} (worst of the "
+                       f"last 10); without updates {off['tail']:.2f}" + ("" if ok else ": the bias does not balance "
+                       "the load (does an overloaded expert's bias fall?)"))
+
+
+def ep_equivalence(c: Check, runs) -> CheckResult:
+    rs, err = _ranks(runs, "ep", "equiv")
+    if err:
+        return error_result(c, err, "max abs diff")
+    res = runs["ep"].result
+    n, per = res["world"], res["experts"] // res["world"]
+    for rank, r in enumerate(rs):
+        if "diffs" not in r:
+            return CheckResult(c.name, False, unit="shape", hint=c.hint,
+                               message=f"rank {rank} holds w1 {r['shapes']['w1']}, w2 {r['shapes']['w2']}: expected "
+                                       f"its {per} of {res['experts']} experts, ({per}, h, f) and ({per}, f, h)")
+        if r["sliced"] > 0:
+            return CheckResult(c.name, False, unit="weights", hint=c.hint,
+                               message=f"rank {rank}'s w1, w2 are not experts {rank * per}..{(rank + 1) * per - 1} of "
+                                       "the layer it was given: rank r keeps experts r E/N .. (r+1) E/N - 1")
+    worst = {}
+    for rank, r in enumerate(rs):
+        name, d = _worst(r["diffs"])
+        if not d <= TOL:
+            what = "output rows" if name == "output" else f"gradient of {name}"
+            return CheckResult(c.name, False, value=d, threshold=TOL, unit="max abs diff", hint=c.hint,
+                               message=f"{n} ranks, {res['experts']} experts: rank {rank}'s {what} differ from the "
+                                       f"reference by {d:.1e}")
+        worst[rank] = d
+    return CheckResult(c.name, True, value=max(worst.values()), threshold=TOL, unit="max abs diff", hint=c.hint,
+                       message=f"{n} ranks, {res['experts']} experts ({per} each), {res['tokens']} tokens a rank, "
+                               f"{res['dropped']} of rank 0's choices dropped: outputs and gradients within "
+                               f"{max(worst.values()):.1e}")
+
+
+def a2a_bytes(c: Check, runs) -> CheckResult:
+    rs, err = _ranks(runs, "ep", "equiv")
+    if err:
+        return error_result(c, err, "bytes sent per rank")
+    results = runs["ep"].results
+    problems, first = [], None
+    for rank, (r, full) in enumerate(zip(rs, results)):
+        if "fwd" not in r:
+            return CheckResult(c.name, False, unit="bytes", hint=c.hint, message="the layer's experts have the wrong "
+                               "shapes (ep_equivalence says which): nothing was measured")
+        want = a2a_bytes_expected(full["rows_out"], full["rows_in"], full["hidden"])
+        slack = 8 * full["experts"]  # the counts: E int64, some of which stay home
+        for label, recs in (("forward", r["fwd"]), ("backward", r["bwd"])):
+            got = sum(x[2] for x in recs)
+            first = first if first is not None else got
+            if not want <= got <= want + slack:
+                ops = ", ".join(sorted({x[0] for x in recs})) or "nothing"
+                more = got - want
+                why = (" (more than the kept rows bound elsewhere: dropped choices sent, rows sent to their own rank "
+                       "counted, or the tokens gathered?)" if more > 0 else " (fewer: some rows never left?)")
+                problems.append(f"rank {rank} sent {got:,.0f} B in {label} ({ops}); expected {want:,.0f} B for "
+                                f"{full['rows_out']} rows out + {full['rows_in']} back, {full['hidden']} fp32 wide"
+                                + (f", + up to {slack} B of counts" if label == "forward" else "") + why)
+    r0 = results[0]
+    want0 = a2a_bytes_expected(r0["rows_out"], r0["rows_in"], r0["hidden"])
+    return CheckResult(c.name, not problems, value=first, threshold=want0, unit="bytes sent by rank 0, forward",
+                       hint=c.hint, message=problems[0] if problems else
+                       f"{len(rs)} ranks: rank 0 sent {first:,.0f} B forward = {r0['rows_out']} rows out + "
+                       f"{r0['rows_in']} back x {4 * r0['hidden']} B + counts; every rank's forward and backward as "
+                       "its routing predicts")
+
+
+def ep_dp_grads(c: Check, runs) -> CheckResult:
+    rs, err = _ranks(runs, "epdp", "step")
+    if err:
+        return error_result(c, err, "max abs diff")
+    problems = [p for r in rs for p in r["problems"]]
+    if problems:
+        return CheckResult(c.name, False, unit="max abs diff", hint=c.hint, message=problems[0])
+    for rank, r in enumerate(rs):
+        for kind, label in (("grad", "gradient"), ("weight", "weight after the update"), ("bias", "selection bias")):
+            if not r[kind] <= TOL:
+                where = r["worst"].get(kind, "?")
+                why = {"grad": " (an expert's gradient summed over the wrong ranks, or divided by dp, not the world?)"
+                       if where.endswith((".w1", ".w2")) else " (a dense gradient is the mean over all ranks)",
+                       "bias": " (loads counted on this rank only? every rank must apply the same update)"}.get(
+                    kind, "")
+                return CheckResult(c.name, False, value=r[kind], threshold=TOL, unit="max abs diff", hint=c.hint,
+                                   message=f"rank {rank}: {label} of {where} differs by {r[kind]:.1e}{why}")
+    loss = max(abs(r["loss"] - r["want_loss"]) for r in rs)
+    if not loss <= TOL:
+        return CheckResult(c.name, False, value=loss, threshold=TOL, unit="loss", hint=c.hint,
+                           message=f"the loss returned differs from the mean over all ranks by {loss:.1e} "
+                                   f"({rs[0]['loss']:.5f} vs {rs[0]['want_loss']:.5f}): aux included, every rank")
+    d = {k: max(r[k] for r in rs) for k in ("grad", "weight", "bias")}
+    return CheckResult(c.name, True, value=max(d.values()), threshold=TOL, unit="max abs diff", hint=c.hint,
+                       message=f"{len(rs)} ranks (dp 2 x ep 2), vs one process on the four batches: loss "
+                               f"{loss:.1e} ({rs[0]['want_loss']:.4f}), gradients {d['grad']:.1e}, weights "
+                               f"{d['weight']:.1e}, biases {d['bias']:.1e}")
+
+
+EVALUATORS = {f.__name__: f for f in (router_equivalence, capacity_drops, aux_loss, moe_equivalence, ep_balance,
+                                      ep_equivalence, a2a_bytes, ep_dp_grads)}
+
+
+def grade(h, checks):
+    need = set().union(*(RUNS[c.name] for c in checks))
+    v = h.variant  # hidden variants: other token and expert counts, k, capacity factors, world sizes, tensors
+    factor = (1.0, 1.25, 0.75)[v % 3]
+    router = [[t + v % 5, e, k] for t, e, k in ROUTER_CASES]
+    moe = dict(MOE, experts=MOE["experts"] + v % 3, seq=MOE["seq"] + v % 4, factor=factor)
+    ep = dict(EP, tokens=EP["tokens"] + 3 * (v % 4), per_rank_experts=EP["per_rank_experts"] + v % 2, factor=factor)
+    epdp = dict(EPDP, k=1 + (v + 1) % 2)
+    n = world_size(v)
+    runs = h.run_phases([
+        [dict(name="units", task="units", args=dict(seed=SEED + v, router=router, cap_cases=CAPACITY_CASES, moe=moe,
+                                                    balance=BALANCE), budget_s=60),
+         dict(name="ep", task="ep", nproc=n, args=dict(ep=ep, seed=SEED + v), budget_s=60),
+         dict(name="epdp", task="epdp", nproc=EPDP["dp"] * EPDP["ep"], args=dict(epdp=epdp, seed=SEED + v),
+              budget_s=60)],
+    ], need, parallel=3)
+    return [EVALUATORS[c.name](c, runs) for c in checks], run_info(runs)

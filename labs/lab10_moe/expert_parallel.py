@@ -1,0 +1,121 @@
+# GENERATED from solutions/lab10_moe/expert_parallel.py by `make starters` (checker/starters.py).
+# This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
+"""Expert parallelism: E experts spread over N ranks, tokens sent to their experts by all-to-all, and back.
+
+    torchrun --nproc_per_node 2 -m labs.lab10_moe.expert_parallel   # checks itself against one process
+
+Rank r of the EP group holds experts r*E/N .. (r+1)*E/N - 1 (their w1, w2) and its own tokens. After routing,
+each rank has, for every expert, the rows of its tokens that chose it (dropped choices stay home). One forward:
+  1. the counts: how many rows this rank sends to each expert. The receiver must size its buffer before the
+     rows arrive, so the counts travel first, in their own all-to-all (E integers per rank);
+  2. dispatch: the rows, grouped by expert (so by destination rank, experts being contiguous), one all-to-all
+     with variable splits;
+  3. every local expert runs once on all the rows it received, from every rank (grouped matmuls);
+  4. combine: the results go back by the reverse all-to-all (the splits swapped), and each row is weighted and
+     added into its token's output, as on one process.
+Backward is the same trip reversed: the gradient of an all-to-all is the all-to-all with its splits swapped.
+
+Capacity is counted on each rank's own tokens (C from its T), so each rank's output equals the one-process
+layer applied to that rank's tokens: the dense layer per group, as Switch and GShard define it.
+
+Bytes each rank sends per layer (fp32, h wide rows): dispatch and combine each send the rows bound for other
+ranks, ~T k (N-1)/N of them when routing is even, 4 h B each: 2 * T k h 4 (N-1)/N forward, the same backward,
+plus E int64 counts. T = 4096, k = 2, h = 768, N = 8: 2 * 4096*2*768*4 * 7/8 = 44 MB per layer forward.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+from .moe import MoE, expert_mlp
+
+
+def exchange_counts(send_counts: torch.Tensor, group=None) -> torch.Tensor:
+    """send_counts (E,) rows this rank sends to each expert -> (N, E/N): [j, e] rows rank j sends to this rank's
+    local expert e."""
+    world = dist.get_world_size(group)
+    raise NotImplementedError("TODO(lab10): The result's row j holds, for each of this rank's E/N experts, how many "
+                              "rows rank j will send it: what every receiver needs before any row moves. One "
+                              "collective, E integers per rank. (hints: checker hint lab10 "
+                              "expert_parallel.exchange_counts)")
+
+
+class AllToAll(torch.autograd.Function):
+    """Rows x (sum(send), h) -> (sum(recv), h): send[j] rows to rank j, recv[j] rows from it, rank order."""
+
+    @staticmethod
+    def forward(ctx, x, send: list[int], recv: list[int], group):
+        ctx.send, ctx.recv, ctx.group = send, recv, group
+        out = x.new_empty(sum(recv), x.shape[1])
+        dist.all_to_all_single(out, x.contiguous(), recv, send, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        raise NotImplementedError("TODO(lab10): The gradient of the rows this rank sent: row i's gradient is the "
+                                  "gradient of the row it became on the receiving rank, brought back to this rank, in "
+                                  "the order it was sent. (hints: checker hint lab10 expert_parallel.backward)")
+
+
+class ExpertParallelMoE(nn.Module):
+    """An MoE layer whose experts are spread over `group`: the same router (replicated), this rank's E/N experts'
+    w1, w2 (names unchanged, shapes (E/N, h, f) and (E/N, f, h)), the same bias buffer (E,)."""
+
+    def __init__(self, moe: MoE, group=None):
+        super().__init__()
+        world, rank = dist.get_world_size(group), dist.get_rank(group)
+        if moe.n_experts % world:
+            raise ValueError(f"{moe.n_experts} experts do not split over {world} ranks: make E a multiple of N")
+        per = moe.n_experts // world
+        self.n_experts, self.k, self.capacity_factor, self.group = moe.n_experts, moe.k, moe.capacity_factor, group
+        self.router = moe.router
+        self.w1 = nn.Parameter(moe.w1.detach()[rank * per:(rank + 1) * per].clone())
+        self.w2 = nn.Parameter(moe.w2.detach()[rank * per:(rank + 1) * per].clone())
+        self.register_buffer("bias", moe.bias.detach().clone())
+        self.aux_loss, self.counts = moe.aux_loss, moe.counts
+
+    gate = MoE.gate  # routing is the one-process layer's, on this rank's tokens
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xt = x.reshape(-1, x.shape[-1])
+        ids, w, keep = self.gate(xt)
+        world, per = dist.get_world_size(self.group), self.n_experts // dist.get_world_size(self.group)
+        raise NotImplementedError("TODO(lab10): This rank's output rows equal MoE.forward of its own tokens (with the "
+                                  "full set of experts): every kept choice's row is computed by its expert on the "
+                                  "expert's rank, weighted and added into its token's output here; dropped choices add "
+                                  "nothing. Rows travel by all-to-all (the counts first), each expert runs once per "
+                                  "forward on every row it received, and gradients reach x, the router and this rank's "
+                                  "w1, w2 (other ranks' tokens included). (hints: checker hint lab10 "
+                                  "expert_parallel.forward)")
+
+
+def expert_parallel(moe: MoE, group=None) -> ExpertParallelMoE:
+    """The EP version of a one-process MoE layer (same weights; this rank keeps its E/N experts)."""
+    return ExpertParallelMoE(moe, group)
+
+
+def apply_expert_parallel(model: nn.Module, group=None) -> nn.Module:
+    """In place: every block's MoE layer becomes its EP version over `group` (apply_moe first)."""
+    for block in model.blocks:
+        block.mlp = expert_parallel(block.mlp, group)
+    return model
+
+
+def main() -> None:
+    from labs.common import dist as cdist
+
+    env = cdist.init()
+    torch.manual_seed(0)
+    moe = MoE(16, n_experts=2 * env.world_size, k=2, ffn=32, capacity_factor=1.0)
+    torch.manual_seed(1 + env.rank)
+    x = torch.randn(24, 16, device=env.device)
+    want = moe.to(env.device)(x)
+    got = expert_parallel(moe, None)(x)
+    print(f"rank {env.rank}: EP output vs one process {((got - want).abs().max().item()):.1e}; "
+          f"tokens per expert {moe.counts.tolist()}")
+    cdist.teardown()
+
+
+if __name__ == "__main__":
+    main()
