@@ -24,7 +24,8 @@ LAB = "lab10"
 GRADE_SECONDS = 60
 WHERE = "labs/lab10_moe"
 SEED = 10
-# (tokens, experts, k): tokens not a multiple of experts; row 0 of each case ties every expert, row 1 ties two
+# (tokens, experts, k): tokens not a multiple of experts; row 0 of each case ties every expert, row 1 ties two;
+# every case but the first routes with a selection bias
 ROUTER_CASES = [(40, 6, 2), (33, 8, 3), (17, 4, 1)]
 # (tokens, k, experts, factor) for capacity(); exact binary fractions, so ceil() sees no rounding error
 CAPACITY_CASES = [(96, 2, 8, 1.0), (100, 2, 8, 1.25), (33, 3, 7, 1.5), (64, 1, 4, 0.5), (10, 2, 6, 0.75)]
@@ -112,7 +113,7 @@ def _router_cases(cases, seed):
         s = torch.randn(t, e, generator=gen)
         s[0] = 0.5  # every expert ties
         s[1, :2] = s[1].max() + 1  # experts 0 and 1 tie for first
-        bias = torch.randn(e, generator=gen) * 0.05 if i == len(cases) - 1 else None
+        bias = torch.randn(e, generator=gen) * 0.05 if i else None  # the first case without, the others with one
         g = torch.randn(t, k, generator=gen)
         leaf = s.clone().requires_grad_()
         G, ids, _, _ = ref.gate(leaf, k, float(e), bias)  # factor E: T k slots, none dropped

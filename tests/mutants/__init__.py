@@ -31,7 +31,7 @@ from pathlib import Path
 from checker.seams import link_shared
 
 ROOT = Path(__file__).resolve().parents[2]
-LABS = ("lab1", "lab2", "lab3", "lab4", "lab5", "lab6", "lab7", "lab8", "lab9")
+LABS = ("lab1", "lab2", "lab3", "lab4", "lab5", "lab6", "lab7", "lab8", "lab9", "lab10")
 
 
 @dataclass(frozen=True)
