@@ -55,9 +55,9 @@ CHECKS = [
           "dropped and a non-zero bias",
           f"{WHERE}/moe.py: a token's output sums weight x expert over its KEPT choices only; a dropped choice adds "
           "nothing (the block's residual carries the token); each expert runs on the rows that chose it."),
-    Check("ep_balance", f"update_bias after each of {BALANCE['steps']} forwards of a skewed router (fixed tokens): "
-          f"max / mean tokens per expert <= {BALANCED} over the last 10 (counted by the checker), and without the updates "
-          "the same router stays skewed",
+    Check("ep_balance", f"update_bias after each of {BALANCE['steps']} routings of fixed tokens by a skewed router: "
+          f"max / mean tokens per expert <= {BALANCED} over the last 10 (routed and counted by the checker); without "
+          "the updates the same router stays skewed",
           f"{WHERE}/ep_step.py update_bias: an overloaded expert's bias must fall, an idle one's rise, by gamma each "
           "step; the bias takes part in selection (route's bias), never in the weights."),
     Check("ep_equivalence", "expert_parallel on N = 2 or 3 ranks: each rank keeps its E/N experts (w1, w2 sliced in "
@@ -246,7 +246,7 @@ def _ep_reference(ep, n, seed):
     m = ref.RefMoE.make(h, E, ep["k"], ep["ffn"], ep["factor"], gen)
     state = {k: t.detach().clone() for k, t in m.state_dict().items()}
     ranks, w1g, w2g = [], torch.zeros_like(m.w1), torch.zeros_like(m.w2)
-    for r in range(n):
+    for _ in range(n):
         x = torch.randn(ep["tokens"], h, generator=gen)
         g = torch.randn_like(x)
         m.zero_grad()

@@ -2,8 +2,19 @@
 from __future__ import annotations
 
 from checker.labs._common import Check, error_result, first_error, run_info
-from checker.labs.lab10 import (BALANCE, BALANCED, CAPACITY_CASES, EP, EPDP, MOE, ROUTER_CASES, RUNS, SEED, TOL,
-                                world_size)
+from checker.labs.lab10 import (
+    BALANCE,
+    BALANCED,
+    CAPACITY_CASES,
+    EP,
+    EPDP,
+    MOE,
+    ROUTER_CASES,
+    RUNS,
+    SEED,
+    TOL,
+    world_size,
+)
 from checker.report import CheckResult
 
 AUX_RTOL = 1e-5  # the loss is a sum of E products of means: fp32 rounding, relative
@@ -140,11 +151,12 @@ def ep_balance(c: Check, runs) -> CheckResult:
         return error_result(c, err, "max / mean tokens")
     on, off = rs[0]["on"], rs[0]["off"]
     ok = on["tail"] <= BALANCED
+    msg = (f"{BALANCE['tokens']} tokens, top-{BALANCE['k']} of {BALANCE['experts']}: {on['first']:.2f} at the start; "
+           f"after {BALANCE['steps']} updates {on['tail']:.2f} (worst of the last 10); without updates "
+           f"{off['tail']:.2f}")
     return CheckResult(c.name, ok, value=on["tail"], threshold=BALANCED, unit="max / mean tokens per expert",
-                       hint=c.hint, message=f"{BALANCE['tokens']} tokens, top-{BALANCE['k']} of {BALANCE['experts']}: "
-                       f"{on['first']:.2f} at the start; after {BALANCE['steps']} updates {on['tail']:.2f} (worst of the "
-                       f"last 10); without updates {off['tail']:.2f}" + ("" if ok else ": the bias does not balance "
-                       "the load (does an overloaded expert's bias fall?)"))
+                       hint=c.hint, message=msg + ("" if ok else ": the bias does not balance the load (does an "
+                                                   "overloaded expert's bias fall?)"))
 
 
 def ep_equivalence(c: Check, runs) -> CheckResult:
