@@ -143,17 +143,34 @@ def apply_expert_parallel(model: nn.Module, group=None) -> nn.Module:
 
 
 def main() -> None:
+    """Each rank: its own tokens through the EP layer vs the one-process layer, and the bytes it sent against the
+    prediction from its routing (kept rows bound for other ranks + results returned, 4h B each)."""
     from labs.common import dist as cdist
+    from labs.instruments.comm_bytes import CommBytes
 
     env = cdist.init()
-    torch.manual_seed(0)
-    moe = MoE(16, n_experts=2 * env.world_size, k=2, ffn=32, capacity_factor=1.0)
-    torch.manual_seed(1 + env.rank)
-    x = torch.randn(24, 16, device=env.device)
-    want = moe.to(env.device)(x)
-    got = expert_parallel(moe, None)(x)
-    print(f"rank {env.rank}: EP output vs one process {((got - want).abs().max().item()):.1e}; "
-          f"tokens per expert {moe.counts.tolist()}")
+    comm = CommBytes()
+    h, per, tokens = 16, 2, 64
+    torch.manual_seed(0)  # the same layer on every rank
+    moe = MoE(h, n_experts=per * env.world_size, k=2, ffn=32, capacity_factor=1.25).to(env.device)
+    torch.manual_seed(1 + env.rank)  # each rank its own tokens
+    x = torch.randn(tokens, h, device=env.device)
+    want = moe(x)
+    layer = expert_parallel(moe, None)
+    comm.start()
+    got = layer(x)
+    sent = sum(r[2] for r in comm.stop())
+    ids, _, keep = moe.gate(x)
+    elsewhere = (ids // per != env.rank) & keep  # kept choices whose expert lives on another rank
+    rows_out = torch.tensor([int(elsewhere.sum())], device=env.device)
+    to_rank = ((ids // per).unsqueeze(-1) == torch.arange(env.world_size, device=env.device)) & keep.unsqueeze(-1)
+    arriving = to_rank.sum((0, 1))  # kept rows this rank sends to each rank (its own included)
+    dist.all_reduce(arriving)  # summed over the senders: the rows each rank receives
+    back = int(arriving[env.rank]) - int((keep & (ids // per == env.rank)).sum())  # results returned to peers
+    predicted = (int(rows_out) + back) * 4 * h
+    print(f"rank {env.rank}: EP vs one process {(got - want).abs().max().item():.1e}; sent {sent:,.0f} B forward, "
+          f"predicted {predicted:,} B + counts ({int(rows_out)} rows out, {back} back, {4 * h} B each)")
+    comm.uninstall()
     cdist.teardown()
 
 
