@@ -1,4 +1,4 @@
-"""The advanced labs' figures and tables (labs 7 and 8), registered with slides/figures.py's decorators: the
+"""The advanced labs' figures and tables (labs 7, 8 and 10), registered with slides/figures.py's decorators: the
 decks name them as they name the others. Drawn from bench/results.json (make bench), never from typed numbers.
 """
 from __future__ import annotations
@@ -106,3 +106,50 @@ def lab8_grade(r):
     return (["check", "measured"], rows), (f"`checker grade lab8 --solutions`: exit {g['exit']}, "
                                            f"{g['checker_s']} s; elastic_recovery: seconds from the lost node to "
                                            "the first step after it")
+
+
+# ---------------------------------------------------------------- lab 10
+
+@figure("lab10_drops", "lab10")
+def lab10_drops(r):
+    d = need(r, "lab10", "drops")
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    for (skew, row), color in zip(d["percent_dropped"].items(), (BLUE, ORANGE, GREY)):
+        ax.plot(d["factors"], row, "o-", color=color, label=f"router skew {skew}")
+    ax.set(xlabel="capacity factor", ylabel="% of choices dropped")
+    ax.legend()
+    return fig, (f"keep_mask at C = ceil(factor T k / E), {d['tokens']} tokens, top-{d['k']} of {d['experts']}: even "
+                 "routing drops nothing from factor 1.25; a skewed router needs a factor near its max/mean load")
+
+
+@figure("lab10_balance", "lab10")
+def lab10_balance(r):
+    b = need(r, "lab10", "balance")
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    for name, tr in b["traces"].items():
+        ax.plot(tr, label=name, lw=1.2)
+    ax.axhline(1.0, color="k", lw=0.5)
+    ax.set(xlabel="step", ylabel="max / mean tokens per expert")
+    ax.legend(fontsize=8)
+    return fig, ("1024 fixed tokens, a skewed router, top-2 of 8: the bias (update_bias) converges slowly at small "
+                 "gamma and oscillates at large; the aux loss alone, descended on the router, balances too")
+
+
+@table("lab10_bytes", "lab10")
+def lab10_bytes(r):
+    b = need(r, "lab10", "bytes")
+    if "rows" not in b:
+        raise NotMeasured(b["not_run"])
+    rows = [[str(x["world"]), str(x["rank"]), f"{x['predicted']:,}", f"{x['sent']:,}", f"{x['sent'] - x['predicted']}"]
+            for x in b["rows"]]
+    return (["ranks", "rank", "predicted from routing, B", "counted, B", "difference: the counts, B"], rows), \
+        (f"expert_parallel forward, {b['tokens']} tokens a rank, h {b['hidden']}, top-{b['k']}, "
+         f"{b['experts_per_rank']} experts a rank; counted beneath the all-to-alls")
+
+
+@table("lab10_grade", "lab10")
+def lab10_grade(r):
+    g = need(r, "lab10", "grade")
+    rows = [[name, "NOT RUN" if value is None else f"{value:.3g}" if isinstance(value, float) else str(value)]
+            for name, value in g["checks"].items()]
+    return (["check", "measured"], rows), f"`checker grade lab10 --solutions`: exit {g['exit']}, {g['checker_s']} s"
