@@ -43,7 +43,9 @@ def test_json_report_follows_the_schema(tmp_path):
     assert (rep["lab"], rep["target"], rep["device"], rep["passed"], rep["status"]) == (
         "lab1", "solutions", "cpu", True, "pass")
     (check,) = rep["checks"]
-    assert set(check) == {"name", "passed", "status", "value", "threshold", "unit", "message", "hint"}
+    assert set(check) == {"name", "passed", "status", "value", "threshold", "unit", "message", "hint", "cause",
+                          "frames"}
+    assert (check["cause"], check["frames"]) == ("", [])  # a pass: nothing went wrong, nowhere
     assert check["status"] == "pass"
     assert check["name"] == "memory_reported" and check["value"] == check["threshold"] > 0
     assert not rep["complete"] and "only 1 of 8 checks ran" in r.stdout  # a partial run says so
