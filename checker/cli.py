@@ -33,7 +33,7 @@ from rich.markup import escape
 from checker import hints, launch, placement, sandbox, seams, versions
 from checker.harness import REPO_ROOT, Harness
 from checker.labs._common import cannot_run
-from checker.report import LabReport, render, render_not_run, write_json
+from checker.report import LabReport, closing_line, render, render_not_run, write_json
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")  # mirrors labs.common.dist.DEVICE_CHOICES without importing torch
 PRECISIONS = ("fp32", "bf16")  # mirrors labs.common.precision.PRECISIONS
@@ -219,11 +219,14 @@ def cmd_grade(args, console: Console) -> int:
             raise UsageError(str(e)) from None
         render(report, console, verbose=args.verbose)
         reports.append(report)
-    if args.all:
-        render_not_run(reports, console)
     if args.json:
         write_json(reports, args.json, every_lab=args.all)
-    return exit_status(reports, every_lab=args.all)
+    status = exit_status(reports, every_lab=args.all)
+    if args.all:  # `make demo`: the list of what could not run, then one closing line, the last on the screen
+        render_not_run(reports, console)
+        colour = "red" if status == 1 else "green" if status == 0 else "yellow"
+        console.print(f"[bold {colour}]{escape(closing_line(reports))}[/]")
+    return status
 
 
 def exit_status(reports: list[LabReport], every_lab: bool) -> int:

@@ -183,6 +183,18 @@ def render_not_run(reports: list[LabReport], console: Console) -> None:
             console.print(f"  [yellow]{lab} {', '.join(names)}[/]: {escape(why)}. To run them: {escape(how)}")
 
 
+def closing_line(reports: list[LabReport]) -> str:
+    """After several labs (`--all`, `make demo`): the one line that says how it went, last on the screen."""
+    checks = [c for r in reports for c in r.checks]
+    n = {s: sum(c.status == s for c in checks) for s in (PASS, NOT_RUN, FAIL)}
+    failed = [r.lab for r in reports if r.failed or not r.checks]
+    verdict = (f"FAILED in {', '.join(failed)}" if failed else
+               "nothing ran" if not n[PASS] else
+               "every check that ran passed" + ("; the NOT RUN ones are listed above" if n[NOT_RUN] else ""))
+    return (f"{len(reports)} lab{'s' * (len(reports) != 1)}, {n[PASS]} check{'s' * (n[PASS] != 1)} passed, "
+            f"{n[NOT_RUN]} NOT RUN, {n[FAIL]} failed — {verdict}")
+
+
 def status_of(reports: list[LabReport]) -> str:
     """Several labs as one: fail if any failed; not_run if none failed but some check could not run."""
     statuses = {r.status for r in reports}

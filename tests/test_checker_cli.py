@@ -102,3 +102,25 @@ def test_device_choices_mirror_the_one_device_module():
     from labs.common import dist
 
     assert cli.DEVICE_CHOICES == dist.DEVICE_CHOICES
+
+
+def test_grading_every_lab_ends_with_one_closing_line(monkeypatch, capsys):
+    """`make demo` (`checker grade --all --solutions`): hundreds of lines, then the verdict as the last one."""
+    from checker import cli
+    from checker.report import CheckResult, LabReport, closing_line
+
+    def lab(name, *statuses):
+        checks = [CheckResult(f"c{i}", s == "pass", not_run=s == "not_run") for i, s in enumerate(statuses)]
+        return LabReport(name, "solutions", "cpu", 2, 1.0, checks, total_checks=len(checks))
+
+    assert closing_line([lab("lab1", "pass", "pass"), lab("lab5", "pass", "not_run")]) == (
+        "2 labs, 3 checks passed, 1 NOT RUN, 0 failed — every check that ran passed; the NOT RUN ones are listed above")
+    assert closing_line([lab("lab1", "pass"), lab("lab2", "fail", "pass"), lab("lab3", "fail")]).endswith(
+        "3 labs, 2 checks passed, 0 NOT RUN, 2 failed — FAILED in lab2, lab3")
+    assert closing_line([lab("lab5", "not_run")]).endswith("— nothing ran")
+    graded = iter([lab("lab1", "pass"), lab("lab2", "fail")])
+    monkeypatch.setattr(cli, "grade_lab", lambda *a: next(graded))
+    monkeypatch.setattr(cli.seams, "lab_names", lambda: ["lab1", "lab2"])
+    assert cli.main(["grade", "--all", "--solutions"]) == 1
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == "2 labs, 1 check passed, 0 NOT RUN, 1 failed — FAILED in lab2"

@@ -50,6 +50,8 @@ def test_all_lists_what_did_not_run_and_succeeds(tmp_path, lab_tree):
     assert "NOT RUN on this machine (4 checks; not failures)" in out, r.stdout
     assert f"lab5 {', '.join(SCHEDULER_CHECKS)}: not run on this machine: no Slurm" in out, r.stdout
     assert "To run them: start Slurm: `make slurm-up`" in out, r.stdout
+    assert r.stdout.strip().splitlines()[-1] == ("1 lab, 1 check passed, 4 NOT RUN, 0 failed — every check that "
+                                                 "ran passed; the NOT RUN ones are listed above"), r.stdout
 
 
 def test_exit_status_counts_not_run_as_neither_pass_nor_fail():
