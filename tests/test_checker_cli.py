@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from conftest import load_json, processes_with, run_checker
+from conftest import ROOT, load_json, processes_with, run_checker
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -124,3 +124,17 @@ def test_grading_every_lab_ends_with_one_closing_line(monkeypatch, capsys):
     assert cli.main(["grade", "--all", "--solutions"]) == 1
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last == "2 labs, 1 check passed, 0 NOT RUN, 1 failed — FAILED in lab2"
+
+
+def test_no_list_of_labs_is_typed_by_hand_in_the_help_or_the_slides_readme(monkeypatch):
+    """A lab added to checker/seams.py (lab10 while lab9 was the last) is in `checker grade --help` at once; the
+    slides' README names no range of decks that a new lab would leave behind."""
+    import re
+
+    from checker import cli, seams
+
+    monkeypatch.setattr(seams, "lab_names", lambda: ["lab1", "lab2", "lab10"])
+    helps = {name: p.format_help() for name, p in cli.build_parser()._subparsers._group_actions[0].choices.items()}
+    assert "lab1 ... lab10" in " ".join(helps["grade"].split()) and "lab1 ... lab10" in helps["hint"]
+    readme = (ROOT / "slides" / "README.md").read_text()
+    assert not re.search(r"lab\d+\.md`? *(…|\.\.\.|to|-) *`?(slides/)?lab\d+\.md", readme), "a range of decks"
