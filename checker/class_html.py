@@ -27,7 +27,7 @@ td.pass { background: #c8ecc9; } td.fail { background: #f6c4c1; } td.none { back
 td.todo { background: #fde7b0; } td.hang { background: #dcc8f0; } td.notrun { background: #eee; color: #555; }
 h2 { font-size: 17px; margin: 24px 0 4px; } h3 { font-size: 15px; margin: 14px 0 4px; }
 table.needs td { text-align: left; vertical-align: top; max-width: 520px; }
-table.needs td.what { font-weight: 600; white-space: nowrap; }
+table.needs td.what { font-weight: 600; min-width: 160px; max-width: 260px; }
 code { font-size: 12px; } ul.frames { margin: 2px 0 0; padding-left: 18px; }
 td.score { font-variant-numeric: tabular-nums; }
 svg { display: block; margin: 4px auto 0; }
@@ -77,26 +77,37 @@ def _kind(c: dict) -> str:
 def _cell(c: dict) -> tuple[str, str]:
     kind = _kind(c)
     text = {"pass": f"✓ {html.escape(_fmt(c.get('value')))}", "fail": f"✗ {html.escape(_fmt(c.get('value')))}",
-            "todo": "TODO", "hang": "⏳ hung", "notrun": "NOT RUN"}[kind]
+            "todo": "TODO", "hang": "<b>hung</b>", "notrun": "NOT RUN"}[kind]
     return kind, text
 
 
 def needs(reports: dict[str, dict]) -> str:
-    """What each learner needs, in plain text: every failed check's message and hint, a hang's frames."""
+    """What each learner needs, in plain text: every failed check's message and hint, a hang's frames. Checks
+    stopped by the same TODO are one row (a pristine starter's eight checks are its few TODOs), its message
+    naming the TODO, the function to write and the `checker hint` command."""
     parts = []
     for learner, rep in reports.items():
-        rows = []
+        rows, todos = [], {}
         for c in rep.get("checks", []):
             kind = _kind(c)
-            if kind in ("pass", "notrun"):
+            if kind == "todo":
+                todos.setdefault(c.get("message", ""), []).append(c)
+            if kind in ("pass", "notrun", "todo"):
                 continue
             frames = c.get("frames") or []
             where = ('<ul class="frames">' + "".join(f"<li><code>{html.escape(f)}</code></li>" for f in frames)
                      + "</ul>") if frames else ""
-            said = {"todo": "TODO", "hang": "hung"}.get(kind, "failed")
-            rows.append(f'<tr><td class="what {kind}">{html.escape(c["name"])}: {said}</td>'
+            rows.append(f'<tr><td class="what {kind}">{html.escape(c["name"])}: '
+                        f'{"hung" if kind == "hang" else "failed"}</td>'
                         f'<td>{html.escape(c.get("message", ""))}{where}</td>'
                         f'<td>{html.escape(c.get("hint", ""))}</td></tr>')
+        for message, checks in todos.items():
+            names = ", ".join(c["name"] for c in checks)
+            hint = checks[0].get("hint", "") if len(checks) == 1 else (
+                f"write this TODO: {'both' if len(checks) == 2 else f'all {len(checks)}'} checks run it "
+                "(its hints: the `checker hint` command in the message)")
+            rows.append(f'<tr><td class="what todo">{html.escape(names)}: TODO</td>'
+                        f'<td>{html.escape(message)}</td><td>{html.escape(hint)}</td></tr>')
         if rows:
             parts.append(f'<h3>{html.escape(learner)}</h3><table class="needs"><thead><tr><th>check</th>'
                          f'<th>what happened{" (where: innermost first)" * any("<ul" in r for r in rows)}</th>'

@@ -85,6 +85,6 @@ def test_a_symlink_to_its_parent_folder_does_not_stop_the_batch(tmp_path):
     assert ed["frames"][0] in r.stdout and "hung: memory_reported" in r.stdout  # -v: where, in the batch's output
     assert "held a grading slot" in r.stdout
     page = (tmp_path / "rep" / "class.html").read_text()
-    assert "⚑ seeding.seed_everything 2/3" in page and "⏳ hung" in page and f"<code>{ed['frames'][0]}</code>" in page
+    assert "⚑ seeding.seed_everything 2/3" in page and "<b>hung</b>" in page and f"<code>{ed['frames'][0]}</code>" in page
     assert "<svg" in page and "memory_reported" in page and "http" not in page.replace("http-equiv", "")
     assert processes_with("checker-batch-lab1") == []

@@ -70,6 +70,8 @@ def _reports():
         "ed": {"passed": False, "seconds": 189, "checks": [
             check("a", False, "hang", ["labs/lab2_ddp/naive.py:44 in sync_grads", "labs/lab2_ddp/step.py:30 in s"],
                   message="Stuck: naive.py:44 ran 10 s"), check("b", True)]},
+        "gus": {"passed": False, "seconds": 4, "checks": [check("a", False, "todo", message="not written yet: T3"),
+                                                          check("b", False, "todo", message="not written yet: T3")]},
         "fa": {"passed": False, "seconds": 21, "checks": [check("a", False, message="gradients summed, not averaged"),
                                                           check("b", False, status="not_run", message="no GPU")]},
     }
@@ -83,13 +85,15 @@ def _visible(page: str) -> str:
 def test_class_html_shows_a_hang_apart_from_a_todo_and_every_hint_without_hovering(tmp_path):
     batch.write_reports("lab2", 7, _reports(), tmp_path)
     page = (tmp_path / "class.html").read_text()
-    cells = dict(re.findall(r'<td class="(pass|fail|todo|hang|notrun)" title="[^"]*">([^<]*)</td>', page))
-    assert cells == {"pass": "✓ 0.5", "todo": "TODO", "hang": "⏳ hung", "fail": "✗ 0.5", "notrun": "NOT RUN"}
+    cells = dict(re.findall(r'<td class="(pass|fail|todo|hang|notrun)" title="[^"]*">(.*?)</td>', page))
+    assert cells == {"pass": "✓ 0.5", "todo": "TODO", "hang": "<b>hung</b>", "fail": "✗ 0.5", "notrun": "NOT RUN"}
     seen = _visible(page)
     assert "gradients summed, not averaged" in seen and "hint of a: Average, don" in seen
     assert "labs/lab2_ddp/naive.py:44 in sync_grads" in seen and "not written yet: T2" in seen
     assert "no GPU" not in seen.split("What each learner needs")[1]  # NOT RUN is not something the learner needs
     assert "ada" not in seen.split("What each learner needs")[1]  # nothing to say to a learner who passed
+    gus = seen.split("What each learner needs")[1].split(" gus ")[1]  # one TODO that stops two checks: one row
+    assert gus.count("not written yet: T3") == 1 and "a, b: TODO" in gus and "both checks run it" in gus
     assert "http" not in page  # still self-contained
 
 
