@@ -50,6 +50,8 @@ def test_batch_of_six(tmp_path):
     assert not passed[("di", "memory_reported")] and "SyntaxError" in got[("di", "memory_reported")]["message"]
     stuck = got[("ed", "reproducible")]["message"]  # a sleep in learner code: the watchdog names the line at 10 s
     assert not passed[("ed", "reproducible")] and "seeding.py" in stuck and "without returning" in stuck, stuck
+    assert got[("ed", "reproducible")]["cause"] == "hang" and "seeding.py" in got[("ed", "reproducible")]["frames"]
+    assert got[("cy", "reproducible")]["cause"] == "todo" and got[("fa", "reproducible")]["cause"] == ""
     assert passed[("ed", "memory_reported")]  # the hang cost ed one check, not the batch
     assert not passed[("fa", "reproducible")] and passed[("fa", "memory_reported")]
     suites = ET.parse(tmp_path / "rep" / "class.junit.xml").getroot().findall("testsuite")
@@ -85,6 +87,7 @@ def test_a_symlink_to_its_parent_folder_does_not_stop_the_batch(tmp_path):
     assert ed["frames"][0] in r.stdout and "hung: memory_reported" in r.stdout  # -v: where, in the batch's output
     assert "held a grading slot" in r.stdout
     page = (tmp_path / "rep" / "class.html").read_text()
-    assert "⚑ seeding.seed_everything 2/3" in page and "<b>hung</b>" in page and f"<code>{ed['frames'][0]}</code>" in page
+    assert "⚑ seeding.seed_everything 2/3" in page and "<b>hung</b>" in page
+    assert f"<code>{ed['frames'][0]}</code>" in page
     assert "<svg" in page and "memory_reported" in page and "http" not in page.replace("http-equiv", "")
     assert processes_with("checker-batch-lab1") == []

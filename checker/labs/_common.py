@@ -123,8 +123,8 @@ def error_result(check: Check, err: dict, unit: str = "") -> CheckResult:
         hint = ("Write the lab in labs/ yourself; the checker compares your code against solutions/, so it never "
                 "grades it.")
     elif kind == "Timeout":
-        msg = (f"hung: {err['message']}; killed. Where each thread was stuck: -v shows the stacks; a class report "
-               "lists the frames of your code")
+        msg = (f"hung: {err['message']}; killed. Where each thread was stuck is shown with -v (in a class report: "
+               "the frames of the learner's own code)")
         details, cause = err.get("stacks", ""), "hang"
     elif kind == "Crash":
         msg, details, cause = f"the run died: {err['message']}", err.get("log", ""), "crash"
