@@ -24,7 +24,8 @@ th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: center; }
 th.check { vertical-align: bottom; font-weight: 600; min-width: 120px; }
 td.learner { text-align: left; font-weight: 600; }
 td.pass { background: #c8ecc9; } td.fail { background: #f6c4c1; } td.none { background: #eee; color: #888; }
-td.todo { background: #fde7b0; } td.hang { background: #dcc8f0; } td.notrun { background: #eee; color: #555; }
+td.todo, td.need-todo { background: #fde7b0; } td.hang, td.need-hang { background: #dcc8f0; }
+td.need-fail { background: #f6c4c1; } td.notrun { background: #eee; color: #555; }
 h2 { font-size: 17px; margin: 24px 0 4px; } h3 { font-size: 15px; margin: 14px 0 4px; }
 table.needs td { text-align: left; vertical-align: top; max-width: 520px; }
 table.needs td.what { font-weight: 600; min-width: 160px; max-width: 260px; }
@@ -97,7 +98,7 @@ def needs(reports: dict[str, dict]) -> str:
             frames = c.get("frames") or []
             where = ('<ul class="frames">' + "".join(f"<li><code>{html.escape(f)}</code></li>" for f in frames)
                      + "</ul>") if frames else ""
-            rows.append(f'<tr><td class="what {kind}">{html.escape(c["name"])}: '
+            rows.append(f'<tr><td class="what need-{kind}">{html.escape(c["name"])}: '
                         f'{"hung" if kind == "hang" else "failed"}</td>'
                         f'<td>{html.escape(c.get("message", ""))}{where}</td>'
                         f'<td>{html.escape(c.get("hint", ""))}</td></tr>')
@@ -106,7 +107,7 @@ def needs(reports: dict[str, dict]) -> str:
             hint = checks[0].get("hint", "") if len(checks) == 1 else (
                 f"write this TODO: {'both' if len(checks) == 2 else f'all {len(checks)}'} checks run it "
                 "(its hints: the `checker hint` command in the message)")
-            rows.append(f'<tr><td class="what todo">{html.escape(names)}: TODO</td>'
+            rows.append(f'<tr><td class="what need-todo">{html.escape(names)}: TODO</td>'
                         f'<td>{html.escape(message)}</td><td>{html.escape(hint)}</td></tr>')
         if rows:
             parts.append(f'<h3>{html.escape(learner)}</h3><table class="needs"><thead><tr><th>check</th>'
