@@ -31,12 +31,14 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from checker import class_html, hints, placement, sandbox, seams
+from checker import class_html, hints, placement, sandbox, seams, watchdog
 from checker.harness import REPO_ROOT
 
 LEARNER_BUDGET_S = 600  # one learner's whole grade: above the sum of any lab's run budgets (lab 2: 450 s)
+CAUSES = {"todo": "not written yet", "hang": "hung", "crash": "crashed", "error": "raised"}  # report.CheckResult.cause
 
 
 def _course_tree(lab: str, submission: Path, into: Path) -> Path:
@@ -53,10 +55,15 @@ def _course_tree(lab: str, submission: Path, into: Path) -> Path:
     return into
 
 
-def failed(lab: str, reason: str, only: list[str] | None = None, seconds: float = 0.0) -> dict:
+def learner_budget() -> float:
+    return LEARNER_BUDGET_S * float(os.environ.get("CHECKER_BUDGET_SCALE", "1"))
+
+
+def failed(lab: str, reason: str, only: list[str] | None = None, seconds: float = 0.0, cause: str = "error") -> dict:
     """A learner's report when their grade produced none: every check failed with the reason."""
     checks = [{"name": c.name, "passed": False, "value": None, "threshold": None, "unit": "",
-               "message": reason, "hint": c.hint} for c in _checks(lab) if not only or c.name in only]
+               "message": reason, "hint": c.hint, "status": "fail", "cause": cause, "frames": []}
+              for c in _checks(lab) if not only or c.name in only]
     return {"lab": lab, "passed": False, "checks": checks, "seconds": seconds, "error": reason}
 
 
@@ -75,12 +82,14 @@ def gpu_blocks(gpus: list[str], parallel: int, world: int) -> list[list[str]]:
 
 
 def grade_one(lab: str, submission: Path, variant: int, workdir: Path, only: list[str] | None = None,
-              no_sandbox: bool = False, gpus: list[str] | None = None, device: str = "auto") -> dict:
+              no_sandbox: bool = False, gpus: list[str] | None = None, device: str = "auto",
+              budget: float | None = None) -> dict:
     """One learner: a separate `checker grade` process with a budget; returns its JSON report (or a synthesized one).
-    `gpus`: this learner's own GPUs (CUDA_VISIBLE_DEVICES of its checker, which shares them out to its runs)."""
+    `gpus`: this learner's own GPUs (CUDA_VISIBLE_DEVICES of its checker, which shares them out to its runs);
+    `budget`: seconds for the whole grade (default learner_budget()); past it, every check fails as hung."""
     root = _course_tree(lab, submission, workdir / "tree")
     out = workdir / "report.json"
-    budget = LEARNER_BUDGET_S * float(os.environ.get("CHECKER_BUDGET_SCALE", "1"))
+    budget = budget or learner_budget()
     cmd = [sys.executable, "-m", "checker", "grade", lab, "--root", str(root), "--json", str(out),
            "--variant", str(variant), "--device", device] + [a for o in only or [] for a in ("--only", o)] \
         + ["--no-sandbox"] * no_sandbox
@@ -105,8 +114,10 @@ def grade_one(lab: str, submission: Path, variant: int, workdir: Path, only: lis
     if out.exists():
         return json.loads(out.read_text())
     tail = (workdir / "checker.log").read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
-    reason = (f"grading took over {budget:.0f} s" if time.monotonic() - t0 >= budget else tail[0])
-    return failed(lab, reason, only, time.monotonic() - t0)
+    over = time.monotonic() - t0 >= budget
+    reason = (f"hung: grading took over {budget:.0f} s (the per-learner budget) and was stopped"
+              if over else tail[0])
+    return failed(lab, reason, only, time.monotonic() - t0, cause="hang" if over else "error")
 
 
 def _checks(lab: str):
@@ -116,13 +127,16 @@ def _checks(lab: str):
 
 def grade_all(lab: str, submissions: Path, parallel: int, variant: int, report_dir: Path, console: Console,
               only: list[str] | None = None, no_sandbox: bool = False, gpu_blocks: list[list[str]] | None = None,
-              device: str = "auto", no_hints: bool = False) -> bool:
+              device: str = "auto", no_hints: bool = False, verbose: bool = False,
+              budget: float | None = None) -> bool:
     learners = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not learners:
         raise ValueError(f"{submissions} holds no submission folders")
     report_dir.mkdir(parents=True, exist_ok=True)
+    budget = budget or learner_budget()
     console.print(f"grading {len(learners)} submissions of {lab}, {parallel} at a time, variant {variant}"
                   + (f"; GPUs per learner: {' | '.join(','.join(b) for b in gpu_blocks)}" if gpu_blocks else ""))
+    console.print(f"[dim]{hang_cost_note(parallel, budget)}[/]")
     t0 = time.monotonic()
     reports: dict[str, dict] = {}
     lock, trusted = threading.Lock(), {"changed_by": None, "digest": sandbox.course_digest()}
@@ -139,7 +153,7 @@ def grade_all(lab: str, submissions: Path, parallel: int, variant: int, report_d
                 try:
                     d = Path(tmp) / p.name
                     d.mkdir()
-                    rep = grade_one(lab, p, variant, d, only, no_sandbox, gpus, device)
+                    rep = grade_one(lab, p, variant, d, only, no_sandbox, gpus, device, budget)
                 except Exception as e:  # noqa: BLE001 - one learner's trouble is their row, never the batch's end
                     rep = failed(lab, f"could not be graded: {type(e).__name__}: {str(e)[:300]}", only)
                 finally:
@@ -155,12 +169,11 @@ def grade_all(lab: str, submissions: Path, parallel: int, variant: int, report_d
             folder = seams.SEAMS[lab].folder
             rep["hints_opened"] = hints.summary(p / folder, REPO_ROOT / "labs" / folder)
             rep["hints_flagged"] = bool(no_hints and rep["hints_opened"])
-            statuses = [_status(c) for c in rep["checks"]]
-            not_run = f", {statuses.count('not_run')} NOT RUN here" if "not_run" in statuses else ""
-            opened = (f"; hints opened{' (hints were off)' if no_hints else ''}: {rep['hints_opened']}"
-                      if rep["hints_opened"] else "")
-            console.print(f"  {p.name}: {statuses.count('pass')}/{len(statuses)}{not_run} "
-                          f"in {rep.get('seconds', 0):.0f} s{opened}")
+            with lock:  # one learner's lines together, whatever the other threads print
+                console.print(escape(learner_line(p.name, rep, no_hints)))
+                if verbose:
+                    for line in learner_details(rep):
+                        console.print(f"    {escape(line)}")
             with lock:  # the class report so far, on disk as each learner finishes
                 reports[p.name] = rep
                 write_reports(lab, variant, dict(sorted(reports.items())), report_dir)
@@ -173,12 +186,74 @@ def grade_all(lab: str, submissions: Path, parallel: int, variant: int, report_d
     for col in ("learner", "passed", *names):
         table.add_column(col)
     for learner, rep in reports.items():
-        by = {c["name"]: _status(c) for c in rep["checks"]}
-        table.add_row(learner, f"{sum(v == 'pass' for v in by.values())}/{len(names)}",
-                      *({"pass": "✓", "not_run": "NOT RUN"}.get(by.get(n), "✗") for n in names))
+        by = {c["name"]: c for c in rep["checks"]}
+        table.add_row(learner, f"{sum(_status(c) == 'pass' for c in by.values())}/{len(names)}",
+                      *(mark(by[n]) if n in by else "✗" for n in names))
     console.print(table)
-    console.print(f"class report: {report_dir}/class.csv, class.junit.xml, class.json, class.html")
+    hung = hang_summary(reports, time.monotonic() - t0, parallel)
+    if hung:
+        console.print(f"[yellow]{escape(hung)}[/]")
+    console.print(f"class report: {report_dir}/class.csv, class.junit.xml, class.json, class.html"
+                  + ("" if verbose else " (each failure's message, hint and, for a hang, where; -v prints them)"))
     return all(r.get("passed") or r.get("status") == "not_run" for r in reports.values())  # NOT RUN: not a fail
+
+
+def learner_line(name: str, rep: dict, no_hints: bool = False) -> str:
+    """`  ed: 1/2 in 14 s; hung: reproducible (labs/lab1_baseline/seeding.py:12 in seed_everything)`: a hang, a
+    TODO not written and a wrong value read differently at a glance."""
+    statuses = [_status(c) for c in rep["checks"]]
+    not_run = f", {statuses.count('not_run')} NOT RUN here" if "not_run" in statuses else ""
+    why = []
+    for cause, said in CAUSES.items():
+        names = [c["name"] for c in rep["checks"] if _status(c) == "fail" and c.get("cause") == cause]
+        if names:
+            where = next((c["frames"][0] for c in rep["checks"] if c.get("cause") == cause and c.get("frames")), "")
+            why.append(f"{said}: {', '.join(names)}" + (f" ({where})" if cause == "hang" and where else ""))
+    opened = (f"; hints opened{' (hints were off)' if no_hints else ''}: {rep['hints_opened']}"
+              if rep.get("hints_opened") else "")
+    return (f"  {name}: {statuses.count('pass')}/{len(statuses)}{not_run} in {rep.get('seconds', 0):.0f} s"
+            + "".join(f"; {w}" for w in why) + opened)
+
+
+def learner_details(rep: dict) -> list[str]:
+    """-v: each failed check's message, hint and the learner's own frames (what class.html shows)."""
+    out = []
+    for c in rep["checks"]:
+        if _status(c) != "fail":
+            continue
+        out.append(f"{c['name']}: {c['message']}")
+        out += [f"  at {f}" for f in c.get("frames") or []]
+        if c.get("hint"):
+            out.append(f"  hint: {c['hint']}")
+    return out
+
+
+def hang_cost_note(parallel: int, budget: float) -> str:
+    """What a hanging learner costs the batch, said before it starts (docs/workshop.md, 'What a hang costs')."""
+    others = (f"the other {parallel - 1} slot(s) go on grading (--parallel)" if parallel > 1 else
+              "with --parallel 1 nobody else is graded meanwhile")
+    return (f"a hang holds its learner's slot: {watchdog.STUCK_S:.0f} s where learner code loops (the watchdog), up "
+            f"to its run's budget where it waits in a collective, never over {budget:.0f} s a learner "
+            f"(--learner-budget); {others}")
+
+
+def hang_summary(reports: dict, wall: float, parallel: int) -> str:
+    """After the batch: how long the learners with a hang held their slots, against the batch's wall time."""
+    hung = {name: rep.get("seconds", 0) for name, rep in reports.items()
+            if any(c.get("cause") == "hang" for c in rep["checks"])}
+    if not hung:
+        return ""
+    held = sum(hung.values())
+    each = ", ".join(f"{n} {s:.0f} s" for n, s in hung.items())
+    return (f"hangs: {len(hung)} learner(s) with a hung check held a grading slot for {held:.0f} s ({each}) of this "
+            f"batch's {wall:.0f} s on {parallel} slot(s); bound it with --learner-budget S, or grade others "
+            "meanwhile with --parallel")
+
+
+def mark(c: dict) -> str:
+    """A check's cell in the printed table: a hang and a TODO not written are not just a ✗."""
+    return {"pass": "✓", "not_run": "NOT RUN"}.get(_status(c)) or {"todo": "TODO", "hang": "hung"}.get(
+        c.get("cause", ""), "✗")
 
 
 def _status(c: dict) -> str:
@@ -201,11 +276,13 @@ def write_reports(lab: str, variant: int, reports: dict, report_dir: Path) -> No
 def write_csv(reports: dict, path: Path) -> None:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["learner", "check", "passed", "value", "threshold", "unit", "message", "status", "hints_opened"])
+        w.writerow(["learner", "check", "passed", "value", "threshold", "unit", "message", "status", "hints_opened",
+                    "hint", "cause", "frames"])
         for learner, rep in reports.items():
-            for c in rep["checks"]:
+            for c in rep["checks"]:  # the hint where the learner has something to fix (a NOT RUN's: how to run it)
                 w.writerow([learner, c["name"], c["passed"], c["value"], c["threshold"], c["unit"], c["message"],
-                            _status(c), rep.get("hints_opened", "")])
+                            _status(c), rep.get("hints_opened", ""), "" if c["passed"] else c.get("hint", ""),
+                            c.get("cause", ""), "; ".join(c.get("frames") or [])])
 
 
 def write_junit(lab: str, reports: dict, path: Path) -> None:
@@ -221,6 +298,6 @@ def write_junit(lab: str, reports: dict, path: Path) -> None:
             if status == "not_run":  # this machine could not run it: skipped, not the learner's failure
                 ET.SubElement(case, "skipped", message=f"{c['message']} — to run it: {c['hint']}"[:500])
             elif not c["passed"]:
-                fail = ET.SubElement(case, "failure", message=c["message"][:500])
-                fail.text = c["hint"]
+                fail = ET.SubElement(case, "failure", message=c["message"][:500], type=c.get("cause") or "fail")
+                fail.text = "".join(f"at {f}\n" for f in c.get("frames") or []) + c["hint"]
     ET.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)

@@ -1,11 +1,14 @@
 """The class report as one self-contained HTML page (class.html beside class.csv): no script, no file or
 font from elsewhere, so it opens from a mail attachment or an LMS upload as it does from disk.
 
-  - a grid, one row per learner and one column per check: green passed, red failed; hovering a cell shows
-    the measured value, the threshold and the message (a `title`, which every browser shows);
+  - a grid, one row per learner and one column per check: green passed, red a wrong value or an error, amber a
+    TODO not written yet ("TODO"), purple a run that hung ("hung"), grey NOT RUN on this machine; hovering a
+    cell also shows the measured value, the threshold and the message (a `title`, which every browser shows);
   - under each check's name, how the class's measured values spread: one dot per learner on a line
     from the lowest to the highest value, coloured as the cell, with the threshold as a tick;
-  - a row per learner gives their score; the head gives the lab, the variant, and how many passed.
+  - a row per learner gives their score; the head gives the lab, the variant, and how many passed;
+  - under the grid, "What each learner needs": for every learner with a failed check, each one's message and
+    hint in plain text (no hovering), and for a hang the frames of the learner's own code it was stuck in.
 """
 from __future__ import annotations
 
@@ -21,6 +24,12 @@ th, td { border: 1px solid #ddd; padding: 4px 8px; text-align: center; }
 th.check { vertical-align: bottom; font-weight: 600; min-width: 120px; }
 td.learner { text-align: left; font-weight: 600; }
 td.pass { background: #c8ecc9; } td.fail { background: #f6c4c1; } td.none { background: #eee; color: #888; }
+td.todo, td.need-todo { background: #fde7b0; } td.hang, td.need-hang { background: #dcc8f0; }
+td.need-fail { background: #f6c4c1; } td.notrun { background: #eee; color: #555; }
+h2 { font-size: 17px; margin: 24px 0 4px; } h3 { font-size: 15px; margin: 14px 0 4px; }
+table.needs td { text-align: left; vertical-align: top; max-width: 520px; }
+table.needs td.what { font-weight: 600; min-width: 160px; max-width: 260px; }
+code { font-size: 12px; } ul.frames { margin: 2px 0 0; padding-left: 18px; }
 td.score { font-variant-numeric: tabular-nums; }
 svg { display: block; margin: 4px auto 0; }
 .legend { margin-top: 12px; color: #555; }
@@ -58,6 +67,55 @@ def _spread(points: list[tuple[float, bool]], threshold: float | None, width: in
             + "".join(parts) + "</svg>")
 
 
+def _kind(c: dict) -> str:
+    """pass, fail, todo, hang or notrun: the cell's colour (report.CheckResult: status and cause)."""
+    status = c.get("status") or ("pass" if c["passed"] else "fail")
+    if status != "fail":
+        return {"pass": "pass", "not_run": "notrun"}[status]
+    return c.get("cause") if c.get("cause") in ("todo", "hang") else "fail"
+
+
+def _cell(c: dict) -> tuple[str, str]:
+    kind = _kind(c)
+    text = {"pass": f"✓ {html.escape(_fmt(c.get('value')))}", "fail": f"✗ {html.escape(_fmt(c.get('value')))}",
+            "todo": "TODO", "hang": "<b>hung</b>", "notrun": "NOT RUN"}[kind]
+    return kind, text
+
+
+def needs(reports: dict[str, dict]) -> str:
+    """What each learner needs, in plain text: every failed check's message and hint, a hang's frames. Checks
+    stopped by the same TODO are one row (a pristine starter's eight checks are its few TODOs), its message
+    naming the TODO, the function to write and the `checker hint` command."""
+    parts = []
+    for learner, rep in reports.items():
+        rows, todos = [], {}
+        for c in rep.get("checks", []):
+            kind = _kind(c)
+            if kind == "todo":
+                todos.setdefault(c.get("message", ""), []).append(c)
+            if kind in ("pass", "notrun", "todo"):
+                continue
+            frames = c.get("frames") or []
+            where = ('<ul class="frames">' + "".join(f"<li><code>{html.escape(f)}</code></li>" for f in frames)
+                     + "</ul>") if frames else ""
+            rows.append(f'<tr><td class="what need-{kind}">{html.escape(c["name"])}: '
+                        f'{"hung" if kind == "hang" else "failed"}</td>'
+                        f'<td>{html.escape(c.get("message", ""))}{where}</td>'
+                        f'<td>{html.escape(c.get("hint", ""))}</td></tr>')
+        for message, checks in todos.items():
+            names = ", ".join(c["name"] for c in checks)
+            hint = checks[0].get("hint", "") if len(checks) == 1 else (
+                f"write this TODO: {'both' if len(checks) == 2 else f'all {len(checks)}'} checks run it "
+                "(its hints: the `checker hint` command in the message)")
+            rows.append(f'<tr><td class="what need-todo">{html.escape(names)}: TODO</td>'
+                        f'<td>{html.escape(message)}</td><td>{html.escape(hint)}</td></tr>')
+        if rows:
+            parts.append(f'<h3>{html.escape(learner)}</h3><table class="needs"><thead><tr><th>check</th>'
+                         f'<th>what happened{" (where: innermost first)" * any("<ul" in r for r in rows)}</th>'
+                         f'<th>what to do</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
+    return ('<h2>What each learner needs</h2>' + "".join(parts)) if parts else ""
+
+
 def page(lab: str, variant: int, reports: dict[str, dict]) -> str:
     names: list[str] = []
     for rep in reports.values():
@@ -82,8 +140,8 @@ def page(lab: str, variant: int, reports: dict[str, dict]) -> str:
             tip = (f"{_fmt(c.get('value'), c.get('unit', ''))} "
                    f"(threshold {_fmt(c.get('threshold'), c.get('unit', ''))})"
                    f"\n{c.get('message', '')}")
-            cells.append(f'<td class="{"pass" if c["passed"] else "fail"}" title="{html.escape(tip)}">'
-                         f'{"✓" if c["passed"] else "✗"} {html.escape(_fmt(c.get("value")))}</td>')
+            kind, text = _cell(c)
+            cells.append(f'<td class="{kind}" title="{html.escape(tip)}">{text}</td>')
         score = f"{sum(bool(c['passed']) for c in checks.values())}/{len(names)}"
         opened = reports[learner].get("hints_opened", "")
         flag = "⚑ " if reports[learner].get("hints_flagged") else ""
@@ -96,6 +154,7 @@ def page(lab: str, variant: int, reports: dict[str, dict]) -> str:
     return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(lab)}: class report'
             f'</title><style>{STYLE}</style></head><body><h1>{html.escape(lab)}: class report</h1>'
             f'<p class="sub">{sub}</p><table><thead><tr>{"".join(head)}</tr></thead><tbody>{"".join(rows)}'
-            '</tbody></table><p class="legend">Hover a cell for the measured value, threshold and message. Under '
-            'each check: one dot per learner from the lowest to the highest measured value; the bar is the '
-            'threshold.</p></body></html>\n')
+            '</tbody></table><p class="legend">Green passed; red a wrong value or an error; amber TODO: not '
+            'written yet; purple: the run hung (where: below); grey: NOT RUN on this machine. Hover a cell for the '
+            'measured value, threshold and message. Under each check: one dot per learner from the lowest to the '
+            f'highest measured value; the bar is the threshold.</p>{needs(reports)}</body></html>\n')

@@ -33,7 +33,7 @@ from rich.markup import escape
 from checker import hints, launch, placement, sandbox, seams, versions
 from checker.harness import REPO_ROOT, Harness
 from checker.labs._common import cannot_run
-from checker.report import LabReport, render, render_not_run, write_json
+from checker.report import LabReport, closing_line, render, render_not_run, write_json
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")  # mirrors labs.common.dist.DEVICE_CHOICES without importing torch
 PRECISIONS = ("fp32", "bf16")  # mirrors labs.common.precision.PRECISIONS
@@ -198,6 +198,8 @@ def cmd_grade(args, console: Console) -> int:
     _check_device(args)
     if args.no_hints and not args.submissions:
         raise UsageError("--no-hints goes with --submissions (a class's grade); a learner just does not ask")
+    if args.learner_budget is not None and not args.submissions:
+        raise UsageError("--learner-budget goes with --submissions: it caps each learner's grade in a class's batch")
     if args.submissions:
         return cmd_batch(args, console)
     if args.all:
@@ -217,11 +219,14 @@ def cmd_grade(args, console: Console) -> int:
             raise UsageError(str(e)) from None
         render(report, console, verbose=args.verbose)
         reports.append(report)
-    if args.all:
-        render_not_run(reports, console)
     if args.json:
         write_json(reports, args.json, every_lab=args.all)
-    return exit_status(reports, every_lab=args.all)
+    status = exit_status(reports, every_lab=args.all)
+    if args.all:  # `make demo`: the list of what could not run, then one closing line, the last on the screen
+        render_not_run(reports, console)
+        colour = "red" if status == 1 else "green" if status == 0 else "yellow"
+        console.print(f"[bold {colour}]{escape(closing_line(reports))}[/]")
+    return status
 
 
 def exit_status(reports: list[LabReport], every_lab: bool) -> int:
@@ -253,13 +258,15 @@ def cmd_batch(args, console: Console) -> int:
         parallel = args.parallel or max(1, len(gpus) // placement.gpus_needed(world, placement.ranks_per_gpu()))
     else:
         parallel = args.parallel or max(1, (os.cpu_count() or 1) // world)
+    if args.learner_budget is not None and args.learner_budget <= 0:
+        raise UsageError(f"--learner-budget must be positive seconds, got {args.learner_budget}")
     variant = args.variant if args.variant else int.from_bytes(os.urandom(2), "big") % 1000 + 1
     report_dir = Path(args.report_dir or f"class-report-{lab}")
     console.print(_sandbox_line(args))
     try:
         ok = batch.grade_all(lab, subs, parallel, variant, report_dir, console, args.only, no_sandbox=args.no_sandbox,
                              gpu_blocks=batch.gpu_blocks(gpus, parallel, world) if gpus else None, device=args.device,
-                             no_hints=args.no_hints)
+                             no_hints=args.no_hints, verbose=args.verbose, budget=args.learner_budget)
     except (ValueError, placement.Oversubscribed) as e:
         raise UsageError(str(e)) from None
     return 0 if ok else 1
@@ -324,7 +331,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--only", action="append", metavar="CHECK", help="run only this check (repeatable)")
     g.add_argument("--root", default=str(REPO_ROOT), help="folder holding labs/ and solutions/")
     g.add_argument("--keep", action="store_true", help="keep the run folder (logs, checkpoints)")
-    g.add_argument("-v", "--verbose", action="store_true", help="show stacks and tracebacks of failures")
+    g.add_argument("-v", "--verbose", action="store_true", help="show stacks and tracebacks of failures (with "
+                   "--submissions: each failure's message, hint and the learner's own frames of a hang)")
     g.add_argument("--variant", type=int, default=0,
                    help="instructors: a hidden variant (other seeds, data order, kill steps, world sizes); 0 = public")
     g.add_argument("--submissions", metavar="DIR",
@@ -332,6 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--parallel", type=int, default=None, help="with --submissions: learners graded at once "
                                                                "(default: cores / ranks per grade)")
     g.add_argument("--report-dir", metavar="DIR", help="with --submissions: where class.csv/.junit.xml go")
+    g.add_argument("--learner-budget", type=float, default=None, metavar="S",
+                   help="with --submissions: seconds one learner's whole grade may take; past it every check of "
+                        "theirs fails as hung (default 600 x CHECKER_BUDGET_SCALE)")
     g.add_argument("--no-hints", action="store_true", help="with --submissions: a class graded without hints (hand "
                    "out labs/.hints-off): each learner's opened tiers are flagged in the report")
     g.add_argument("--no-sandbox", action="store_true",

@@ -17,6 +17,7 @@ import platform
 import re
 import shutil
 import socket
+import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -29,7 +30,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from checker import course_data, versions
+from checker import course_data, sandbox, slurm, versions
 from checker.doctor_smoke import smoke_test
 from checker.harness import REPO_ROOT
 from labs.common.dist import DEVICE_CHOICES, pick_device
@@ -238,6 +239,42 @@ def check_data(dirs: list[Path] | None = None) -> Row:
     return Row("data", "ok", f"{len(dirs)}/{len(dirs)}", f"in {dirs[0].parent}", "corpora")
 
 
+def check_sandbox(why_not: Callable[[], str | None] = sandbox.why_not) -> Row:
+    """Can a grade's runs be sandboxed (bubblewrap)? A learner's own grade goes on without; batch grading does not."""
+    why = why_not()
+    if why is None:
+        return Row("sandbox", "ok", "bubblewrap", "each grade's runs in a bwrap (read-only course, loopback only); "
+                   "`checker grade LAB --submissions DIR` grades a class here")
+    return Row("sandbox", "warn", "none", f"{why}. A learner's own grade runs unsandboxed and says so; batch grading "
+               f"(`--submissions`) refuses to start without it: `{sandbox.INSTALL}` (user namespaces must be allowed; "
+               "in a container, run it with --privileged or grade elsewhere), or pass --no-sandbox")
+
+
+def _squeue() -> str | None:
+    """None when squeue answers, else why not (sinfo answering is not enough: squeue is what a batch polls)."""
+    try:
+        r = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"squeue did not answer ({type(e).__name__})"
+    return None if r.returncode == 0 else f"squeue failed: {(r.stderr or r.stdout).strip()[:200]}"
+
+
+def _nodes() -> str:
+    r = subprocess.run(["sinfo", "-h", "-o", "%P %D %c %t"], capture_output=True, text=True, timeout=20)
+    return "; ".join(" ".join(line.split()) for line in r.stdout.splitlines()) if r.returncode == 0 else ""
+
+
+def check_slurm(unavailable: Callable[[], str | None] = slurm.unavailable, squeue: Callable[[], str | None] = _squeue,
+                nodes: Callable[[], str] = _nodes) -> Row:
+    """Does a Slurm answer (sbatch's controller via sinfo, and squeue)? Lab 5's scheduler checks need one."""
+    why = unavailable() or squeue()
+    if why is None:
+        return Row("slurm", "ok", "answering", f"sinfo and squeue answer (partition nodes cpus state: {nodes()}): "
+                   "lab 5's scheduler checks run here")
+    return Row("slurm", "warn", "none", f"{why}: lab 5's scheduler checks will be NOT RUN here (not failures, no "
+               f"grade). {slurm.HINT_START}")
+
+
 def check_smoke(prefer: str = "auto", timeout_s: float = 60.0, gpus: int | None = None, pick: Callable = pick_device,
                 smoke: Callable[..., dict] = smoke_test, **smoke_kw) -> list[Row]:
     world, rows = 2, []
@@ -278,7 +315,8 @@ def run_checks(prefer: str = "auto", timeout_s: float = 60.0) -> list[Row]:
     checks: list[tuple[str, Callable[[], Row | list[Row]]]] = [
         ("versions", check_versions), ("gpu", check_gpu), ("backends", check_backends),
         ("course_pick", lambda: check_pick(prefer)), ("free_port", check_port), ("shm", check_shm),
-        ("machine", check_machine), ("env", check_env), ("data", check_data),
+        ("machine", check_machine), ("env", check_env), ("data", check_data), ("sandbox", check_sandbox),
+        ("slurm", check_slurm),
         ("allreduce", lambda: check_smoke(prefer, timeout_s))]
     rows = []
     for name, fn in checks:
@@ -300,7 +338,10 @@ def render(rows: list[Row], console: Console, seconds: float) -> None:
         table.add_row(escape(r.name), f"[{colour[r.verdict]}]{r.verdict.upper()}[/]", escape(value), escape(r.message))
     console.print(table)
     n = {v: sum(r.verdict == v for r in rows) for v in VERDICTS}
-    end = "fix the failed rows first" if n["fail"] else "ready for the labs"
+    warned = [r.name for r in rows if r.verdict == "warn"]
+    end = ("fix the failed rows first" if n["fail"] else
+           f"ready for the labs, except what the warned rows say ({', '.join(warned)})" if warned else
+           "ready for the labs")
     console.print(f"[{'red' if n['fail'] else 'green'}]doctor: {n['ok']} ok, {n['warn']} warn, {n['fail']} fail "
                   f"— {end}[/]")
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+from checker import seams
 
 PASS, FAIL, NOT_RUN = "pass", "fail", "not_run"
 
@@ -27,6 +30,10 @@ class CheckResult:
     hint: str = ""
     details: str = field(default="", repr=False)  # long evidence (stacks, tracebacks): terminal only on -v
     not_run: bool = False
+    # why a run-based check failed, when a run did not finish (checker/labs/_common.py: error_result): "todo" (a
+    # TODO not written yet), "hang" (the watchdog or the budget ended it), "crash", "error" (learner code raised);
+    # "" for a measured failure (a wrong value) and for every pass. A class report shows a hang and a TODO apart.
+    cause: str = ""
 
     def __post_init__(self):
         if self.not_run:
@@ -36,9 +43,12 @@ class CheckResult:
     def status(self) -> str:
         return NOT_RUN if self.not_run else PASS if self.passed else FAIL
 
-    def to_json(self) -> dict:
+    def to_json(self, folder: str = "") -> dict:
+        """The contract's check object; `folder` (the graded lab's, e.g. lab2_ddp) adds `frames`: where in the
+        learner's own code a failed run was (a hang's stacks, a traceback), innermost first."""
         d = asdict(self)
-        d.pop("details")
+        details = d.pop("details")
+        d["frames"] = learner_frames(details, folder) if folder and not self.passed else []
         d["status"] = self.status
         d.pop("not_run")
         for k in ("value", "threshold"):  # JSON has no NaN/inf
@@ -86,8 +96,36 @@ class LabReport:
         return {"lab": self.lab, "target": self.target, "device": self.device, "world_size": self.world_size,
                 "passed": self.passed, "status": self.status, "complete": self.complete, "variant": self.variant,
                 "seconds": round(self.seconds, 2),
-                "checks": [c.to_json() for c in self.checks],
+                "checks": [c.to_json(_folder(self.lab)) for c in self.checks],
                 "info": [{"name": k, "value": v} for k, v in self.info], "sandbox": self.sandbox}
+
+
+def _folder(lab: str) -> str:
+    return seams.SEAMS[lab].folder if lab in seams.SEAMS else ""
+
+
+# A frame as Python's traceback writes it ('File "p", line 12, in f', outermost first) or faulthandler's stack
+# dump of a hung run ('File "p", line 12 in f', innermost first, one block per thread).
+FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)(?P<comma>,?) in (?P<fn>\S+)', re.M)
+MAX_FRAMES = 6  # a hang's story: the stuck line and the few calls of the learner's own code above it
+
+
+def learner_frames(text: str, folder: str) -> list[str]:
+    """The frames in `text` of the graded lab's own code (labs/<folder>/ or solutions/<folder>/, wherever the
+    tree lies: a batch grades a private copy), as 'labs/lab2_ddp/naive.py:40 in sync_grads', innermost first,
+    each once. Frames of the course's core, torch and the checker are left out: they are the same for everyone."""
+    out: list[str] = []
+    for block in re.split(r"\n(?=\S)", text or ""):  # a header line ("Thread 0x...", "Traceback") opens a block
+        frames = []
+        for m in FRAME.finditer(block):
+            parts = m["path"].replace("\\", "/").split("/")
+            at = [i for i in range(len(parts) - 1) if parts[i] in ("labs", "solutions") and parts[i + 1] == folder]
+            if at:
+                frames.append((f"{'/'.join(parts[at[-1]:])}:{m['line']} in {m['fn']}", bool(m["comma"])))
+        if frames and frames[0][1]:  # a Python traceback: outermost first
+            frames.reverse()
+        out += [f for f, _ in frames]
+    return list(dict.fromkeys(out))[:MAX_FRAMES]
 
 
 def _fmt(x, unit: str = "") -> str:
@@ -143,6 +181,18 @@ def render_not_run(reports: list[LabReport], console: Console) -> None:
         console.print(f"[yellow]NOT RUN on this machine ({n} checks; not failures):[/]")
         for (lab, why, how), names in groups.items():
             console.print(f"  [yellow]{lab} {', '.join(names)}[/]: {escape(why)}. To run them: {escape(how)}")
+
+
+def closing_line(reports: list[LabReport]) -> str:
+    """After several labs (`--all`, `make demo`): the one line that says how it went, last on the screen."""
+    checks = [c for r in reports for c in r.checks]
+    n = {s: sum(c.status == s for c in checks) for s in (PASS, NOT_RUN, FAIL)}
+    failed = [r.lab for r in reports if r.failed or not r.checks]
+    verdict = (f"FAILED in {', '.join(failed)}" if failed else
+               "nothing ran" if not n[PASS] else
+               "every check that ran passed" + ("; the NOT RUN ones are listed above" if n[NOT_RUN] else ""))
+    return (f"{len(reports)} lab{'s' * (len(reports) != 1)}, {n[PASS]} check{'s' * (n[PASS] != 1)} passed, "
+            f"{n[NOT_RUN]} NOT RUN, {n[FAIL]} failed — {verdict}")
 
 
 def status_of(reports: list[LabReport]) -> str:

@@ -1,6 +1,7 @@
 """Instructor mode: a folder of six submissions (right, unfinished, broken, hanging, subtly wrong)
 graded two at a time into CSV + JUnit; one learner's hang never stops the batch."""
 import csv
+import json
 import shutil
 import time
 from xml.etree import ElementTree as ET
@@ -49,6 +50,8 @@ def test_batch_of_six(tmp_path):
     assert not passed[("di", "memory_reported")] and "SyntaxError" in got[("di", "memory_reported")]["message"]
     stuck = got[("ed", "reproducible")]["message"]  # a sleep in learner code: the watchdog names the line at 10 s
     assert not passed[("ed", "reproducible")] and "seeding.py" in stuck and "without returning" in stuck, stuck
+    assert got[("ed", "reproducible")]["cause"] == "hang" and "seeding.py" in got[("ed", "reproducible")]["frames"]
+    assert got[("cy", "reproducible")]["cause"] == "todo" and got[("fa", "reproducible")]["cause"] == ""
     assert passed[("ed", "memory_reported")]  # the hang cost ed one check, not the batch
     assert not passed[("fa", "reproducible")] and passed[("fa", "memory_reported")]
     suites = ET.parse(tmp_path / "rep" / "class.junit.xml").getroot().findall("testsuite")
@@ -67,14 +70,24 @@ def test_a_symlink_to_its_parent_folder_does_not_stop_the_batch(tmp_path):
     # bo opened two tiers of one task in a class graded without hints (checker/hints.py keeps it in bo's tree)
     (subs / "bo" / "lab1_baseline" / ".hints-opened.json").write_text(
         '{"seeding.seed_everything": {"tier": 2, "at": ["2026-01-01T00:00:00Z", "2026-01-01T00:01:00Z"]}}')
+    # ed's meter never returns: the watchdog ends the run at 10 s, and the class report says where (-v prints it)
+    _learner(subs, "ed", edits=[("meters.py", '    return {"params": params,', '    while True:\n        pass\n'
+                                                                             '    return {"params": params,')])
     r = run_checker("grade", "lab1", "--submissions", subs, "--parallel", "2", "--report-dir", tmp_path / "rep",
-                    "--only", "memory_reported", "--no-hints", *NO_SANDBOX, timeout=380)
+                    "--only", "memory_reported", "--no-hints", "-v", *NO_SANDBOX, timeout=380)
     rows = list(csv.DictReader(open(tmp_path / "rep" / "class.csv")))
-    assert {(row["learner"], row["passed"]) for row in rows} == {("ada", "True"), ("bo", "True")}, r.stdout
-    assert {row["learner"]: row["hints_opened"] for row in rows} == {"ada": "", "bo": "seeding.seed_everything 2/3"}
+    assert {(row["learner"], row["passed"]) for row in rows} == {("ada", "True"), ("bo", "True"), ("ed", "False")}, \
+        r.stdout
+    assert {row["learner"]: row["hints_opened"] for row in rows} == {"ada": "", "bo": "seeding.seed_everything 2/3",
+                                                                       "ed": ""}
     assert "bo: 1/1 in" in r.stdout and "hints opened (hints were off): seeding.seed_everything 2/3" in r.stdout
-    assert r.returncode == 0
+    assert r.returncode == 1  # ed
+    ed = json.loads((tmp_path / "rep" / "class.json").read_text())["reports"]["ed"]["checks"][0]
+    assert ed["cause"] == "hang" and ed["frames"][0].startswith("labs/lab1_baseline/meters.py:"), ed
+    assert ed["frames"][0] in r.stdout and "hung: memory_reported" in r.stdout  # -v: where, in the batch's output
+    assert "held a grading slot" in r.stdout
     page = (tmp_path / "rep" / "class.html").read_text()
-    assert "⚑ seeding.seed_everything 2/3" in page
+    assert "⚑ seeding.seed_everything 2/3" in page and "<b>hung</b>" in page
+    assert f"<code>{ed['frames'][0]}</code>" in page
     assert "<svg" in page and "memory_reported" in page and "http" not in page.replace("http-equiv", "")
     assert processes_with("checker-batch-lab1") == []

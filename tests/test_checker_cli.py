@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from conftest import load_json, processes_with, run_checker
+from conftest import ROOT, load_json, processes_with, run_checker
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -43,7 +43,9 @@ def test_json_report_follows_the_schema(tmp_path):
     assert (rep["lab"], rep["target"], rep["device"], rep["passed"], rep["status"]) == (
         "lab1", "solutions", "cpu", True, "pass")
     (check,) = rep["checks"]
-    assert set(check) == {"name", "passed", "status", "value", "threshold", "unit", "message", "hint"}
+    assert set(check) == {"name", "passed", "status", "value", "threshold", "unit", "message", "hint", "cause",
+                          "frames"}
+    assert (check["cause"], check["frames"]) == ("", [])  # a pass: nothing went wrong, nowhere
     assert check["status"] == "pass"
     assert check["name"] == "memory_reported" and check["value"] == check["threshold"] > 0
     assert not rep["complete"] and "only 1 of 8 checks ran" in r.stdout  # a partial run says so
@@ -100,3 +102,39 @@ def test_device_choices_mirror_the_one_device_module():
     from labs.common import dist
 
     assert cli.DEVICE_CHOICES == dist.DEVICE_CHOICES
+
+
+def test_grading_every_lab_ends_with_one_closing_line(monkeypatch, capsys):
+    """`make demo` (`checker grade --all --solutions`): hundreds of lines, then the verdict as the last one."""
+    from checker import cli
+    from checker.report import CheckResult, LabReport, closing_line
+
+    def lab(name, *statuses):
+        checks = [CheckResult(f"c{i}", s == "pass", not_run=s == "not_run") for i, s in enumerate(statuses)]
+        return LabReport(name, "solutions", "cpu", 2, 1.0, checks, total_checks=len(checks))
+
+    assert closing_line([lab("lab1", "pass", "pass"), lab("lab5", "pass", "not_run")]) == (
+        "2 labs, 3 checks passed, 1 NOT RUN, 0 failed — every check that ran passed; the NOT RUN ones are listed above")
+    assert closing_line([lab("lab1", "pass"), lab("lab2", "fail", "pass"), lab("lab3", "fail")]).endswith(
+        "3 labs, 2 checks passed, 0 NOT RUN, 2 failed — FAILED in lab2, lab3")
+    assert closing_line([lab("lab5", "not_run")]).endswith("— nothing ran")
+    graded = iter([lab("lab1", "pass"), lab("lab2", "fail")])
+    monkeypatch.setattr(cli, "grade_lab", lambda *a: next(graded))
+    monkeypatch.setattr(cli.seams, "lab_names", lambda: ["lab1", "lab2"])
+    assert cli.main(["grade", "--all", "--solutions"]) == 1
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == "2 labs, 1 check passed, 0 NOT RUN, 1 failed — FAILED in lab2"
+
+
+def test_no_list_of_labs_is_typed_by_hand_in_the_help_or_the_slides_readme(monkeypatch):
+    """A lab added to checker/seams.py (lab10 while lab9 was the last) is in `checker grade --help` at once; the
+    slides' README names no range of decks that a new lab would leave behind."""
+    import re
+
+    from checker import cli, seams
+
+    monkeypatch.setattr(seams, "lab_names", lambda: ["lab1", "lab2", "lab10"])
+    helps = {name: p.format_help() for name, p in cli.build_parser()._subparsers._group_actions[0].choices.items()}
+    assert "lab1 ... lab10" in " ".join(helps["grade"].split()) and "lab1 ... lab10" in helps["hint"]
+    readme = (ROOT / "slides" / "README.md").read_text()
+    assert not re.search(r"lab\d+\.md`? *(…|\.\.\.|to|-) *`?(slides/)?lab\d+\.md", readme), "a range of decks"

@@ -104,3 +104,31 @@ def test_what_the_docs_say_of_the_checkers_ports_is_what_free_port_does():
     wrong = [str(f.relative_to(ROOT)) for f in tracked("checker/*", "README.md", "docs/*.md")
              if said_os.search(f.read_text(errors="replace"))]
     assert not wrong, f"these say the checker's ports come from the OS; spawn.free_port picks them: {wrong}"
+
+
+def test_the_figures_in_docs_workshop_md_are_those_of_bench_results_json():
+    """docs/workshop.md's measured figures (tokens/s, scaling, grade times) are generated from bench/results.json by
+    docs/figures.py, like the slides': the committed page is what the committed results give."""
+    import copy
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("docs_figures", ROOT / "docs" / "figures.py")
+    docs_figures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(docs_figures)
+
+    results = json.loads((ROOT / "bench" / "results.json").read_text())
+    assert docs_figures.stale(results) == [], "run .venv/bin/python docs/figures.py"
+    page = (ROOT / "docs" / "workshop.md").read_text()
+    blocks = docs_figures.BLOCK.findall(page)
+    assert len(blocks) >= 2 and all("{{" in b[1] and "{{" not in b[2] for b in blocks)  # templates, then values
+    tiny = next(m for m in results["models"] if m["config"] == "tiny")
+    assert f"{tiny['tokens_per_s']:,} tokens/s" in page  # a figure the issue found stale, as results.json says
+    grade = next(g for g in results["grades"] if g["lab"] == "lab3")
+    assert f"lab 3 {grade['wall_s']:.0f} s" in page
+    other = copy.deepcopy(results)  # another node's results give another page
+    next(m for m in other["models"] if m["config"] == "tiny")["tokens_per_s"] = 12345
+    del other["lab5"]  # never measured: said so, never a number
+    again = docs_figures.render(page, other, "workshop.md")
+    assert "12,345 tokens/s" in again and "not measured yet (`make bench`)" in again
+    assert docs_figures.stale(other) == ["docs/workshop.md"]

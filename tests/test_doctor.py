@@ -24,7 +24,8 @@ def test_doctor_on_this_machine_passes_with_a_verdict_per_row_and_a_bandwidth(tm
     rep = load_json(out)
     rows = {row["name"]: row for row in rep["rows"]}
     assert rep["passed"] and {"python", "torch", "gpu", "backends", "course_pick", "free_port", "shm", "cpus",
-                              "memory", "env", "data", "allreduce", "allreduce_latency"} <= set(rows)
+                              "memory", "env", "data", "sandbox", "slurm", "allreduce",
+                              "allreduce_latency"} <= set(rows)
     assert all(row["verdict"] in ("ok", "warn") for row in rep["rows"])
     assert rows["allreduce"]["unit"] == "GB/s busbw" and rows["allreduce"]["value"] > 0
     assert rows["allreduce_latency"]["value"] > 0
@@ -142,3 +143,31 @@ def test_smoke_test_failure_is_a_fail_row_and_leaves_no_process(kw, needle):
     assert [(r.name, r.verdict) for r in rows] == [("allreduce", "fail")]
     assert needle in rows[0].message and "TORCH_DISTRIBUTED_DEBUG" in rows[0].message
     assert processes_with(tag) == []
+
+
+def test_the_sandbox_row_says_whether_batch_grading_can_run_here():
+    ok = doctor.check_sandbox(lambda: None)
+    assert ok.verdict == "ok" and "--submissions" in ok.message
+    missing = doctor.check_sandbox(lambda: "bubblewrap is not installed (sudo apt-get install bubblewrap)")
+    assert missing.verdict == "warn" and "batch grading" in missing.message and "refuses" in missing.message
+    assert "apt-get install bubblewrap" in missing.message and "--no-sandbox" in missing.message
+    assert doctor.check_sandbox().verdict == ("ok" if doctor.sandbox.why_not() is None else "warn")  # this machine's
+
+
+def test_the_slurm_row_says_whether_sbatch_and_squeue_answer():
+    ok = doctor.check_slurm(lambda: None, lambda: None, lambda: "debug* 1 2 idle")
+    assert ok.verdict == "ok" and "debug* 1 2 idle" in ok.message
+    down = doctor.check_slurm(lambda: "sinfo did not answer within 20 s: is slurmctld running?", lambda: None)
+    assert down.verdict == "warn" and "slurmctld" in down.message and "NOT RUN" in down.message
+    assert "make slurm-up" in down.message
+    no_queue = doctor.check_slurm(lambda: None, lambda: "squeue failed: Invalid user")
+    assert no_queue.verdict == "warn" and "Invalid user" in no_queue.message
+    real = doctor.check_slurm()  # this machine's, whichever it is
+    assert real.verdict == ("ok" if doctor.slurm.unavailable() is None else "warn")
+
+
+def test_a_warned_row_is_named_in_the_closing_line():
+    buf = io.StringIO()
+    rows = [Row("sandbox", "warn", "none", "no bwrap"), Row("cpus", "ok", 2, "fine")]
+    doctor.render(rows, Console(file=buf, width=120), 1.0)
+    assert "ready for the labs, except what the warned rows say (sandbox)" in buf.getvalue()

@@ -37,6 +37,8 @@ def test_hang_in_a_collective_is_cut_by_the_budget_with_stacks(lab_tree):
     assert r.returncode == 1 and time.monotonic() - t0 < 90
     assert "hung" in checks["grad_equivalence"]["message"]
     assert "all_reduce" in r.stdout  # -v shows where each rank was stuck
+    hung = checks["grad_equivalence"]  # and the JSON report the frames of the learner's own code in the stacks
+    assert hung["cause"] == "hang" and any(f.startswith("labs/lab2_ddp/naive.py:") for f in hung["frames"]), hung
 
 
 def test_crash_on_one_rank_only_is_reported_not_waited_out(lab_tree):

@@ -112,8 +112,9 @@ def error_result(check: Check, err: dict, unit: str = "") -> CheckResult:
     kind, where = err.get("type", "Error"), err.get("where") or ""
     at = f" ({where})" if where else ""
     hint = symptom_hint(check, err)
+    cause = "error"
     if err.get("todo"):
-        msg, details = f"not written yet: {err['todo']}{at}", ""
+        msg, details, cause = f"not written yet: {err['todo']}{at}", "", "todo"
         if where:  # the TODO that stopped the run, which may be in another file than the check is about
             file, _, fn = where.partition(" in ")
             hint = f"first write {fn or 'the TODO'} ({file}): this check runs it. Then: {check.hint}"
@@ -122,13 +123,15 @@ def error_result(check: Check, err: dict, unit: str = "") -> CheckResult:
         hint = ("Write the lab in labs/ yourself; the checker compares your code against solutions/, so it never "
                 "grades it.")
     elif kind == "Timeout":
-        msg = f"hung: {err['message']}; killed. Where each thread was stuck is shown with -v."
-        details = err.get("stacks", "")
+        msg = (f"hung: {err['message']}; killed. Where each thread was stuck is shown with -v (in a class report: "
+               "the frames of the learner's own code)")
+        details, cause = err.get("stacks", ""), "hang"
     elif kind == "Crash":
-        msg, details = f"the run died: {err['message']}", err.get("log", "")
-    else:
+        msg, details, cause = f"the run died: {err['message']}", err.get("log", ""), "crash"
+    else:  # a Stuck (checker/watchdog.py) is a hang found from inside the run: its traceback is where it was
         msg, details = f"{kind}: {err.get('message', '')}{at}", err.get("traceback", "")
-    return CheckResult(check.name, False, unit=unit, message=msg, hint=hint, details=details)
+        cause = "hang" if kind == "Stuck" else "error"
+    return CheckResult(check.name, False, unit=unit, message=msg, hint=hint, details=details, cause=cause)
 
 
 def symptom_hint(check: Check, err: dict) -> str:
