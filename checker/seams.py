@@ -186,6 +186,9 @@ SEAMS: dict[str, Seam] = {
         "update_bias": "update_bias(bias, counts, gamma) -> None; in place, bias_e += gamma * sign(mean - counts_e)",
         "ep_dp_step": "ep_dp_step(model, optimizer, (x, y), dp_group, aux_coef, gamma) -> mean loss over all ranks; "
                       ".grad the global mean's gradient (experts reduced over dp only), bias updated from all ranks",
+        "save_checkpoint": "save_checkpoint(root, model, optimizer, step); every rank, its own state under root",
+        "load_checkpoint": "load_checkpoint(root, model, optimizer) -> step; every rank, same layout; the next step "
+                           "equals the uninterrupted run's",
     }),
 }
 

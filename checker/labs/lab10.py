@@ -9,6 +9,9 @@ Three runs (ranks started by checker/spawn.py, the harness default):
   ep     N = 2 or 3 ranks (the hidden variant picks): expert_parallel on each rank's own tokens vs the reference on
          the same tokens, computed by every rank for every rank BEFORE the learner's code is imported; bytes of
          every collective from the checker's counter on torch.distributed (installed before that import too).
+  full, resume_1, resume_2   2 ranks, ep 2: the tiny GPT with MoE blocks trained by AdamW and ep_dp_step; resume_1
+         saves with save_checkpoint after a hidden step and is killed mid-step; resume_2 builds its model from another
+         seed, loads, and goes on; the checker fingerprints every rank's state (weights and buffers) after every step.
   epdp   4 ranks, dp 2 x ep 2: the tiny GPT with MoE blocks, one ep_dp_step vs one process's step on the four
          ranks' batches (each routed with its own capacity): loss, every gradient, every weight after the update,
          and every selection bias, which must move by the loads counted over all ranks.
@@ -18,7 +21,7 @@ tokens per expert are counted from the routing the checker sees, bytes beneath t
 from __future__ import annotations
 
 from checker import seams
-from checker.labs._common import Check, probe, tiny_model
+from checker.labs._common import Check, digest, probe, tiny_model
 
 LAB = "lab10"
 GRADE_SECONDS = 60
@@ -33,6 +36,7 @@ MOE = dict(hidden=16, experts=6, k=2, ffn=24, factor=1.0, batch=2, seq=21)  # 42
 BALANCE = dict(hidden=16, experts=8, k=2, tokens=256, steps=80, gamma=0.005, skew=1.0)
 EP = dict(hidden=16, k=2, ffn=24, factor=1.0, tokens=30, per_rank_experts=2)
 EPDP = dict(dp=2, ep=2, experts=4, k=2, factor=1.0, batch=2, lr=0.1, aux_coef=0.05, gamma=0.01)
+RESUME = dict(experts=4, k=2, factor=1.0, batch=2, steps=8, save_at=4, lr=3e-3, aux_coef=0.01, gamma=0.01)
 TOL = 2e-5  # fp32, summed in another order than the reference's dense mix: measured <= 3e-7 here
 BALANCED = 1.25  # max / mean tokens per expert over the last 10 of BALANCE's steps; the reference: 1.06 (from 1.97)
 
@@ -80,6 +84,14 @@ CHECKS = [
           f"{WHERE}/ep_step.py: a dense weight is replicated on all ranks, an expert's only over dp (its .grad "
           "already sums its ep group's tokens); both divide by the world size; the loads that move the bias are "
           "counted over every rank.",
+          needs=("device_collectives",)),
+    Check("ep_resume", "a 2-rank expert-parallel run (AdamW, bias balancing) saved by save_checkpoint after a hidden "
+          "step, killed mid-step, and resumed by fresh processes whose model was built from another seed: every "
+          "rank's state (weights and selection biases, fingerprinted by the checker) after every later step "
+          "bit-identical to the uninterrupted run's",
+          f"{WHERE}/checkpoint.py: under expert parallelism each rank holds experts no other rank has, and each MoE "
+          "layer's selection bias is a buffer, not a parameter; the optimizer's moments are state too. Each rank "
+          "saves and loads its own.",
           needs=("device_collectives",)),
 ]
 
@@ -400,12 +412,64 @@ def task_epdp(ctx, target, epdp=EPDP, seed=SEED):
     return out
 
 
-TASKS = {"probe": task_probe, "units": task_units, "ep": task_ep, "epdp": task_epdp}
+def task_train(ctx, target, run=RESUME, seed=SEED, save_at=None, ckpt=None, resume=False, mark=None):
+    """The run ep_resume compares: steps of ep_dp_step on every rank's own batches (batch (step, rank) fixed), a
+    digest of the rank's whole state after each; with save_at, a checkpoint then the kill; with resume, a model
+    built from another seed (so only the load can bring the weights and biases back) and the steps after it. Each
+    tensor's own digest is kept right after the load, and after step `mark` of the uninterrupted run: what a load
+    failed to bring back, by name."""
+    import torch
+    import torch.distributed as dist
+
+    from labs.common import dist as cdist
+    from labs.common.data import TokenFile, ensure_corpus
+
+    env = cdist.init(timeout_s=30)
+    solo = [dist.new_group([r]) for r in range(env.world_size)]  # dp 1: each rank is its own dp group
+    data = TokenFile.open(ensure_corpus(256))
+    b = run["batch"]
+    seam = seams.load(LAB, target)
+    out = ctx.partial
+    init = seed + 1000 * resume
+    model = tiny_model(init).to(env.device)
+    torch.manual_seed(init)
+    model = seam.apply_moe(model, run["experts"], run["k"], run["factor"]) or model
+    with torch.no_grad():  # biases that differ from the saved ones: the load must bring those back
+        for block in model.blocks:
+            block.mlp.bias.copy_(torch.randn(run["experts"]) * 0.01 * resume)
+    model = seam.apply_expert_parallel(model, None) or model
+    opt = torch.optim.AdamW(model.parameters(), lr=run["lr"])
+    start = seam.load_checkpoint(ckpt, model, opt) if resume else 0
+    out.update(start=start, digests=[], world_size=env.world_size)
+
+    def by_name():
+        return {k: digest([(k, t)]) for k, t in model.state_dict().items()}
+    if resume:
+        out["loaded"] = by_name()
+
+    def go(a, z):
+        for step in range(a, z):
+            first = (step * env.world_size + env.rank) * b
+            x, y = data.batch(list(range(first, first + b)), model.cfg.block_size, env.device)
+            seam.ep_dp_step(model, opt, (x, y), solo[env.rank], run["aux_coef"], run["gamma"])
+            out["digests"].append(digest(model.state_dict().items()))
+            if step + 1 == mark:
+                out["marked"] = by_name()
+
+    go(start, save_at or run["steps"])
+    if save_at:
+        seam.save_checkpoint(ckpt, model, opt, save_at)
+        ctx.await_kill(out, lambda: go(save_at, run["steps"]))
+    cdist.teardown()
+    return out
+
+
+TASKS = {"probe": task_probe, "units": task_units, "ep": task_ep, "epdp": task_epdp, "train": task_train}
 
 # ---------------------------------------------------------------- checker side
 RUNS = {"router_equivalence": {"units"}, "capacity_drops": {"units"}, "aux_loss": {"units"},
         "moe_equivalence": {"units"}, "ep_balance": {"units"}, "ep_equivalence": {"ep"}, "a2a_bytes": {"ep"},
-        "ep_dp_grads": {"epdp"}}
+        "ep_dp_grads": {"epdp"}, "ep_resume": {"full", "resume_1", "resume_2"}}
 
 
 def world_size(variant: int) -> int:

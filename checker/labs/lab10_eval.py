@@ -9,6 +9,7 @@ from checker.labs.lab10 import (
     EP,
     EPDP,
     MOE,
+    RESUME,
     ROUTER_CASES,
     RUNS,
     SEED,
@@ -250,8 +251,46 @@ def ep_dp_grads(c: Check, runs) -> CheckResult:
                                f"{d['weight']:.1e}, biases {d['bias']:.1e}")
 
 
+def ep_resume(c: Check, runs) -> CheckResult:
+    err = first_error(runs, "full", "resume_1", "resume_2")
+    if err:
+        return error_result(c, err, "steps")
+    if not runs["resume_1"].killed_on_cue:
+        return CheckResult(c.name, False, hint=c.hint, message="the run to be killed never reported its checkpoint "
+                           "taken (save_checkpoint did not return on every rank)")
+    full, r1, r2 = (runs[n].results for n in ("full", "resume_1", "resume_2"))
+    saved_at = len(r1[0]["digests"])
+    starts = sorted({r["start"] for r in r2})
+    if starts != [saved_at]:
+        return CheckResult(c.name, False, value=starts[0], threshold=saved_at, unit="step", hint=c.hint,
+                           message=f"saved after step {saved_at}; load_checkpoint returned {starts} on the ranks")
+    steps = len(full[0]["digests"])
+    for rank in range(len(full)):
+        saved, loaded = full[rank].get("marked", {}), r2[rank].get("loaded", {})
+        lost = [k for k in saved if loaded.get(k) != saved[k]]
+        if lost:
+            return CheckResult(c.name, False, value=len(lost), threshold=0, unit="tensors not restored", hint=c.hint,
+                               message=f"right after load_checkpoint, rank {rank}'s {', '.join(lost[:3])}"
+                                       f"{f' and {len(lost) - 3} more' if len(lost) > 3 else ''} differ from what "
+                                       f"it held after step {saved_at} ({len(lost)} of its {len(saved)} tensors)")
+    for rank in range(len(full)):
+        want, got = full[rank]["digests"][saved_at:], r2[rank]["digests"]
+        bad = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), None)
+        if bad is not None or len(got) != len(want):
+            at = saved_at + 1 + (bad if bad is not None else min(len(got), len(want)))
+            why = (" (the model was restored exactly: the optimizer's state was not?)" if at == saved_at + 1 else
+                   " (later steps: state that only matters after a while, e.g. the optimizer's step count)")
+            return CheckResult(c.name, False, value=at, unit="first step that differs", hint=c.hint,
+                               message=f"saved after step {saved_at} of {steps}, killed, resumed: rank {rank}'s state "
+                                       f"after step {at} differs from the uninterrupted run's{why}")
+    return CheckResult(c.name, True, value=steps - saved_at, threshold=steps - saved_at, unit="steps bit-identical",
+                       hint=c.hint, message=f"{len(full)} ranks, saved after step {saved_at}, killed mid-step, "
+                                            f"resumed from another seed's model: every rank's weights and biases "
+                                            f"bit-identical after each of steps {saved_at + 1}-{steps}")
+
+
 EVALUATORS = {f.__name__: f for f in (router_equivalence, capacity_drops, aux_loss, moe_equivalence, ep_balance,
-                                      ep_equivalence, a2a_bytes, ep_dp_grads)}
+                                      ep_equivalence, a2a_bytes, ep_dp_grads, ep_resume)}
 
 
 def grade(h, checks):
@@ -263,11 +302,19 @@ def grade(h, checks):
     ep = dict(EP, tokens=EP["tokens"] + 3 * (v % 4), per_rank_experts=EP["per_rank_experts"] + v % 2, factor=factor)
     epdp = dict(EPDP, k=1 + (v + 1) % 2)
     n = world_size(v)
+    ckpt = str(h.workdir / "ckpt")
+    resume = dict(RESUME, experts=RESUME["experts"] + 2 * (v % 2))
+    save_at = RESUME["save_at"] - 1 + v % 3  # hidden variants move the kill step
     runs = h.run_phases([
         [dict(name="units", task="units", args=dict(seed=SEED + v, router=router, cap_cases=CAPACITY_CASES, moe=moe,
                                                     balance=BALANCE), budget_s=60),
          dict(name="ep", task="ep", nproc=n, args=dict(ep=ep, seed=SEED + v), budget_s=60),
          dict(name="epdp", task="epdp", nproc=EPDP["dp"] * EPDP["ep"], args=dict(epdp=epdp, seed=SEED + v),
-              budget_s=60)],
+              budget_s=60),
+         dict(name="full", task="train", nproc=2, args=dict(run=resume, seed=SEED + v, mark=save_at), budget_s=60),
+         dict(name="resume_1", task="train", nproc=2, kill_on="saved", budget_s=60,
+              args=dict(run=resume, seed=SEED + v, save_at=save_at, ckpt=ckpt))],
+        [dict(name="resume_2", task="train", nproc=2, budget_s=60,
+              args=dict(run=resume, seed=SEED + v, ckpt=ckpt, resume=True))],
     ], need, parallel=3)
     return [EVALUATORS[c.name](c, runs) for c in checks], run_info(runs)

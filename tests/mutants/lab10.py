@@ -71,4 +71,14 @@ MUTANTS = [
     Mutant("bias_from_local_counts", "ep_step.py",
            "        dist.all_reduce(counts)  # over every rank: the bias must stay the same everywhere\n", "",
            "ep_dp_grads", "each rank moves its bias by its own loads: the ranks' routers drift apart"),
+    Mutant("every_rank_loads_rank_0", "checkpoint.py",
+           "    state = torch.load(_path(root, rank), map_location=device)\n",
+           "    state = torch.load(_path(root, 0), map_location=device)\n", "ep_resume",
+           "one checkpoint file read by every rank, as under DDP: rank 1 resumes with rank 0's experts"),
+    Mutant("selection_biases_not_restored", "checkpoint.py", "    model.load_state_dict(state[\"model\"])\n",
+           "    model.load_state_dict({k: v for k, v in state[\"model\"].items() if not k.endswith(\"mlp.bias\")},\n"
+           "                          strict=False)\n", "ep_resume",
+           "only the parameters restored: each layer's selection bias (a buffer) starts over, routing changes"),
+    Mutant("optimizer_not_restored", "checkpoint.py", "    optimizer.load_state_dict(state[\"optim\"])\n", "",
+           "ep_resume", "the weights restored, AdamW's moments not: the first step after the resume differs"),
 ]
