@@ -10,7 +10,8 @@ Three runs (ranks started by checker/spawn.py, the harness default):
          the same tokens, computed by every rank for every rank BEFORE the learner's code is imported; bytes of
          every collective from the checker's counter on torch.distributed (installed before that import too).
   full, resume_1, resume_2   2 ranks, ep 2: the tiny GPT with MoE blocks trained by AdamW and ep_dp_step; resume_1
-         saves with save_checkpoint after a hidden step and is killed mid-step; resume_2 builds its model from another
+         saves with save_checkpoint after a hidden step S, takes two more steps and is killed INSIDE its second save
+         (the checker's torch.save writes half the file, then the kill); resume_2 builds its model from another
          seed, loads, and goes on; the checker fingerprints every rank's state (weights and buffers) after every step.
   epdp   4 ranks, dp 2 x ep 2: the tiny GPT with MoE blocks, one ep_dp_step vs one process's step on the four
          ranks' batches (each routed with its own capacity): loss, every gradient, every weight after the update,
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from checker import seams
 from checker.labs._common import Check, digest, probe, tiny_model
+from checker.labs._held_save import HeldSave
 
 LAB = "lab10"
 GRADE_SECONDS = 60
@@ -86,13 +88,18 @@ CHECKS = [
           "counted over every rank.",
           needs=("device_collectives",)),
     Check("ep_resume", "a 2-rank expert-parallel run (AdamW, bias balancing) saved by save_checkpoint after a hidden "
-          "step, killed mid-step, and resumed by fresh processes whose model was built from another seed: every "
-          "rank's state (weights and selection biases, fingerprinted by the checker) after every later step "
+          "step S, then killed while its next checkpoint (step S+2) is half-written, and resumed by fresh processes "
+          "whose model was built from another seed: back at step S, every tensor as saved, every later step's state "
           "bit-identical to the uninterrupted run's",
           f"{WHERE}/checkpoint.py: under expert parallelism each rank holds experts no other rank has, and each MoE "
           "layer's selection bias is a buffer, not a parameter; the optimizer's moments are state too. Each rank "
-          "saves and loads its own.",
-          needs=("device_collectives",)),
+          "saves and loads its own, and a save killed halfway must leave the previous checkpoint whole.",
+          needs=("device_collectives",),
+          symptoms=((r"PytorchStreamReader|central directory|unexpected EOF|Ran out of input|invalid load key",
+                     "The checkpoint on disk is half-written: the run was killed while writing it, and the file it "
+                     "wrote in place is all a resume finds. Write to a temporary name in the same folder and rename "
+                     "it over the checkpoint (os.replace) once complete: a kill then leaves the previous one "
+                     "whole."),)),
 ]
 
 
@@ -414,7 +421,8 @@ def task_epdp(ctx, target, epdp=EPDP, seed=SEED):
 
 def task_train(ctx, target, run=RESUME, seed=SEED, save_at=None, ckpt=None, resume=False, mark=None):
     """The run ep_resume compares: steps of ep_dp_step on every rank's own batches (batch (step, rank) fixed), a
-    digest of the rank's whole state after each; with save_at, a checkpoint then the kill; with resume, a model
+    digest of the rank's whole state after each; with save_at, a checkpoint, two more steps and a second checkpoint
+    killed half-written (_held_save.py); with resume, a model
     built from another seed (so only the load can bring the weights and biases back) and the steps after it. Each
     tensor's own digest is kept right after the load, and after step `mark` of the uninterrupted run: what a load
     failed to bring back, by name."""
@@ -426,10 +434,11 @@ def task_train(ctx, target, run=RESUME, seed=SEED, save_at=None, ckpt=None, resu
 
     env = cdist.init(timeout_s=30)
     solo = [dist.new_group([r]) for r in range(env.world_size)]  # dp 1: each rank is its own dp group
+    out = ctx.partial
+    held = HeldSave(ctx, out)  # before the learner's code is imported
     data = TokenFile.open(ensure_corpus(256))
     b = run["batch"]
     seam = seams.load(LAB, target)
-    out = ctx.partial
     init = seed + 1000 * resume
     model = tiny_model(init).to(env.device)
     torch.manual_seed(init)
@@ -458,8 +467,13 @@ def task_train(ctx, target, run=RESUME, seed=SEED, save_at=None, ckpt=None, resu
 
     go(start, save_at or run["steps"])
     if save_at:
-        seam.save_checkpoint(ckpt, model, opt, save_at)
-        ctx.await_kill(out, lambda: go(save_at, run["steps"]))
+        seam.save_checkpoint(ckpt, model, opt, save_at)  # complete: the checkpoint a resume must come back to
+        out["complete_at"] = save_at
+        go(save_at, save_at + 2)
+        held.armed = True  # the next torch.save is cut in half and the run killed inside it
+        seam.save_checkpoint(ckpt, model, opt, save_at + 2)
+        out["held"] = False  # no torch.save was called: the kill lands after the save instead
+        ctx.await_kill(out, lambda: go(save_at + 2, run["steps"]))
     cdist.teardown()
     return out
 

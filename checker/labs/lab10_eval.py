@@ -259,11 +259,15 @@ def ep_resume(c: Check, runs) -> CheckResult:
         return CheckResult(c.name, False, hint=c.hint, message="the run to be killed never reported its checkpoint "
                            "taken (save_checkpoint did not return on every rank)")
     full, r1, r2 = (runs[n].results for n in ("full", "resume_1", "resume_2"))
-    saved_at = len(r1[0]["digests"])
+    held = any(r.get("held") for r in r1)
+    # the kill landed inside the second save: the last complete checkpoint is the first one
+    saved_at = r1[0]["complete_at"] if held else r1[0]["complete_at"] + 2
     starts = sorted({r["start"] for r in r2})
     if starts != [saved_at]:
         return CheckResult(c.name, False, value=starts[0], threshold=saved_at, unit="step", hint=c.hint,
-                           message=f"saved after step {saved_at}; load_checkpoint returned {starts} on the ranks")
+                           message=f"the last complete checkpoint is step {saved_at}" + (
+                               f" (the one of step {saved_at + 2} was killed half-written)" if held else "")
+                           + f"; load_checkpoint returned {starts} on the ranks")
     steps = len(full[0]["digests"])
     for rank in range(len(full)):
         saved, loaded = full[rank].get("marked", {}), r2[rank].get("loaded", {})
@@ -283,10 +287,12 @@ def ep_resume(c: Check, runs) -> CheckResult:
             return CheckResult(c.name, False, value=at, unit="first step that differs", hint=c.hint,
                                message=f"saved after step {saved_at} of {steps}, killed, resumed: rank {rank}'s state "
                                        f"after step {at} differs from the uninterrupted run's{why}")
+    how = (f"killed while writing step {saved_at + 2}'s checkpoint (half of {r1[0].get('held_path', '?')} written), "
+           if held else "killed after its save (no torch.save call for the checker to hold), ")
     return CheckResult(c.name, True, value=steps - saved_at, threshold=steps - saved_at, unit="steps bit-identical",
-                       hint=c.hint, message=f"{len(full)} ranks, saved after step {saved_at}, killed mid-step, "
-                                            f"resumed from another seed's model: every rank's weights and biases "
-                                            f"bit-identical after each of steps {saved_at + 1}-{steps}")
+                       hint=c.hint, message=f"{len(full)} ranks: {how}resumed from step {saved_at} into another "
+                                            f"seed's model: every tensor as saved, every rank's state bit-identical "
+                                            f"after each of steps {saved_at + 1}-{steps}")
 
 
 EVALUATORS = {f.__name__: f for f in (router_equivalence, capacity_drops, aux_loss, moe_equivalence, ep_balance,

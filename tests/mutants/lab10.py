@@ -81,4 +81,10 @@ MUTANTS = [
            "only the parameters restored: each layer's selection bias (a buffer) starts over, routing changes"),
     Mutant("optimizer_not_restored", "checkpoint.py", "    optimizer.load_state_dict(state[\"optim\"])\n", "",
            "ep_resume", "the weights restored, AdamW's moments not: the first step after the resume differs"),
+    Mutant("save_written_in_place", "checkpoint.py",
+           "    tmp = path.with_suffix(\".tmp\")\n"
+           "    torch.save({\"model\": model.state_dict(), \"optim\": optimizer.state_dict(), \"step\": step}, tmp)\n"
+           "    os.replace(tmp, path)",
+           "    torch.save({\"model\": model.state_dict(), \"optim\": optimizer.state_dict(), \"step\": step}, path)",
+           "ep_resume", "the checkpoint written in place: a kill mid-write leaves a truncated file and no checkpoint"),
 ]
