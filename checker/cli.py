@@ -146,7 +146,7 @@ def grade_lab(lab: str, args, console: Console) -> LabReport:
                 raise UsageError(f"{target}/{seams.SEAMS[lab].folder} does not import: "
                                  f"{err['type']}: {err['message'].splitlines()[0] if err['message'] else ''}{where}")
             results, info = _grade_runnable(mod, h, checks)
-            versions.annotate(results, probe.result.get("torch", ""), versions.torch_pin(root))
+            versions.annotate(results, probe.result.get("torch", ""), versions.torch_requirement(root))
             info = list(info) + _device_info(h, args)
         changed = sandbox.changed_files(before, sandbox.course_digest())
         if changed:  # the grader or the reference was rewritten while learner code ran: nothing it measured counts

@@ -33,6 +33,7 @@ from rich.table import Table
 from checker import course_data, sandbox, slurm, versions
 from checker.doctor_smoke import smoke_test
 from checker.harness import REPO_ROOT
+from labs.common import compat
 from labs.common.dist import DEVICE_CHOICES, pick_device
 
 GiB = 2**30
@@ -54,17 +55,18 @@ class Row:
 
 
 def check_versions(python: tuple = tuple(sys.version_info[:3]), torch_version: str = torch.__version__,
-                   pinned: str | None = None) -> list[Row]:
-    if pinned is None:  # the pin in pyproject.toml, the one place the course names its torch
-        pinned = versions.torch_pin(REPO_ROOT)
+                   supported: str | None = None, added: list[str] | None = None) -> list[Row]:
+    """Python, and torch against the supported range `supported` (pyproject.toml's; labs/common/compat.py holds what
+    differs inside it, and `added` is what it gave this torch)."""
+    if supported is None:
+        supported = versions.torch_requirement(REPO_ROOT)
+    if added is None:
+        added = list(compat.ADDED)  # what labs.common.dist's import (above) had compat fill in
     new = python >= (3, 10)
     rows = [Row("python", "ok" if new else "fail", ".".join(map(str, python)), "the course needs 3.10+" if new else
                 "the course needs Python 3.10+: make the venv with a newer one (`PYTHON=python3.11 make setup`)")]
-    same = not pinned or torch_version.split("+")[0] == pinned
-    rows.append(Row("torch", "ok" if same else "warn", torch_version,
-                    f"pinned {pinned}" if same and pinned else f"the course is graded on torch {pinned}; another "
-                    "release can change numbers or APIs: `make setup` installs the pin (GPU nodes: README, "
-                    "'CPU and GPU')"))
+    inside, message = compat.describe(torch_version, added, supported) if supported else (True, "no requirement")
+    rows.append(Row("torch", "ok" if inside else "warn", torch_version, message))
     return rows
 
 

@@ -130,6 +130,9 @@ def main(argv=None) -> int:
     _watch(ctx, a.lab, a.target, root)
     try:
         result = lab.TASKS[a.task](ctx, a.target, **kwargs)
+        staged = sys.modules.get("labs.common.staging")  # the host-memory fallback's cost, shown under the run
+        if staged is not None and staged.ACTIVE is not None and isinstance(result, dict):
+            result = {**result, "host_staging": dict(staged.STATS)}
         if a.target == "labs":  # an import of the reference the learner's code caught and swallowed still counts
             from checker import seams
             seams.check_own_code(a.lab)

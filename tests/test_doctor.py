@@ -106,8 +106,13 @@ def test_small_or_missing_shm_warns():
 
 
 def test_versions_gpu_machine_and_data_rows(tmp_path):
-    assert doctor.check_versions((3, 9, 1), "2.13.0", "2.13.0")[0].verdict == "fail"
-    assert doctor.check_versions((3, 11, 0), "2.5.1+cu124", "2.13.0")[1].verdict == "warn"
+    assert doctor.check_versions((3, 9, 1), "2.13.0", ">=2.10,<2.16")[0].verdict == "fail"
+    old = doctor.check_versions((3, 11, 0), "2.5.1+cu124", ">=2.10,<2.16")[1]
+    assert old.verdict == "warn" and "outside the supported range torch>=2.10,<2.16" in old.message
+    gpu_node = doctor.check_versions((3, 11, 0), "2.11.0+cu130", ">=2.10,<2.16", ["reduce_scatter_single"])[1]
+    assert gpu_node.verdict == "ok" and gpu_node.value == "2.11.0+cu130"
+    assert "in the supported range torch>=2.10,<2.16" in gpu_node.message and "adds reduce_scatter_single" in \
+        gpu_node.message
     gone = {"available": False, "build": None, "driver": True}
     assert "CPU build" in doctor.check_gpu(gone).message
     assert doctor.check_gpu({**gone, "driver": False}).verdict == "ok"

@@ -238,6 +238,22 @@ def test_make_gpu_check_refuses_without_a_gpu():
     assert p.returncode != 0 and "no GPU is visible" in p.stderr and time.monotonic() - t0 < 30
 
 
+def test_gpu_check_measures_the_compiled_bf16_step_apart_from_its_compilation(monkeypatch):
+    """gpu_check's throughput rows on the CPU, torch.compile faked (the wiring, not the compiler): the compiled row
+    steps the compiled module, reports its warm-up (the compilation) apart, and the eager rows compile nothing."""
+    from conftest import ROOT
+
+    monkeypatch.syspath_prepend(str(ROOT))  # bench/ is the repository's, not an installed package
+    from bench import gpu_check
+
+    compiled = []
+    monkeypatch.setattr(torch, "compile", lambda model: compiled.append(model) or model)
+    rows = gpu_check.throughput("tiny", batch=2, steps=2, warmup=1, prefer="cpu", runs=gpu_check.RUNS[2:])
+    assert [r["precision"] for r in rows] == ["bf16", "bf16+compile"] and len(compiled) == 1
+    assert rows[0]["compile_s"] is None and rows[1]["compile_s"] > 0
+    assert all(r["tokens_per_s"] > 0 and r["state_bytes"] is None for r in rows)
+
+
 # ---------------------------------------------------------------- device-side clocks
 class _Event:
     def __init__(self, t):

@@ -22,32 +22,41 @@ def test_cannot_run_names_each_missing_need_and_how_to_get_it(monkeypatch):
     assert "no NVIDIA GPU" in got["both"].message and "GPU node" in got["both"].hint and "sudo" in got["both"].hint
 
 
-@pytest.mark.parametrize("backend, device, expect_not_run", [
-    ("gloo", "cuda", True),    # two ranks sharing one GPU: gloo cannot reduce-scatter or send CUDA tensors
+@pytest.mark.parametrize("backend, device, staged", [
+    ("gloo", "cuda", True),    # two ranks sharing one GPU: gloo's reduce-scatter and send go through host memory
     ("", "cuda", False),       # NCCL: one rank per GPU, every collective
     ("gloo", "cpu", False),    # gloo on host memory: every collective
     ("gloo", "auto", None),    # auto: CUDA where a GPU is visible (decided below), else the CPU
 ])
-def test_checks_needing_collectives_gloo_lacks_on_a_gpu_are_not_run_there(monkeypatch, backend, device,
-                                                                         expect_not_run):
+def test_on_one_gpu_over_gloo_only_the_speed_ratios_of_staged_collectives_are_not_run(monkeypatch, backend, device,
+                                                                                      staged):
     monkeypatch.setenv("COURSE_BACKEND", backend) if backend else monkeypatch.delenv("COURSE_BACKEND", raising=False)
-    if expect_not_run is None:
+    monkeypatch.delenv("COURSE_HOST_STAGING", raising=False)
+    if staged is None:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # auto with no GPU visible: CPU tensors, gloo carries all
         assert not _common.cannot_run(lab3.CHECKS, device)
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-        expect_not_run = True
-    lab3_off = set(_common.cannot_run(lab3.CHECKS, device))
-    lab6_off = set(_common.cannot_run(lab6.CHECKS, device))
-    if not expect_not_run:
-        assert not lab3_off and not lab6_off
+        staged = True
+    lab3_off = _common.cannot_run(lab3.CHECKS, device)
+    lab6_off = _common.cannot_run(lab6.CHECKS, device)
+    assert not _common.cannot_run(lab2.CHECKS, device)  # DDP: all-reduce only, gloo moves it itself
+    assert not lab6_off  # pipelines: sends staged through host memory (labs/common/staging.py), every check runs
+    if not staged:
+        assert not lab3_off
         return
-    # measured on an H200 over gloo: ZeRO-1 (all-reduce, broadcast) and TP (all-reduce) ran and passed;
-    # ZeRO-2, FSDP2 and DeepSpeed (reduce-scatter, all-gather) hung or failed; pipelines' send failed
-    assert lab3_off == {c.name for c in lab3.CHECKS} - {"zero1_equivalence", "zero1_memory"}
-    assert lab6_off == {"pp_equivalence", "pp_bubble", "pp_1f1b_memory"}
-    assert not _common.cannot_run(lab2.CHECKS, device)  # DDP: all-reduce only
-    r = _common.cannot_run(lab6.CHECKS, device)["pp_bubble"]
-    assert r.not_run and "gloo" in r.message and "NCCL" in r.hint and "--device cpu" in r.hint
+    # ZeRO-2, FSDP2, DeepSpeed, DCP run on staged collectives (tests/test_staging.py: every such check passes on a
+    # fake of gloo on a GPU); the two ratios against DDP would time the staging copies
+    assert set(lab3_off) == {"throughput", "zero2_throughput"}
+    r = lab3_off["zero2_throughput"]
+    assert r.not_run and "staged through host memory" in r.message and "two ranks on one GPU" in r.message
+    assert "NCCL" in r.hint and "--device cpu" in r.hint
+
+
+def test_staging_asked_for_on_the_cpu_sets_the_same_speed_checks_aside(monkeypatch):
+    monkeypatch.delenv("COURSE_BACKEND", raising=False)
+    monkeypatch.setenv("COURSE_HOST_STAGING", "1")
+    off = _common.cannot_run(lab3.CHECKS, "cpu")
+    assert set(off) == {"throughput", "zero2_throughput"} and "COURSE_HOST_STAGING=1" in off["throughput"].message
 
 
 class _Lab:

@@ -72,11 +72,22 @@ def _gpu_missing(device: str) -> str | None:  # the checker's own process never 
 def _gloo_on_gpu(device: str) -> str | None:
     """Two ranks sharing one GPU talk over gloo (COURSE_BACKEND=gloo), and gloo moves only all-reduce and
     broadcast of CUDA tensors: its reduce-scatter, all-gather and send/recv take host memory, and given a
-    GPU pointer fail ("writev ... Bad address") or hang. Measured on an H200, torch 2.11."""
+    GPU pointer fail ("writev ... Bad address") or hang. Measured on an H200, torch 2.11. The course's
+    collective layer stages them through host memory there (labs/common/staging.py): labs 3 and 6 run every
+    check that is not a speed ratio (`unstaged_collectives`); a check that declares this need is not run."""
     if os.environ.get("COURSE_BACKEND") == "gloo" and placement.uses_gpu(device):
         return ("COURSE_BACKEND=gloo with CUDA tensors: gloo carries only all-reduce and broadcast of GPU memory, "
                 "and this check's runs reduce-scatter, all-gather or send/recv it")
     return None
+
+
+def _staged(device: str) -> str | None:
+    """The runs' collectives of GPU tensors go through host memory (labs/common/staging.py decides, as the runs
+    will): a speed ratio against DDP would time the fallback's copies and lost overlap."""
+    from labs.common import staging
+
+    device_type = "cuda" if placement.uses_gpu(device) else "cpu"  # gloo on a GPU only where COURSE_BACKEND says
+    return staging.why() if staging.wanted(os.environ, device_type, os.environ.get("COURSE_BACKEND", "")) else None
 
 
 # need -> (why it is missing here, or None, given the grade's --device; how to run a check that needs it)
@@ -87,6 +98,8 @@ NEEDS = {
     "gpu": (_gpu_missing, "grade on a GPU node: `checker grade LAB --device cuda`"),
     "device_collectives": (_gloo_on_gpu, "grade on 2 GPUs with NCCL (unset COURSE_BACKEND; one rank per GPU), "
                            "or on the CPU: `--device cpu`"),
+    "unstaged_collectives": (_staged, "time it on 2 GPUs with NCCL (unset COURSE_BACKEND; one rank per GPU), or on "
+                             "the CPU (`--device cpu`, COURSE_HOST_STAGING unset)"),
 }
 
 
@@ -209,9 +222,17 @@ def part(runs, run: str, part: str):
 
 
 def run_info(runs) -> list[tuple[str, str]]:
-    """How long each run took: information rows under the graded checks."""
-    return [(f"run {name}", f"{run.seconds:.1f} s" + (" (killed on cue)" if run.killed_on_cue else ""))
-            for name, run in runs.items()]
+    """How long each run took, and what staging its collectives through host memory cost where it did
+    (labs/common/staging.py): information rows under the graded checks."""
+    from labs.common.staging import summary
+
+    rows = []
+    for name, run in runs.items():
+        rows.append((f"run {name}", f"{run.seconds:.1f} s" + (" (killed on cue)" if run.killed_on_cue else "")))
+        staged = (getattr(run, "result", None) or {}).get("host_staging")
+        if staged and staged.get("calls"):
+            rows.append((f"run {name}: host staging", summary(staged)))
+    return rows
 
 
 def profile_info(label: str, prof: dict | None) -> list[tuple[str, str]]:

@@ -19,8 +19,9 @@ DROPOUT, RNG_SEED = 0.1, 4242  # the same-world-size resume trains with dropout,
 N_STEPS, SAVE_AT = 12, 5
 WHERE = "labs/lab3_sharding"
 
-# On CUDA tensors gloo carries only all-reduce and broadcast (checker/labs/_common.py): these checks' runs
-# reduce-scatter and all-gather, so two ranks sharing one GPU over gloo cannot run them (needs: NOT RUN, not failed).
+# On CUDA tensors gloo carries only all-reduce and broadcast: two ranks sharing one GPU over gloo reduce-scatter and
+# all-gather through host memory (labs/common/staging.py, a teaching fallback), so every check runs there but the
+# two speed ratios against DDP, which would time the fallback's copies (needs: NOT RUN, not failed).
 CHECKS = [
     Check("zero1_equivalence", "ShardedOptimizer(AdamW) takes exactly the steps of an unsharded AdamW "
           "(4 steps, atol 1e-6), ranks in sync",
@@ -34,56 +35,48 @@ CHECKS = [
           "weights, an LR schedule, 4-5 buckets; and a 31-element tensor that needs padding), ranks in sync",
           f"Does each rank's slice hold the mean (not the sum) of its gradient, does the step's update reach the "
           f"model's weights (views, not copies), and does every rank end with every updated slice? "
-          f"({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)",
-          needs=("device_collectives",)),
+          f"({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)"),
     Check("zero2_memory", "per rank after a step: AdamW moments 8Ψ/N and gradients 4Ψ/N, each within 0.2% "
           "(the padding: at most N-1 elements per bucket)",
           f"Something outlives the step at full size: a whole bucket's gradient kept alive by a slice or view of it, "
-          f"or optimizer state beyond the owned slices ({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)",
-          needs=("device_collectives",)),
+          f"or optimizer state beyond the owned slices ({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)"),
     Check("zero_comm_bytes", "bytes ZeRO-2 sends per rank per step, counted from its collectives, within 1% of "
           "DDP's all-reduce 2·4Ψ(N-1)/N (a reduce-scatter + an all-gather)",
           f"An all-reduce is a reduce-scatter followed by an all-gather: ZeRO-2 must send each half once per step. "
           f"Which half does each bucket's gradient need, which do the parameters, and is anything sent twice or "
-          f"per tensor? ({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)",
-          needs=("device_collectives",)),
+          f"per tensor? ({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)"),
     Check("fsdp_equivalence", "FSDP2 losses equal torch DDP's on the same data (4 steps, atol 1e-5)",
           f"Sharding must not change the computation: is every parameter (blocks and root) sharded exactly once, "
-          f"and is the same model returned, unchanged? ({WHERE}/fsdp.py) (checker hint lab3 fsdp.apply_fsdp)",
-          needs=("device_collectives",)),
+          f"and is the same model returned, unchanged? ({WHERE}/fsdp.py) (checker hint lab3 fsdp.apply_fsdp)"),
     Check("fsdp_memory", "local shards of params + grads + AdamW state within 3% of 16Ψ/N, and your "
           "model_state_bytes agrees with the checker's count",
           f"A parameter outside every sharded unit stays whole on every rank, and a sharded tensor occupies only its "
-          f"local piece, whatever shape it reports ({WHERE}/fsdp.py) (checker hint lab3 fsdp.model_state_bytes)",
-          needs=("device_collectives",)),
+          f"local piece, whatever shape it reports ({WHERE}/fsdp.py) (checker hint lab3 fsdp.model_state_bytes)"),
     Check("fsdp_structure", "FSDP2 forward all-gathers one unit per block and the root (>= blocks + 1 calls) and "
           "never holds more unsharded than the root's parameters + one block",
           f"Each sharded unit is gathered whole before its forward: what is the largest unit you made? The root "
           f"alone gathers the whole model at once: DDP's memory during forward, even though the bytes at rest look "
-          f"sharded ({WHERE}/fsdp.py) (checker hint lab3 fsdp.apply_fsdp)",
-          needs=("device_collectives",)),
+          f"sharded ({WHERE}/fsdp.py) (checker hint lab3 fsdp.apply_fsdp)"),
     Check("deepspeed_stages", "DeepSpeed ZeRO 1-3 train with losses equal stage 0; persistent bytes per rank "
           "follow each stage's formula (incl. DeepSpeed's fp32 master partition)",
           f"DeepSpeed trains from its config: anything that changes the stage, the precision, accumulation or "
           f"AdamW's hyperparameters (or the parameter groups the engine gets) changes the losses or the bytes "
-          f"({WHERE}/deepspeed_zero.py) (checker hint lab3 deepspeed_zero.ds_config)",
-          needs=("device_collectives",)),
+          f"({WHERE}/deepspeed_zero.py) (checker hint lab3 deepspeed_zero.ds_config)"),
     Check("sharded_resume", f"FSDP2 + DCP: save at step {SAVE_AT}, SIGKILL, resume at 2 ranks (bit-identical) "
           "and at 1 rank (same losses within 1e-4)",
           f"A resume needs all the state the next step reads, at any world size (sharded model and optimizer, "
           f"scheduler, sampler, step, each rank's RNG), and latest may only ever name a complete checkpoint "
-          f"({WHERE}/dcp_state.py) (checker hint lab3 dcp_state.save_sharded)",
-          needs=("device_collectives",)),
+          f"({WHERE}/dcp_state.py) (checker hint lab3 dcp_state.save_sharded)"),
     Check("throughput", "FSDP2 tokens/s >= 0.3x torch DDP in the same run (the price of ZeRO-3 on gloo)",
           f"Every sharded unit costs an all-gather in forward, another in backward and a reduce-scatter: how many "
           f"units did you make, and how small? ({WHERE}/fsdp.py) (checker hint lab3 fsdp.apply_fsdp)",
-          needs=("device_collectives",)),
+          needs=("unstaged_collectives",)),
     Check("zero2_throughput", "Zero2Optimizer tokens/s >= 0.8x torch DDP (median of interleaved windows): the same "
           "bytes as DDP's all-reduce, so about as fast (0.8 leaves room for a busy machine)",
           f"The same bytes as DDP should cost about DDP's time: does each bucket's communication run while backward "
           f"goes on, or does something wait for it there, and do buckets travel whole? ({WHERE}/zero2.py) "
           f"(checker hint lab3 zero2.reduce_scatter)",
-          needs=("device_collectives",)),
+          needs=("unstaged_collectives",)),
 ]
 
 

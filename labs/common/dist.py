@@ -20,6 +20,12 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from . import compat, staging
+
+# The names of torch 2.13 the labs call, on every supported release (an older one spells them differently):
+# installed once here, where every lab, solution and checker run that touches the training core passes.
+compat.install(dist)
+
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 _BACKEND = {"cpu": "gloo", "cuda": "nccl"}  # the one place a backend is named
 # COURSE_BACKEND=gloo keeps CUDA tensors but talks over gloo: the only way to run 2 ranks on ONE GPU (NCCL
@@ -111,6 +117,8 @@ def init(prefer: str = "auto", timeout_s: float = 60.0, cpu_threads: int | None 
     device, backend = pick_device(choice, local_rank)
     if device.type == "cpu" and cpu_threads:
         torch.set_num_threads(cpu_threads)
+    if staging.wanted(os.environ, device.type, backend):  # gloo on a GPU: the host-memory fallback (staging.py)
+        staging.install(every_tensor=os.environ.get(staging.ENV) == "1")
     # DeepSpeed and torch's own wrappers call collectives this torch marks deprecated (all_gather_into_tensor, ...):
     # a FutureWarning per call site per rank, from code no lab can change. torch attributes every one to its own
     # c10d_logger, whoever called, so they all go; the course's code uses the new names.

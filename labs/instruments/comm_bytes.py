@@ -29,13 +29,15 @@ from __future__ import annotations
 import inspect
 import threading
 
+from labs.common.compat import RENAMED
+
 # op name -> (index of the tensor argument that sets S, factor of S(N−1)/N)
 OPS = {
-    "all_reduce": (0, 2), "broadcast": (0, 1),
-    "reduce_scatter_single": (1, 1), "reduce_scatter_tensor": (1, 1),
-    "all_gather_single": (0, 1), "all_gather_into_tensor": (0, 1),
+    "all_reduce": (0, 2), "broadcast": (0, 1), "reduce_scatter_single": (1, 1), "all_gather_single": (0, 1),
     "all_to_all_single": (1, 1), "send": (0, None), "isend": (0, None),
 }
+# torch's own modules call the spelling of their release (compat.RENAMED: 2.13 renamed two): count both
+OPS.update({old: OPS[new] for new, old in RENAMED.items()})
 LISTS = {"all_gather": 0, "reduce_scatter": 1}  # ops whose S is a list of N tensors
 P2P = ("send", "isend")
 
