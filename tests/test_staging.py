@@ -155,3 +155,14 @@ def test_lab3_passes_every_check_but_the_speed_ratios_on_the_fake_gpu_with_stagi
     assert {n for n, s in status.items() if s == "not_run"} == {"throughput", "zero2_throughput"}, rep["checks"]
     assert all(s == "pass" for n, s in status.items() if n not in ("throughput", "zero2_throughput")), rep["checks"]
     assert r.returncode == 3  # some NOT RUN, none failed: no grade on this machine, as on one real GPU
+
+
+@pytest.mark.slow
+@pytest.mark.exhaustive
+def test_lab10_passes_every_check_on_the_fake_gpu_with_staging_and_fails_without(tmp_path):
+    """Expert parallelism's uneven all-to-alls staged too, and counted as the same bytes (a2a_bytes passes)."""
+    r, rep = _grade("lab10", tmp_path)
+    assert r.returncode == 0 and all(c["status"] == "pass" for c in rep["checks"]), rep["checks"]
+    assert any(i["name"] == "run ep: host staging" for i in rep["info"]), rep["info"]
+    r, rep = _grade("lab10", tmp_path, "--only", "ep_equivalence", staged=False)
+    assert r.returncode == 1 and "Bad address" in rep["checks"][0]["message"], rep["checks"]

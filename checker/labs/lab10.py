@@ -72,21 +72,21 @@ CHECKS = [
           f"{WHERE}/expert_parallel.py: rows must reach the rank of their expert and come back to the token they came "
           "from: sort by expert before sending, exchange the counts, swap the splits on the way back; the "
           "all-to-all's gradient is the all-to-all the other way.",
-          needs=("device_collectives",)),
+          ),
     Check("a2a_bytes", "bytes each rank sends in expert_parallel, counted from its collectives: forward and "
           "backward each = the kept rows bound for other ranks + the rows it returns to them (4h B each), + at "
           "most E counts",
           f"{WHERE}/expert_parallel.py: send only kept choices (drop before dispatch), each row once per expert it "
           "chose, and only rows whose expert is elsewhere leave the rank; an all-gather of the tokens sends N times "
           "more.",
-          needs=("device_collectives",)),
+          ),
     Check("ep_dp_grads", "one ep_dp_step of the tiny GPT with MoE blocks on dp 2 x ep 2 ranks equals one process's "
           "step on the four ranks' batches: loss, every gradient and weight after the update (dense ones and this "
           f"rank's experts') and every selection bias (atol {TOL:g})",
           f"{WHERE}/ep_step.py: a dense weight is replicated on all ranks, an expert's only over dp (its .grad "
           "already sums its ep group's tokens); both divide by the world size; the loads that move the bias are "
           "counted over every rank.",
-          needs=("device_collectives",)),
+          ),
     Check("ep_resume", "a 2-rank expert-parallel run (AdamW, bias balancing) saved by save_checkpoint after a hidden "
           "step S, then killed while its next checkpoint (step S+2) is half-written, and resumed by fresh processes "
           "whose model was built from another seed: back at step S, every tensor as saved, every later step's state "
@@ -94,7 +94,7 @@ CHECKS = [
           f"{WHERE}/checkpoint.py: under expert parallelism each rank holds experts no other rank has, and each MoE "
           "layer's selection bias is a buffer, not a parameter; the optimizer's moments are state too. Each rank "
           "saves and loads its own, and a save killed halfway must leave the previous checkpoint whole.",
-          needs=("device_collectives",),
+
           symptoms=((r"PytorchStreamReader|central directory|unexpected EOF|Ran out of input|invalid load key",
                      "The checkpoint on disk is half-written: the run was killed while writing it, and the file it "
                      "wrote in place is all a resume finds. Write to a temporary name in the same folder and rename "
