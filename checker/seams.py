@@ -189,6 +189,10 @@ SEAMS: dict[str, Seam] = {
         "save_checkpoint": "save_checkpoint(root, model, optimizer, step); every rank, its own state under root",
         "load_checkpoint": "load_checkpoint(root, model, optimizer) -> step; every rank, same layout; the next step "
                            "equals the uninterrupted run's",
+        "count_params": "count_params(model) -> (dense, expert); a one-process model with MoE blocks, tied weights "
+                        "once",
+        "plan_experts": "plan_experts(dense, expert, n_experts, world, budget_bytes, bytes_per_param=16) -> {ep, dp, "
+                        "experts_per_rank, bytes, fits, bytes_by_ep}: the smallest ep dividing E and W that fits",
     }),
 }
 

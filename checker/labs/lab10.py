@@ -87,6 +87,13 @@ CHECKS = [
           "already sums its ep group's tokens); both divide by the world size; the loads that move the bias are "
           "counted over every rank.",
           ),
+    Check("ep_plan", "count_params splits the MoE GPT's parameters into dense and expert ones as the checker counts "
+          "them; plan_experts picks the smallest ep dividing E and W that fits, with every candidate's bytes, at "
+          "hidden (E, W, budget); its bytes at ep 2 equal the state the checker measures on each rank of the resume "
+          "run (weights, gradients, AdamW moments)",
+          f"{WHERE}/planner.py: a rank holds every dense weight and E/ep experts, 16 B per parameter held (fp32 "
+          "weight, gradient, two moments); ep must divide E and W; the smallest ep that fits wins (fewer all-to-all "
+          "hops); nothing fits: the largest, fits False."),
     Check("ep_resume", "a 2-rank expert-parallel run (AdamW, bias balancing) saved by save_checkpoint after a hidden "
           "step S, then killed while its next checkpoint (step S+2) is half-written, and resumed by fresh processes "
           "whose model was built from another seed: back at step S, every tensor as saved, every later step's state "
@@ -142,7 +149,28 @@ def _router_cases(cases, seed):
     return out
 
 
-def task_units(ctx, target, seed=SEED, router=ROUTER_CASES, cap_cases=CAPACITY_CASES, moe=MOE, balance=BALANCE):
+def _plan_cases(seed):
+    """(dense, expert, E, W, budget): budgets on an ep's exact bytes, between two, under every one."""
+    cases = []
+    for i, (E, W) in enumerate(((8, 8), (6, 12), (8, 6), (16, 4))):
+        dense, expert = 1000 + 37 * (seed % 7) + i, E * (7000 + 11 * (seed % 5))
+        eps = [e for e in range(1, W + 1) if W % e == 0 and E % e == 0]
+        by = [16 * (dense + expert // e) for e in eps]
+        budget = (by[1], (by[1] + by[2]) // 2 if len(by) > 2 else by[-1] - 1, by[-1] - 1, by[0] + 5)[i]
+        cases.append((dense, expert, E, W, budget))
+    return cases
+
+
+def _plan_reference(dense, expert, E, W, budget):
+    eps = [e for e in range(1, W + 1) if W % e == 0 and E % e == 0]
+    by = {e: 16 * (dense + expert // e) for e in eps}
+    ep = next((e for e in eps if by[e] <= budget), eps[-1])
+    return {"ep": ep, "dp": W // ep, "experts_per_rank": E // ep, "bytes": by[ep], "fits": by[ep] <= budget,
+            "bytes_by_ep": {str(e): b for e, b in by.items()}}
+
+
+def task_units(ctx, target, seed=SEED, router=ROUTER_CASES, cap_cases=CAPACITY_CASES, moe=MOE, balance=BALANCE,
+               resume=RESUME):
     import torch
 
     from checker.labs import lab10_ref as ref
@@ -251,6 +279,25 @@ def task_units(ctx, target, seed=SEED, router=ROUTER_CASES, cap_cases=CAPACITY_C
             res[label] = {"first": trace[0], "tail": max(trace[-10:]), "min": min(trace)}  # sign steps oscillate
         return res
     out["balance"], out["balance_error"] = ctx.attempt(balance_part)
+
+    def plan_part():
+        model = tiny_model(seed)
+        model = seam.apply_moe(model, resume["experts"], resume["k"], resume["factor"]) or model
+        params = {id(p): (n, p.numel()) for n, p in model.named_parameters()}.values()
+        want_expert = sum(k for n, k in params if n.endswith((".w1", ".w2")))
+        want = [sum(k for _, k in params) - want_expert, want_expert]
+        got = [int(x) for x in seam.count_params(model)]
+        plans = []
+        for case in _plan_cases(seed):
+            p = dict(seam.plan_experts(*case))
+            p["bytes_by_ep"] = {str(k): int(v) for k, v in dict(p.get("bytes_by_ep", {})).items()}
+            p = {k: (int(v) if k != "fits" and not isinstance(v, dict) else v) for k, v in p.items()
+                 if k in ("ep", "dp", "experts_per_rank", "bytes", "fits", "bytes_by_ep")}
+            p["fits"] = bool(p.get("fits"))
+            plans.append({"case": list(case), "got": p, "want": _plan_reference(*case)})
+        two = dict(seam.plan_experts(*got, resume["experts"], 2, 1 << 62)).get("bytes_by_ep", {})
+        return {"count": got, "want_count": want, "plans": plans, "at_ep2": int(two.get(2, two.get("2", -1)))}
+    out["plan"], out["plan_error"] = ctx.attempt(plan_part)
     return out
 
 
@@ -466,6 +513,11 @@ def task_train(ctx, target, run=RESUME, seed=SEED, save_at=None, ckpt=None, resu
                 out["marked"] = by_name()
 
     go(start, save_at or run["steps"])
+    if not save_at and not resume:  # what a rank holds: weights, gradients, AdamW's moments (the step counters aside)
+        seen = {id(p): p for p in model.parameters()}.values()
+        moments = [t for st in opt.state.values() for t in st.values() if torch.is_tensor(t) and t.dim()]
+        out["state_bytes"] = sum(t.numel() * t.element_size() for t in [*seen, *(p.grad for p in seen
+                                                                                  if p.grad is not None), *moments])
     if save_at:
         seam.save_checkpoint(ckpt, model, opt, save_at)  # complete: the checkpoint a resume must come back to
         out["complete_at"] = save_at
@@ -483,7 +535,7 @@ TASKS = {"probe": task_probe, "units": task_units, "ep": task_ep, "epdp": task_e
 # ---------------------------------------------------------------- checker side
 RUNS = {"router_equivalence": {"units"}, "capacity_drops": {"units"}, "aux_loss": {"units"},
         "moe_equivalence": {"units"}, "ep_balance": {"units"}, "ep_equivalence": {"ep"}, "a2a_bytes": {"ep"},
-        "ep_dp_grads": {"epdp"}, "ep_resume": {"full", "resume_1", "resume_2"}}
+        "ep_dp_grads": {"epdp"}, "ep_plan": {"units", "full"}, "ep_resume": {"full", "resume_1", "resume_2"}}
 
 
 def world_size(variant: int) -> int:

@@ -251,6 +251,42 @@ def ep_dp_grads(c: Check, runs) -> CheckResult:
                                f"{d['weight']:.1e}, biases {d['bias']:.1e}")
 
 
+def ep_plan(c: Check, runs) -> CheckResult:
+    rs, err = _ranks(runs, "units", "plan")
+    if err:
+        return error_result(c, err, "bytes")
+    p = rs[0]
+    if p["count"] != p["want_count"]:
+        return CheckResult(c.name, False, unit="parameters", hint=c.hint,
+                           message=f"count_params of the tiny GPT with MoE blocks: (dense, expert) = "
+                                   f"{tuple(p['count'])}, the checker counts {tuple(p['want_count'])} (every MoE "
+                                   "layer's w1 and w2 are the experts; routers and the tied embedding, once, are "
+                                   "dense)")
+    for row in p["plans"]:
+        if row["got"] != row["want"]:
+            dense, expert, E, W, budget = row["case"]
+            diff = [k for k in row["want"] if row["got"].get(k) != row["want"][k]]
+            got = ", ".join(f"{k} {row['got'].get(k)}" for k in diff)
+            want = ", ".join(f"{k} {row['want'][k]}" for k in diff)
+            return CheckResult(c.name, False, unit="plan", hint=c.hint,
+                               message=f"plan_experts(dense={dense:,}, expert={expert:,}, E={E}, W={W}, budget="
+                                       f"{budget:,}): {got}; expected {want}")
+    full = runs.get("full")
+    measured = [r.get("state_bytes") for r in (full.results if full else [])]
+    if err := first_error(runs, "full"):
+        return error_result(c, err, "bytes")
+    bad = [(rank, m) for rank, m in enumerate(measured) if m != p["at_ep2"]]
+    if bad:
+        rank, m = bad[0]
+        return CheckResult(c.name, False, value=p["at_ep2"], threshold=m, unit="bytes per rank at ep 2", hint=c.hint,
+                           message=f"your plan says {p['at_ep2']:,} B per rank at ep 2; rank {rank} of the 2-rank EP "
+                                   f"run holds {m:,} B of weights, gradients and AdamW moments")
+    return CheckResult(c.name, True, value=p["at_ep2"], threshold=measured[0], unit="bytes per rank at ep 2",
+                       hint=c.hint, message=f"(dense, expert) = {tuple(p['count'])}; {len(p['plans'])} plans as the "
+                                            f"rule picks; at ep 2 your {p['at_ep2']:,} B = the {measured[0]:,} B each "
+                                            "rank of the resume run holds")
+
+
 def ep_resume(c: Check, runs) -> CheckResult:
     err = first_error(runs, "full", "resume_1", "resume_2")
     if err:
@@ -296,7 +332,7 @@ def ep_resume(c: Check, runs) -> CheckResult:
 
 
 EVALUATORS = {f.__name__: f for f in (router_equivalence, capacity_drops, aux_loss, moe_equivalence, ep_balance,
-                                      ep_equivalence, a2a_bytes, ep_dp_grads, ep_resume)}
+                                      ep_equivalence, a2a_bytes, ep_dp_grads, ep_plan, ep_resume)}
 
 
 def grade(h, checks):
@@ -313,7 +349,7 @@ def grade(h, checks):
     save_at = RESUME["save_at"] - 1 + v % 3  # hidden variants move the kill step
     runs = h.run_phases([
         [dict(name="units", task="units", args=dict(seed=SEED + v, router=router, cap_cases=CAPACITY_CASES, moe=moe,
-                                                    balance=BALANCE), budget_s=60),
+                                                    balance=BALANCE, resume=resume), budget_s=60),
          dict(name="ep", task="ep", nproc=n, args=dict(ep=ep, seed=SEED + v), budget_s=60),
          dict(name="epdp", task="epdp", nproc=EPDP["dp"] * EPDP["ep"], args=dict(epdp=epdp, seed=SEED + v),
               budget_s=60),
