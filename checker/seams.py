@@ -137,6 +137,12 @@ SEAMS: dict[str, Seam] = {
                       ".scale(loss), .step(optimizer) -> bool (skipped on inf/NaN), .update(), .get_scale()",
         "plan_memory": "plan_memory(cfg, n_params, batch, seq, world_size, budget_bytes, precision='fp32') -> "
                        "{micro_batch, grad_accum, recompute, zero_stage, bytes, total, fits}: the first that fits",
+        "to_fp8": "to_fp8(x, scale, dtype) -> x*scale cast to float8_e4m3fn / float8_e5m2, saturated at the format's "
+                  "largest finite value",
+        "DelayedScaler": "DelayedScaler(dtype, history=16, margin=0); .cast(x) -> (fp8 tensor, scale used): the scale "
+                         "from the previous calls' amax history, then amax(x) recorded; .scale, .amax_history",
+        "Fp8Linear": "Fp8Linear(weight, history=16, margin=0): y = x w^T with x, w cast e4m3 and the gradient e5m2, "
+                     "each through its own DelayedScaler; the fp32 weight is the parameter",
     }),
     "lab8": Seam("lab8", "lab8_multinode", "Multi-node: rendezvous, HSDP, elastic restart, async checkpoints", {
         "torchrun_args": "torchrun_args(nnodes, nproc_per_node, node_rank, endpoint, run_id, max_restarts, local_addr) "

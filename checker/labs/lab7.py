@@ -10,6 +10,9 @@ World size 1; three runs:
           an overflow the checker injects (a gradient hook writes inf); the scale used is read from the gradient
           that reaches the loss (d(S*loss)/d loss = S), not asked of the scaler.
   timing  steps with and without apply_recompute(model, "full"), interleaved; alone, as it times things.
+  fp8     the learner's to_fp8, DelayedScaler and Fp8Linear against the checker's own emulation (casts to torch's
+          float8 dtypes, computed before the learner's code is imported): the bytes of every cast, every scale used,
+          every history, and the outputs and gradients of a few steps of a linear layer.
 """
 from __future__ import annotations
 
@@ -32,6 +35,9 @@ SCALE_STEPS, OVERFLOW_AT = 6, 3    # fp16 steps; the checker's inf lands in step
 PRECISIONS = ("fp32", "bf16")  # activation_estimate grades the learner's count in both
 TIMING = dict(n_embd=128, n_head=4, batch=8, seq=64, reps=10)
 # Planner scenarios: GPT-2 small's shape (124 M parameters), batch 16 x 1024 tokens, 8 ranks, four budgets (GiB).
+# fp8: a stream of tensors whose amax rises, falls and starts at zero, a short history and a margin, so delayed
+# scaling differs from current scaling, from a history never rolled, and from one without its margin
+FP8 = dict(amax=(0.0, 3.0, 40.0, 2.0, 900.0, 5.0, 0.5, 70.0, 1.0), history=3, margin=1, rows=16, cols=24, steps=4)
 PLAN = dict(config="gpt2-124m", n_params=124_475_904, batch=16, seq=1024, world_size=8, budgets_gib=(80, 16, 6, 2))
 
 CHECKS = [
@@ -70,6 +76,20 @@ CHECKS = [
           "README's order, with the checker's byte count, at four budgets",
           f"Not the checker's first fit ({WHERE}/planner.py): the order options are tried in is the contract, and "
           "every byte term counts (activations: activations.py) (checker hint lab7 planner.plan_memory)"),
+    Check("fp8_cast", "to_fp8 at scales 1, 1/8 and 1000 into e4m3 and e5m2, on values from 1e-3 to 1e5: every byte "
+          "equals the checker's cast (round to nearest, saturated at 448 / 57,344), no inf or NaN",
+          f"{WHERE}/fp8.py to_fp8: scale in fp32, then saturate at the format's largest finite value before the cast "
+          "(torch casts e5m2 past 57,344 to inf), then cast."),
+    Check("fp8_delayed_scaling", "DelayedScaler(e4m3, history 3, margin 1) on a stream whose amax rises, falls and "
+          "starts at zero: every scale used, every cast's bytes and the final amax history equal the checker's",
+          f"{WHERE}/fp8.py DelayedScaler.cast: the scale a call uses comes from the PREVIOUS calls' amaxes (the "
+          "largest of the last H), x's own amax enters the history after the cast, newest first, the oldest "
+          "dropped; the margin divides the scale by 2^m; an all-zero history keeps 1.0."),
+    Check("fp8_linear", "Fp8Linear over 4 steps whose input and gradient magnitudes change: output, input gradient "
+          "and weight gradient equal the checker's emulation (x, w in e4m3, the gradient in e5m2, each with its "
+          "own delayed scaler) to 1e-6 relative",
+          f"{WHERE}/fp8.py _Fp8Matmul.backward: gradients span more binades than they need digits: e5m2, through "
+          "their own scaler; both products use the operands as fp8 holds them (dequantised), not the fp32 ones."),
 ]
 
 
@@ -323,9 +343,105 @@ def task_timing(ctx, target, reps=TIMING["reps"], seed=SEED):
     return {"ratio": statistics.median(ratios), "ratios": ratios, "cfg": dict(cfg.to_dict(), **t)}
 
 
-TASKS = {"probe": task_probe, "memory": task_memory, "amp": task_amp, "timing": task_timing}
+def _fp8_reference(fp8, seed):
+    """The checker's emulation, written from the contracts: every cast as bytes, every scale, the layer's steps."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    e4, e5 = torch.float8_e4m3fn, torch.float8_e5m2
+    top = {e4: float(torch.finfo(e4).max), e5: float(torch.finfo(e5).max)}
+
+    def cast(x, s, dt):
+        return (x.float() * s).clamp(-top[dt], top[dt]).to(dt)
+
+    casts = []  # (x, scale, dtype name, bytes): far beyond range, tiny, negative, both formats
+    for dt in (e4, e5):
+        for s in (1.0, 0.125, 1000.0):
+            x = torch.randn(7, 5, generator=gen) * torch.tensor([1e-3, 1.0, 30.0, 600.0, 1e5])
+            casts.append((x, s, str(dt), cast(x, s, dt).view(torch.uint8).tolist()))
+    stream = []
+    for a in fp8["amax"]:
+        x = torch.randn(fp8["rows"], fp8["cols"], generator=gen)
+        stream.append(x / x.abs().max() * a if a else x * 0)
+    scales, hist, used, qs = [], [0.0] * fp8["history"], 1.0, []
+    for x in stream:
+        qs.append(cast(x, used, e4).view(torch.uint8).tolist())
+        scales.append(used)
+        hist = [x.abs().max().item()] + hist[:-1]
+        m = max(hist)
+        used = top[e4] / m / 2 ** fp8["margin"] if m > 0 else 1.0
+    w = torch.randn(fp8["cols"] // 2, fp8["cols"], generator=gen) / 4
+    layer_in = [(torch.randn(fp8["rows"], fp8["cols"], generator=gen) * (1 + i) ** 2,  # amax rising, and
+                 torch.randn(fp8["rows"], fp8["cols"] // 2, generator=gen) * 10 ** (i - 2))  # gradients over 4 decades
+                for i in range(fp8["steps"])]
+    sc = {"x": [1.0, [0.0] * fp8["history"]], "w": [1.0, [0.0] * fp8["history"]], "g": [1.0, [0.0] * fp8["history"]]}
+
+    def delayed(name, t, dt):
+        s, h = sc[name]
+        q = cast(t, s, dt)
+        h = [t.abs().max().item()] + h[:-1]
+        m = max(h)
+        sc[name] = [top[dt] / m / 2 ** fp8["margin"] if m > 0 else 1.0, h]
+        return q.float() / s
+    steps = []
+    for x, g in layer_in:
+        xd, wd = delayed("x", x, e4), delayed("w", w, e4)
+        gd = delayed("g", g, e5)
+        steps.append((xd @ wd.t(), gd @ wd, gd.t() @ xd))
+    return casts, stream, scales, qs, hist, w, layer_in, steps
+
+
+def task_fp8(ctx, target, fp8=FP8, seed=SEED):
+    import torch
+
+    casts, stream, scales, qs, hist, w, layer_in, steps = _fp8_reference(fp8, seed)
+    seam = seams.load(LAB, target)
+    out = ctx.partial
+    dtypes = {str(torch.float8_e4m3fn): torch.float8_e4m3fn, str(torch.float8_e5m2): torch.float8_e5m2}
+
+    def cast_part():
+        bad, nan = [], 0
+        for x, s, dt, want in casts:
+            q = seam.to_fp8(x, s, dtypes[dt])
+            if q.dtype != dtypes[dt]:
+                return {"dtype": str(q.dtype), "want_dtype": dt}
+            got = q.view(torch.uint8).tolist()
+            nan += int((~torch.isfinite(q.float())).sum())
+            if got != want:
+                wrong = sum(a != b for ra, rb in zip(got, want) for a, b in zip(ra, rb))
+                bad.append({"dtype": dt, "scale": s, "wrong": wrong, "of": x.numel()})
+        return {"bad": bad[:3], "cases": len(casts), "nan": nan}
+    out["cast"], out["cast_error"] = ctx.attempt(cast_part)
+
+    def delayed_part():
+        sc = seam.DelayedScaler(torch.float8_e4m3fn, history=fp8["history"], margin=fp8["margin"])
+        rows = []
+        for i, x in enumerate(stream):
+            q, s = sc.cast(x)
+            rows.append({"scale": float(s), "want": scales[i], "bytes_ok": q.view(torch.uint8).tolist() == qs[i]})
+        return {"rows": rows, "history": [float(a) for a in sc.amax_history], "want_history": hist}
+    out["delayed"], out["delayed_error"] = ctx.attempt(delayed_part)
+
+    def linear_part():
+        layer = seam.Fp8Linear(w, history=fp8["history"], margin=fp8["margin"])
+        diffs = []
+        for (x, g), (y_w, dx_w, dw_w) in zip(layer_in, steps):
+            xl = x.clone().requires_grad_()
+            layer.weight.grad = None
+            y = layer(xl)
+            y.backward(g)
+            diffs.append([(a.detach() - b).abs().max().item() / max(b.abs().max().item(), 1e-30) if a is not None
+                          and a.shape == b.shape else float("inf") for a, b in ((y, y_w), (xl.grad, dx_w),
+                                                                                 (layer.weight.grad, dw_w))])
+        exact = (layer_in[-1][0] @ w.t())
+        return {"diffs": diffs, "fp8_vs_fp32": ((steps[-1][0] - exact).norm() / exact.norm()).item()}
+    out["linear"], out["linear_error"] = ctx.attempt(linear_part)
+    return out
+
+
+TASKS = {"probe": task_probe, "memory": task_memory, "amp": task_amp, "timing": task_timing, "fp8": task_fp8}
 
 # ---------------------------------------------------------------- checker side
 RUNS = {"activation_estimate": {"memory"}, "checkpoint_memory": {"memory"}, "checkpoint_equivalence": {"memory"},
         "amp_memory": {"memory"}, "memory_plan": {"memory"}, "amp_equivalence": {"amp"}, "loss_scaling": {"amp"},
-        "recompute_cost": {"timing"}}
+        "recompute_cost": {"timing"}, "fp8_cast": {"fp8"}, "fp8_delayed_scaling": {"fp8"}, "fp8_linear": {"fp8"}}

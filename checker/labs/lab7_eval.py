@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from checker.labs._common import Check, error_result, first_error, run_info
-from checker.labs.lab7 import OVERFLOW_AT, PLAN, PRECISIONS, RUNS, SEED, SHAPES
+from checker.labs.lab7 import FP8, OVERFLOW_AT, PLAN, PRECISIONS, RUNS, SEED, SHAPES
 from checker.report import CheckResult
 
 EQUIV_TOL = 1e-6   # recomputation reruns the same ops on the same inputs: measured 0.0 here
@@ -259,13 +259,87 @@ def memory_plan(c: Check, runs) -> CheckResult:
                                             f"{PLAN['seq']}: " + "; ".join(notes))
 
 
+def _fp8_part(c: Check, runs, part: str, unit: str):
+    r = runs.get("fp8")
+    res = r.result if r else None
+    if res and res.get(part) is not None and not res.get(f"{part}_error"):
+        return res[part], None
+    err = (res or {}).get(f"{part}_error") or first_error(runs, "fp8") or {"type": "Crash", "message": "no result"}
+    return None, error_result(c, err, unit)
+
+
+def fp8_cast(c: Check, runs) -> CheckResult:
+    r, bad = _fp8_part(c, runs, "cast", "bytes wrong")
+    if bad:
+        return bad
+    if "dtype" in r:
+        return CheckResult(c.name, False, unit="dtype", hint=c.hint,
+                           message=f"to_fp8 returned {r['dtype']}, not {r['want_dtype']}: return the fp8 tensor itself "
+                                   "(1 byte an element), not its value in another dtype")
+    if r["bad"]:
+        b = r["bad"][0]
+        why = f"; {r['nan']} inf or NaN (values past the format's largest, cast unsaturated)" if r["nan"] else ""
+        return CheckResult(c.name, False, value=b["wrong"], threshold=0, unit="bytes wrong", hint=c.hint,
+                           message=f"{b['dtype']} at scale {b['scale']}: {b['wrong']} of {b['of']} elements differ "
+                                   f"from the checker's cast{why}")
+    return CheckResult(c.name, True, value=0, threshold=0, unit="bytes wrong", hint=c.hint,
+                       message=f"{r['cases']} casts (e4m3 and e5m2, scales 1, 1/8, 1000, values 1e-3 to 1e5): every "
+                               "byte equal, saturated, none inf or NaN")
+
+
+def fp8_delayed_scaling(c: Check, runs) -> CheckResult:
+    r, bad = _fp8_part(c, runs, "delayed", "scales wrong")
+    if bad:
+        return bad
+    for i, row in enumerate(r["rows"]):
+        if abs(row["scale"] - row["want"]) > 1e-6 * row["want"]:
+            hint = (" (this call's own amax: that is current scaling, not delayed)" if i == 0 or row["scale"] != 1.0
+                    else "")
+            return CheckResult(c.name, False, value=row["scale"], threshold=row["want"], unit="scale used",
+                               hint=c.hint, message=f"call {i + 1} (amax {FP8['amax'][i]}): scale {row['scale']:.6g}, "
+                                                    f"expected {row['want']:.6g}{hint if i < 2 else ''}")
+        if not row["bytes_ok"]:
+            return CheckResult(c.name, False, unit="bytes", hint=c.hint,
+                               message=f"call {i + 1}: the scale is right but the cast's bytes differ (to_fp8 with "
+                                       "that scale?)")
+    hist, want = r["history"], r["want_history"]
+    if len(hist) != len(want) or any(abs(a - b) > 1e-6 * max(b, 1e-30) for a, b in zip(hist, want)):
+        return CheckResult(c.name, False, unit="amax history", hint=c.hint,
+                           message=f"amax_history after the stream {[round(a, 4) for a in hist]}, expected "
+                                   f"{[round(b, 4) for b in want]} (newest first, length H)")
+    used = ", ".join(f"{x['want']:.3g}" for x in r["rows"])
+    return CheckResult(c.name, True, value=len(r["rows"]), threshold=len(r["rows"]), unit="scales right",
+                       hint=c.hint, message=f"{len(r['rows'])} casts, history {FP8['history']}, margin "
+                                            f"{FP8['margin']}: scales {used}")
+
+
+def fp8_linear(c: Check, runs) -> CheckResult:
+    r, bad = _fp8_part(c, runs, "linear", "relative diff")
+    if bad:
+        return bad
+    names = ("output", "input gradient", "weight gradient")
+    for step, d in enumerate(r["diffs"]):
+        for name, x in zip(names, d):
+            if not x <= 1e-6:
+                return CheckResult(c.name, False, value=x, threshold=1e-6, unit="relative diff", hint=c.hint,
+                                   message=f"step {step + 1}: the {name} differs from the checker's emulation by "
+                                           f"{x:.1e} of its largest value")
+    worst = max(max(d) for d in r["diffs"])
+    return CheckResult(c.name, True, value=worst, threshold=1e-6, unit="relative diff", hint=c.hint,
+                       message=f"{len(r['diffs'])} steps equal the emulation (within {worst:.1e}); fp8 vs exact fp32 "
+                               f"output: {r['fp8_vs_fp32']:.2%} relative error")
+
+
 EVALUATORS = {f.__name__: f for f in (activation_estimate, checkpoint_memory, checkpoint_equivalence, recompute_cost,
-                                      amp_equivalence, amp_memory, loss_scaling, memory_plan)}
+                                      amp_equivalence, amp_memory, loss_scaling, memory_plan, fp8_cast,
+                                      fp8_delayed_scaling, fp8_linear)}
 
 
 def info(runs) -> list[tuple[str, str]]:
     rows = [("GPU memory: NOT RUN", "the CUDA allocator's peak vs the prediction, a memory snapshot and "
-             "expandable_segments are not graded; labs/lab7_memory/README.md, 'On a GPU', shows how to measure them")]
+             "expandable_segments are not graded; labs/lab7_memory/README.md, 'On a GPU', shows how to measure them"),
+            ("FP8 on tensor cores: NOT RUN", "fp8 is graded here as a numerical emulation (torch's float8 dtypes on "
+             "the CPU); fp8 matmul speed needs an H100/H200 (make gpu-check)")]
     return rows + run_info(runs)
 
 
@@ -275,7 +349,8 @@ def grade(h, checks):
     shapes = [(hh, a, b + v % 3, s - 4 * (v % 4), p) for hh, a, b, s, p in SHAPES]
     runs = h.run_phases([
         [dict(name="memory", task="memory", args=dict(shapes=shapes, seed=SEED + v), budget_s=60),
-         dict(name="amp", task="amp", args=dict(seed=SEED + v), budget_s=90)],
+         dict(name="amp", task="amp", args=dict(seed=SEED + v), budget_s=90),
+         dict(name="fp8", task="fp8", args=dict(seed=SEED + v), budget_s=60)],
         [dict(name="timing", task="timing", args={}, budget_s=60)],
     ], need)
     return [EVALUATORS[c.name](c, runs) for c in checks], info(runs)

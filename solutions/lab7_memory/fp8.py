@@ -1,0 +1,157 @@
+"""FP8 training, emulated: the scaling arithmetic of float8 matmuls, on any CPU.
+
+    python -m solutions.lab7_memory.fp8       # a linear layer in emulated fp8: error vs fp32, scales over steps
+
+fp8 has 8 bits: e4m3 (4 exponent bits, 3 mantissa; largest 448, steps of 1/8 relative) for weights and
+activations, e5m2 (5 and 2; largest 57,344, steps of 1/4) for gradients, whose range spans more binades. So few
+bits only work scaled: a tensor is multiplied by a scale s that puts its largest magnitude (amax) near the top of
+the format, cast (round to nearest, saturated at the largest finite value), and the matmul's result divided by the
+scales again. Saturate yourself: torch 2.13's CPU cast happens to clamp e4m3fn at 448, but sends e5m2 past 57,344
+to inf (measured), and what a kernel does with out-of-range values is its own business. An H100's fp8 matmul
+does exactly that in hardware (2x bf16's FLOP/s); here the values are cast to torch's float8 dtypes and back, so
+the numbers are the hardware's and the speed is not.
+
+Which scale. *Current* scaling: s = fmax / amax(x) from the tensor itself, one extra pass over it before the cast.
+*Delayed* scaling (Transformer Engine's default): s from the largest amax of the last H steps' tensors, so the
+cast needs no pass of its own; the risk is a tensor whose amax jumps above the history's, which saturates. The
+history is recorded after each cast: step t uses amaxes of steps t-H .. t-1. A margin m divides s by 2^m.
+
+Arithmetic: e4m3's 3 mantissa bits give a relative rounding error up to 2^-4 = 6.25% per element; a dot product of
+K terms averages it down, so a matmul's output is off by ~2^-4 / sqrt(3) ≈ 3.6% of one term's size, not of the sum:
+for K = 64 random terms the relative error of the result is a few per cent (measured by main()).
+"""
+from __future__ import annotations
+
+import torch
+
+E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
+
+
+def fp8_max(dtype: torch.dtype) -> float:
+    return float(torch.finfo(dtype).max)
+
+
+def to_fp8(x: torch.Tensor, scale: float, dtype: torch.dtype) -> torch.Tensor:
+    """x * scale cast to the fp8 `dtype` (1 byte an element), saturated at +-fp8_max(dtype), never inf or NaN from
+    range alone; from_fp8(to_fp8(x, s, d), s) approximates x."""
+    # BEGIN SOLUTION A tensor of `dtype` whose values are x*scale rounded to the nearest representable value, with
+    #                every magnitude beyond the format's largest finite value set to that value (sign kept).
+    # HINT 1         What does torch do when a value beyond 57,344 is cast to float8_e5m2? What must happen first?
+    # HINT 2         Scale in fp32, clamp to the format's range, then cast.
+    # HINT 3         m = fp8_max(dtype); return (x.float() * scale).clamp(-m, m).to(dtype).
+    m = fp8_max(dtype)
+    return (x.float() * scale).clamp(-m, m).to(dtype)
+    # END SOLUTION
+
+
+def from_fp8(q: torch.Tensor, scale: float) -> torch.Tensor:
+    """The fp32 value an fp8 tensor stands for: q / scale."""
+    return q.float() / scale
+
+
+def current_scale(x: torch.Tensor, dtype: torch.dtype, margin: int = 0) -> float:
+    """fmax / amax(x) / 2^margin: x's largest magnitude lands on the format's largest value. 1.0 for an all-zero x."""
+    amax = x.detach().abs().max().item()
+    return fp8_max(dtype) / amax / 2 ** margin if amax > 0 else 1.0
+
+
+class DelayedScaler:
+    """Delayed scaling with an amax history of `history` steps: .scale is fmax / max(history) / 2^margin (1.0 while
+    the history holds only zeros); cast(x) casts with the current .scale, THEN records amax(x) (newest first,
+    the oldest dropped) and recomputes .scale for the next call."""
+
+    def __init__(self, dtype: torch.dtype, history: int = 16, margin: int = 0):
+        self.dtype, self.margin = dtype, margin
+        self.amax_history = torch.zeros(history)
+        self.scale = 1.0
+
+    def cast(self, x: torch.Tensor) -> tuple[torch.Tensor, float]:
+        """(to_fp8(x, s, dtype), s) with s the scale from the PREVIOUS calls' amaxes; then this x's amax enters the
+        history."""
+        # BEGIN SOLUTION The returned tensor is x cast with the scale in force before this call; afterwards
+        #                amax_history holds x's largest magnitude first, then the previous entries, the oldest dropped
+        #                (the length never changes), and .scale = fmax / (the history's largest) / 2^margin, or 1.0
+        #                while the history holds only zeros.
+        # HINT 1         Delayed: the scale this call uses must not depend on x itself. What does this call leave
+        #                behind for the next one?
+        # HINT 2         Cast first with self.scale; then shift the history by one and put x's amax at the front;
+        #                then the new scale from the history's max.
+        # HINT 3         s = self.scale; q = to_fp8(x, s, self.dtype); self.amax_history = torch.cat([x.detach()
+        #                .abs().max().float().reshape(1).cpu(), self.amax_history[:-1]]); amax = self.amax_history.max()
+        #                .item(); self.scale = fp8_max(self.dtype) / amax / 2 ** self.margin if amax > 0 else 1.0;
+        #                return q, s.
+        s = self.scale
+        q = to_fp8(x, s, self.dtype)
+        amax = x.detach().abs().max().float().reshape(1).cpu()
+        self.amax_history = torch.cat([amax, self.amax_history[:-1]])
+        top = self.amax_history.max().item()
+        self.scale = fp8_max(self.dtype) / top / 2 ** self.margin if top > 0 else 1.0
+        return q, s
+        # END SOLUTION
+
+
+class _Fp8Matmul(torch.autograd.Function):
+    """y = x @ w.T with x and w in e4m3 and the incoming gradient in e5m2, each through its own DelayedScaler."""
+
+    @staticmethod
+    def forward(ctx, x, w, sx, sw, sg):
+        qx, s_x = sx.cast(x)
+        qw, s_w = sw.cast(w)
+        ctx.save_for_backward(qx, qw)  # 1 byte an element: fp8's memory saving for backward too
+        ctx.scales, ctx.sg = (s_x, s_w), sg
+        return from_fp8(qx, s_x) @ from_fp8(qw, s_w).t()
+
+    @staticmethod
+    def backward(ctx, g):
+        qx, qw = ctx.saved_tensors
+        s_x, s_w = ctx.scales
+        # BEGIN SOLUTION dx and dw of y = x w^T computed from the fp8 operands saved in forward (dequantised) and
+        #                the upstream gradient cast to e5m2 through ctx.sg (its scale delayed like the others):
+        #                dx = g w, dw = g^T x, with every operand as fp8 represents it.
+        # HINT 1         Which format suits a gradient, whose magnitudes span more binades than they need digits?
+        #                Which operands does backward have, and in what form?
+        # HINT 2         One cast of g through the gradient's scaler; the two products of a linear layer's backward,
+        #                on dequantised values.
+        # HINT 3         qg, s_g = ctx.sg.cast(g); gd = from_fp8(qg, s_g); return gd @ from_fp8(qw, s_w),
+        #                gd.t() @ from_fp8(qx, s_x), None, None, None.
+        qg, s_g = ctx.sg.cast(g)
+        gd = from_fp8(qg, s_g)
+        return gd @ from_fp8(qw, s_w), gd.t() @ from_fp8(qx, s_x), None, None, None
+        # END SOLUTION
+
+
+class Fp8Linear(torch.nn.Module):
+    """A Linear (no bias) whose matmul runs in emulated fp8: x and the weight e4m3, the gradient e5m2, delayed
+    scaling for all three. The master weight stays fp32 (the optimizer updates it); only the matmul's inputs are
+    fp8."""
+
+    def __init__(self, weight: torch.Tensor, history: int = 16, margin: int = 0):
+        super().__init__()
+        self.weight = torch.nn.Parameter(weight.detach().clone())
+        self.sx, self.sw = DelayedScaler(E4M3, history, margin), DelayedScaler(E4M3, history, margin)
+        self.sg = DelayedScaler(E5M2, history, margin)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        y = _Fp8Matmul.apply(x.reshape(-1, shape[-1]), self.weight, self.sx, self.sw, self.sg)
+        return y.view(*shape[:-1], -1)
+
+
+def main() -> None:
+    torch.manual_seed(0)
+    w = torch.randn(64, 64) / 8
+    layer = Fp8Linear(w)
+    for step in range(6):
+        x = torch.randn(32, 64, requires_grad=True) * (1 + step)  # amax grows: delayed scaling lags behind it
+        used = layer.sx.scale
+        y = layer(x)
+        y.backward(torch.ones_like(y))
+        exact = x.detach() @ w.t()
+        err = ((y - exact).norm() / exact.norm()).item()
+        top = (x.abs().max() * used).item()
+        print(f"step {step}: amax(x) {x.abs().max().item():5.2f}, scale {used:6.2f} -> largest scaled value "
+              f"{top:6.1f} of 448{' (saturated)' if top > 448 else ''}; relative error of y {err:.2%}")
+
+
+if __name__ == "__main__":
+    main()
