@@ -14,12 +14,16 @@ Three runs (ranks started by checker/spawn.py, the harness default):
   cp       4 ranks, dp 2 x cp 2: the tiny GPT under apply_context_parallel, one cp_dp_step on zig-zag tokens, vs
            one process's step on the global batch, which every rank takes itself before the learner's code is
            imported: the loss, every gradient and every weight after the update.
+  cp_full, cp_killed, cp_resumed   4 ranks each (checker/labs/lab9_resume.py): the same CP x DP job uninterrupted,
+           killed inside the write of its second checkpoint, and resumed by fresh processes: the weights after every
+           step, digested by the checker.
 The learner's code never reports a number the checker uses: outputs and gradients are compared by the checker,
 bytes and FLOPs are counted beneath the learner's calls.
 """
 from __future__ import annotations
 
 from checker import seams
+from checker.labs import lab9_resume
 from checker.labs._common import Check, probe, tiny_model
 from checker.labs.lab9_measure import (
     FlopCounter,
@@ -102,6 +106,13 @@ CHECKS = [
           f"Each rank sees its own tokens ({WHERE}/cp_step.py): they sit at GLOBAL positions, which the position "
           "embedding must be given; each rank's gradient is its tokens' share of the mean, to be combined over "
           "every rank of both dimensions.",
+          needs=("device_collectives",)),
+    Check("cp_resume", "a CP x DP job (dp 2 x cp 2, AdamW, a warm-up schedule) saves, trains on, and is SIGKILLed "
+          "inside its next save's write; fresh processes resume it: the checkpoint that loads is the last complete "
+          "one, and the weights after every later step are bit-identical to the uninterrupted job's",
+          f"What must a fresh job hold to take the next step as this one would, and how many copies of it does a CP x "
+          f"DP mesh have ({WHERE}/cp_checkpoint.py)? CP splits tokens, not parameters. A kill halfway through a "
+          "write must leave the previous checkpoint whole: write elsewhere, then rename.",
           needs=("device_collectives",)),
 ]
 
@@ -321,12 +332,14 @@ def task_cp(ctx, target, cp=CP, seed=SEED):
     return out
 
 
-TASKS = {"probe": task_probe, "flash": task_flash, "ring": task_ring, "ulysses": task_ulysses, "cp": task_cp}
+TASKS = {"probe": task_probe, "flash": task_flash, "ring": task_ring, "ulysses": task_ulysses, "cp": task_cp,
+         **lab9_resume.TASKS}
 
 # ---------------------------------------------------------------- checker side
 RUNS = {"flash_equivalence": {"flash"}, "flash_memory": {"flash"}, "ring_equivalence": {"ring"},
         "ring_bytes": {"ring"}, "ring_overlap": {"ring"}, "zigzag_balance": {"ring"},
-        "ulysses_equivalence": {"ulysses"}, "ulysses_bytes": {"ulysses"}, "cp_dp_equivalence": {"cp"}}
+        "ulysses_equivalence": {"ulysses"}, "ulysses_bytes": {"ulysses"}, "cp_dp_equivalence": {"cp"},
+        "cp_resume": {"cp_full", "cp_killed", "cp_resumed"}}
 
 
 def world_size(variant: int) -> int:
