@@ -63,5 +63,5 @@ clean:
 	rm -rf $(VENV) data runs build .pytest_cache
 
 .PHONY: gpu-check
-gpu-check: setup  ## a GPU node (<= 8 min): doctor, lab 1 on CUDA, gpt2-124m MFU, labs 2/3/6 (NCCL on 2 GPUs, gloo on one) -> bench/RESULTS-gpu.md
+gpu-check: setup  ## a GPU node (<= 8 min): doctor, lab 1 on CUDA, gpt2-124m MFU, labs 2/3/6/9 (NCCL, a rank per GPU; gloo on one) -> bench/RESULTS-gpu.md
 	$(BIN)/python -m bench.gpu_check

@@ -32,6 +32,8 @@ from .lab7_figures import lab7_figures
 from .lab7_figures import markdown as lab7_markdown
 from .lab8_figures import lab8_figures
 from .lab8_figures import markdown as lab8_markdown
+from .lab9_figures import lab9_figures
+from .lab9_figures import markdown as lab9_markdown
 from .lab10_figures import lab10_figures
 from .lab10_figures import markdown as lab10_markdown
 from .lab_figures import lab4_figures, lab6_figures
@@ -138,6 +140,7 @@ def main() -> None:
         "lab6": lab6_figures(),
         "lab7": lab7_figures(),
         "lab8": lab8_figures(),
+        "lab9": lab9_figures(),
         "lab10": lab10_figures(),
         "mutants": mutation_figures(),
         "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -196,7 +199,8 @@ def write_markdown(results: dict) -> str:
         for name, value in g["info"].items():
             lines.append(f"- lab {g['lab'][-1]}, {name}: {value}")
     lines += sandbox_markdown(results) + lab_figures_markdown(results) + lab5_markdown(results)
-    lines += lab7_markdown(results) + lab8_markdown(results) + lab10_markdown(results) + mutation_markdown(results)
+    lines += lab7_markdown(results) + lab8_markdown(results) + lab9_markdown(results) + lab10_markdown(results)
+    lines += mutation_markdown(results)
     text = "\n".join(lines) + "\n"
     (OUT / "RESULTS.md").write_text(text)
     return text

@@ -8,6 +8,7 @@
     api.K8S_VERSION                    # the Kubernetes release that schema is pinned to
     api.hint_tasks(lab)                # the lab's tasks: name, contract, tiers (checker/hints.py; the notebook's
     api.open_hint(lab, task)           #   hint button opens the next tier, kept in the learner's tree)
+    api.long_context_figures(target)   # lab 9: memory, bytes and per-rank work of your attention, measured on 4 ranks
 
 Grading itself is the `checker` command; a notebook runs it as a subprocess and shows its --json report
 (labs.notebook.grade_table), so a notebook's grade is the terminal's grade.
@@ -21,8 +22,8 @@ from checker.harness import REPO_ROOT
 from checker.labs.lab5_k8s import K8S_VERSION, validate_manifests
 from checker.seams import notebook_target
 
-__all__ = ["K8S_VERSION", "hint_tasks", "notebook_target", "open_hint", "pristine_tree", "slurm",
-           "validate_manifests"]
+__all__ = ["K8S_VERSION", "hint_tasks", "long_context_figures", "notebook_target", "open_hint", "pristine_tree",
+           "slurm", "validate_manifests"]
 
 
 def hint_tasks(lab: str) -> list[dict]:
@@ -46,3 +47,22 @@ def pristine_tree(folder: Path) -> Path:
     from checker.labs.lab4 import pristine_tree as _pristine
 
     return _pristine(Path(folder))
+
+
+def long_context_figures(target: str, timeout_s: float = 300) -> dict:
+    """Lab 9's figures for `target`'s code ("labs" or "solutions"), measured on 4 ranks by the checker's own
+    instruments (checker/labs/lab9_report.py: its docstring says what each number is). RuntimeError with the ranks'
+    output when they fail."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "lab9.json"
+        r = subprocess.run([sys.executable, "-m", "checker.spawn", "--nproc=4", "--", sys.executable, "-m",
+                            "checker.labs.lab9_report", "--target", target, "--out", str(out)],
+                           capture_output=True, text=True, cwd=REPO_ROOT, timeout=timeout_s)
+        if r.returncode or not out.exists():
+            raise RuntimeError(f"lab 9's measurement exited {r.returncode}:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
+        return json.loads(out.read_text())

@@ -174,6 +174,11 @@ SEAMS: dict[str, Seam] = {
                                   "place, from outside: attention as the ring over cp_group, global positions",
         "cp_dp_step": "cp_dp_step(model, optimizer, (x, y) this rank's tokens, group=None) -> the global mean loss; "
                       ".grad and the update equal one process's step on the global batch",
+        "save_cp_checkpoint": "save_cp_checkpoint(path, model, optimizer, scheduler, sampler, step, group=None); every "
+                              "rank; on return path holds the whole state, and a kill during it leaves the previous "
+                              "checkpoint whole (written through torch.save or DCP)",
+        "load_cp_checkpoint": "load_cp_checkpoint(path, model, optimizer, scheduler, sampler, group=None) -> step; "
+                              "every rank; the next cp_dp_step bit-identical to the uninterrupted run's",
     }),
     "lab10": Seam("lab10", "lab10_moe", "Mixture of experts: routing, capacity, balance, expert parallelism", {
         "route": "route(scores (T, E), k, bias=None) -> (ids (T, k) int64, weights (T, k) float32); top-k of "

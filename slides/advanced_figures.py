@@ -1,4 +1,4 @@
-"""The advanced labs' figures and tables (labs 7, 8 and 10), registered with slides/figures.py's decorators: the
+"""The advanced labs' figures and tables (labs 7, 8, 9 and 10), registered with slides/figures.py's decorators: the
 decks name them as they name the others. Drawn from bench/results.json (make bench), never from typed numbers.
 """
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 
 import matplotlib.pyplot as plt
 
-from slides.figures import BLUE, GREY, ORANGE, NotMeasured, figure, need, table
+from slides.figures import BLUE, GREEN, GREY, ORANGE, PURPLE, NotMeasured, figure, need, table
 
 # ---------------------------------------------------------------- lab 7
 
@@ -108,6 +108,72 @@ def lab8_grade(r):
                                            "the first step after it")
 
 
+# ---------------------------------------------------------------- lab 9
+
+@figure("lab9_memory", "lab9")
+def lab9_memory(r):
+    f = need(r, "lab9", "figures")
+    one, lengths = f["1"], f["1"]["lengths"]
+    mib = lambda xs: [x / 2 ** 20 for x in xs]  # noqa: E731
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    ax.plot(lengths, mib(one["memory"]["naive"]), "o-", color=ORANGE, label="textbook (P kept: 4·b·h·s²)")
+    ax.plot(lengths, mib(one["memory"]["flash"]), "s-", color=BLUE, label="flash")
+    for n, colour in (("2", GREEN), ("4", PURPLE)):
+        ax.plot(lengths, mib([max(col) for col in zip(*f[n]["memory"]["ring"])]), "^-", color=colour,
+                label=f"ring, per rank, N = {n}")
+    for formula in (one["memory"]["formula"], f["2"]["memory"]["formula"], f["4"]["memory"]["formula"]):
+        ax.plot(lengths, mib(formula), ":", color=GREY, lw=1)
+    ax.set(xscale="log", yscale="log", xlabel="sequence length s", ylabel="MiB kept for backward")
+    ax.set_xticks(lengths, [str(s) for s in lengths])
+    ax.minorticks_off()
+    ax.legend(fontsize=9)
+    b, h, d = one["shape"]
+    return fig, (f"b = {b}, h = {h}, d = {d}, fp32, causal: the storages the autograd graph holds after forward "
+                 "(the checker's measurement), dotted: 4·(3·bhsd + bhs)/N")
+
+
+@table("lab9_bytes", "lab9")
+def lab9_bytes(r):
+    f = need(r, "lab9", "figures")
+    rows = []
+    for n in ("2", "4"):
+        for kind in ("ring", "ulysses"):
+            per, (fw, bw) = f[n]["bytes"][kind]["per_rank"], f[n]["bytes"][kind]["formula"]
+            rows.append([n, kind, f"{max(x['forward'] for x in per) / 1024:,.0f}", f"{fw / 1024:,.0f}",
+                         f"{max(x['backward'] for x in per) / 1024:,.0f}", f"{bw / 1024:,.0f}"])
+    b, _, s, d = f["2"]["bytes"]["shape"]
+    return (["N", "", "KiB sent forward", "formula", "KiB sent backward", "formula"], rows), \
+        (f"per rank, one attention layer, b = {b}, h = 2N, s = {s}, d = {d}, fp32; counted from each rank's sends "
+         "and all-to-alls; formulas: ring 2(N−1)/N·S and 2(N−1)/N·S + 2S, Ulysses 4(N−1)/N·S/N each way")
+
+
+@figure("lab9_balance", "lab9")
+def lab9_balance(r):
+    f = need(r, "lab9", "figures")
+    bal, alone = f["4"]["balance"], f["1"]["balance"]["rows"]
+    share = lambda xs: [x / sum(xs) for x in xs]  # noqa: E731
+    fig, ax = plt.subplots(1, 2, figsize=(10, 3.4), sharey=True)
+    for a, layout in zip(ax, ("contiguous", "zigzag")):
+        row = bal["rows"][layout]
+        xs = range(len(row["pairs"]))
+        a.bar([x - 0.2 for x in xs], share(row["flops"]), 0.38, color=BLUE, label="FLOPs (ring, fwd + bwd)")
+        a.bar([x + 0.2 for x in xs], share(alone[f"4/{layout}"]["seconds"]), 0.38, color=ORANGE,
+              label="CPU seconds (alone)")
+        a.plot(xs, share(row["pairs"]), "_", color="black", markersize=24, mew=2, label="predicted: pairs")
+        a.set(xlabel="rank", xticks=list(xs), title=f"{layout} split")
+    ax[0].set_ylabel("share of the causal work")
+    ax[0].legend(fontsize=8)
+    fig.tight_layout()
+    return fig, (f"N = 4, s = {bal['s']}, tiles {bal['tile']}: each rank's share of the (query, key) pairs "
+                 "(predicted) and of what the checker measured beneath the ring")
+
+
+@table("lab9_grade", "lab9")
+def lab9_grade(r):
+    g = need(r, "lab9", "grade")
+    rows = [[name, "NOT RUN" if value is None else f"{value:.3g}" if isinstance(value, float) else str(value)]
+            for name, value in g["checks"].items()]
+    return (["check", "measured"], rows), f"`checker grade lab9 --solutions`: exit {g['exit']}, {g['checker_s']} s"
 # ---------------------------------------------------------------- lab 10
 
 @figure("lab10_drops", "lab10")

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from checker import batch, cli, placement
+from conftest import ROOT
 from labs.common import dist as cdist
 from labs.common import metrics, precision
 
@@ -324,3 +325,58 @@ def test_sleep_stage_synchronises_the_device_around_each_timestamp(monkeypatch):
     assert order[:4] == ["sync", "clock", "sync", "clock"]  # forward: sync, start, (compute), sync, end
     assert order[4:] == ["sync", "clock", "sync", "clock"]  # backward marks: sync before each reading
     assert [e["kind"] for e in stage.events] == ["F", "B"]
+
+
+# ---------------------------------------------------------------- make gpu-check: lab 9 on the GPUs at hand
+@pytest.mark.parametrize("gpus,variant,only,ok", [(1, None, None, (3,)), (2, "1", True, (0,)), (3, "1", True, (0,)),
+                                                  (4, None, None, (0,)), (8, None, None, (0,))])
+def test_lab9_is_planned_for_the_gpus_at_hand(monkeypatch, gpus, variant, only, ok):
+    """One rank per GPU over NCCL: the checks whose runs fit the GPUs, every one from 4; on one GPU, gloo, whose
+    point-to-point and all-to-all of CUDA tensors do not exist, so those checks are NOT RUN (exit 3)."""
+    monkeypatch.syspath_prepend(str(ROOT))  # bench/ is the repository's, not an installed package
+    from bench.gpu_check import lab9_plan
+    from checker.labs import lab9
+
+    args, env, how, codes = lab9_plan([str(i) for i in range(gpus)])
+    assert args[:5] == ["grade", "lab9", "--solutions", "--device", "cuda"] and codes == ok
+    picked = [args[i + 1] for i, a in enumerate(args) if a == "--only"]
+    assert (args[args.index("--variant") + 1] if "--variant" in args else None) == variant
+    if gpus == 1:
+        assert env["COURSE_BACKEND"] == "gloo" and "NOT RUN" in how and not picked
+    else:
+        used = env["CUDA_VISIBLE_DEVICES"].split(",")
+        assert "COURSE_BACKEND" not in env and len(used) == min(gpus, 4) - (gpus == 3)
+        checks = picked or [c.name for c in lab9.CHECKS]
+        assert max(lab9.ranks_needed(c, int(variant or 0)) for c in checks) <= len(used)
+        if only:  # what does not fit is named, and everything that fits is graded
+            assert {"cp_dp_equivalence", "cp_resume"} == {c.name for c in lab9.CHECKS} - set(picked)
+            assert all(name in how for name in ("cp_dp_equivalence", "cp_resume"))
+
+
+@pytest.mark.parametrize("rc,row", [(3, "| ok |"), (1, "| FAILED |")])
+def test_gpu_check_grades_lab9_on_one_gpu_as_planned(monkeypatch, tmp_path, rc, row):
+    """bench/gpu_check.py's lab 9 step on a faked one-GPU node: the checker command it runs, with what environment,
+    and its row (exit 3, NOT RUN checks and none failed, is the one-GPU success; a failure is FAILED)."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    from bench import gpu_check
+
+    monkeypatch.setattr(placement, "visible_gpus", lambda *a: ["0"])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Fake GPU")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    ran = []
+    report = {"checks": [{"name": "flash_equivalence", "passed": True, "value": 1e-6, "unit": "max abs diff"},
+                         {"name": "ring_equivalence", "passed": False, "status": "not run", "value": None, "unit": "",
+                          "message": "COURSE_BACKEND=gloo with CUDA tensors"}]}
+
+    def fake_checker(args, timeout, env=None):
+        ran.append((args, env, timeout))
+        return rc, "", 1.0, report
+    monkeypatch.setattr(gpu_check, "_checker", fake_checker)
+    out = tmp_path / "gpu.md"
+    assert gpu_check.main(["--steps", "lab9", "--out", str(out)]) == (0 if rc == 3 else 1)
+    (args, env, timeout), = ran
+    assert args[:2] == ["grade", "lab9"] and env["COURSE_BACKEND"] == "gloo"
+    assert timeout == gpu_check.STEP_LIMIT_S["lab9"]
+    text = out.read_text()
+    assert "lab9 grade, one GPU" in text and row in text and "ring_equivalence NOT RUN" in text

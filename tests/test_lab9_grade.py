@@ -117,3 +117,43 @@ def test_a_hidden_variant_at_two_ranks_passes(tmp_path):
     rep = load_json(tmp_path / "r.json")
     assert r.returncode == 0 and rep["passed"], r.stdout
     assert rep["seconds"] <= lab9.GRADE_SECONDS
+
+
+class _Held(Exception):
+    pass
+
+
+@pytest.mark.parametrize("atomic", [True, False])
+def test_a_held_write_leaves_half_a_file_and_only_an_atomic_save_keeps_the_last_checkpoint(tmp_path, atomic):
+    """cp_resume's kill inside a write: the checker's torch.save, once armed, puts half the bytes on disk and stops.
+    After it, an atomic save's target still loads as the previous checkpoint; a plain torch.save's does not load."""
+    from checker.labs.lab9_resume import HeldWrite
+    from labs.common import checkpoint as ckpt
+
+    class Ctx:
+        workdir = tmp_path
+
+        def write(self, result):
+            pass
+
+    def hold(how):
+        raise _Held(how)
+
+    path = tmp_path / "state.pt"
+    save = torch.save
+    held = HeldWrite(Ctx(), {})
+    held._hold = hold
+    try:
+        ckpt.atomic_save({"step": 3, "w": torch.ones(1000)}, path)
+        held.armed = True
+        with pytest.raises(_Held, match="torch.save"):
+            (ckpt.atomic_save if atomic else torch.save)({"step": 5, "w": torch.zeros(1000)}, path)
+    finally:
+        held.uninstall()
+    assert torch.save is save
+    if atomic:
+        assert ckpt.load(path)["step"] == 3
+    else:
+        assert 0 < path.stat().st_size < 4000
+        with pytest.raises(RuntimeError, match="zip archive"):  # torch.load of a torn file
+            ckpt.load(path)

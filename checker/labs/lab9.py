@@ -14,12 +14,16 @@ Three runs (ranks started by checker/spawn.py, the harness default):
   cp       4 ranks, dp 2 x cp 2: the tiny GPT under apply_context_parallel, one cp_dp_step on zig-zag tokens, vs
            one process's step on the global batch, which every rank takes itself before the learner's code is
            imported: the loss, every gradient and every weight after the update.
+  cp_full, cp_killed, cp_resumed   4 ranks each (checker/labs/lab9_resume.py): the same CP x DP job uninterrupted,
+           killed inside the write of its second checkpoint, and resumed by fresh processes: the weights after every
+           step, digested by the checker.
 The learner's code never reports a number the checker uses: outputs and gradients are compared by the checker,
 bytes and FLOPs are counted beneath the learner's calls.
 """
 from __future__ import annotations
 
 from checker import seams
+from checker.labs import lab9_resume
 from checker.labs._common import Check, probe, tiny_model
 from checker.labs.lab9_measure import (
     FlopCounter,
@@ -103,6 +107,13 @@ CHECKS = [
           "embedding must be given; each rank's gradient is its tokens' share of the mean, to be combined over "
           "every rank of both dimensions.",
           needs=("device_collectives",)),
+    Check("cp_resume", "a CP x DP job (dp 2 x cp 2, AdamW, a warm-up schedule) saves, trains on, and is SIGKILLed "
+          "inside its next save's write; fresh processes resume it: the checkpoint that loads is the last complete "
+          "one, and the weights after every later step are bit-identical to the uninterrupted job's",
+          f"What must a fresh job hold to take the next step as this one would, and how many copies of it does a CP x "
+          f"DP mesh have ({WHERE}/cp_checkpoint.py)? CP splits tokens, not parameters. A kill halfway through a "
+          "write must leave the previous checkpoint whole: write elsewhere, then rename.",
+          needs=("device_collectives",)),
 ]
 
 
@@ -114,10 +125,13 @@ def task_probe(ctx, target):
 def task_flash(ctx, target, cases=FLASH_CASES, mem=MEM_SHAPE, seed=SEED):
     import torch
 
+    from labs.common import dist as cdist
+
+    dev = cdist.init().device  # one process: the grade's device (CUDA on a GPU node)
     gen = torch.Generator().manual_seed(seed)
     data = []  # the checker's own SDPA results, computed before the learner's code is imported
     for b, h, s, d, causal, _, _ in cases:
-        q, k, v, g = (randn(gen, b, h, s, d) for _ in range(4))
+        q, k, v, g = (randn(gen, b, h, s, d, device=dev) for _ in range(4))
         data.append((q, k, v, g, grads(sdpa(causal), q, k, v, g)))
     seam = seams.load(LAB, target)
     out = ctx.partial
@@ -129,7 +143,7 @@ def task_flash(ctx, target, cases=FLASH_CASES, mem=MEM_SHAPE, seed=SEED):
     out["equiv"], out["equiv_error"] = ctx.attempt(equivalence)
 
     b, h, s, d, tile = mem
-    inputs = [randn(gen, b, h, s, d).requires_grad_() for _ in range(3)]
+    inputs = [randn(gen, b, h, s, d, device=dev).requires_grad_() for _ in range(3)]
 
     def memory():
         rows = {}
@@ -180,10 +194,10 @@ def task_ring(ctx, target, ring=RING, seed=SEED):
     n, h, d = env.world_size, ring["heads"], ring["head_dim"]
     gen = torch.Generator().manual_seed(seed)  # the same full tensors on every rank
     s = 2 * n * ring["chunk"]
-    full = [randn(gen, 1, h, s, d) for _ in range(4)]
+    full = [randn(gen, 1, h, s, d, device=env.device) for _ in range(4)]
     want = {c: grads(sdpa(c), *full) for c in (True, False)}  # before the import, as above
     sb = 2 * n * ring["balance_chunk"]
-    bal = [randn(gen, 1, h, sb, d) for _ in range(3)]
+    bal = [randn(gen, 1, h, sb, d, device=env.device) for _ in range(3)]
     seam = seams.load(LAB, target)
     out = ctx.partial
     out.update(world=n, shape=[1, h, s, d], balance_shape=[1, h, sb, d])
@@ -238,7 +252,7 @@ def task_ulysses(ctx, target, ulysses=ULYSSES, seed=SEED):
     n, d = env.world_size, ulysses["head_dim"]
     h, s = 2 * n, n * ulysses["rows"]
     gen = torch.Generator().manual_seed(seed)
-    full = [randn(gen, 1, h, s, d) for _ in range(4)]
+    full = [randn(gen, 1, h, s, d, device=env.device) for _ in range(4)]
     want = grads(sdpa(True), *full)
     seam = seams.load(LAB, target)
     out = ctx.partial
@@ -261,7 +275,7 @@ def task_ulysses(ctx, target, ulysses=ULYSSES, seed=SEED):
         return out
 
     def uneven():
-        x = torch.randn(1, h + 1, s // n, d)
+        x = torch.randn(1, h + 1, s // n, d, device=env.device)
         try:
             seam.ulysses_attention(x, x, x, causal=True)
         except ValueError as exc:
@@ -321,12 +335,22 @@ def task_cp(ctx, target, cp=CP, seed=SEED):
     return out
 
 
-TASKS = {"probe": task_probe, "flash": task_flash, "ring": task_ring, "ulysses": task_ulysses, "cp": task_cp}
+TASKS = {"probe": task_probe, "flash": task_flash, "ring": task_ring, "ulysses": task_ulysses, "cp": task_cp,
+         **lab9_resume.TASKS}
 
 # ---------------------------------------------------------------- checker side
 RUNS = {"flash_equivalence": {"flash"}, "flash_memory": {"flash"}, "ring_equivalence": {"ring"},
         "ring_bytes": {"ring"}, "ring_overlap": {"ring"}, "zigzag_balance": {"ring"},
-        "ulysses_equivalence": {"ulysses"}, "ulysses_bytes": {"ulysses"}, "cp_dp_equivalence": {"cp"}}
+        "ulysses_equivalence": {"ulysses"}, "ulysses_bytes": {"ulysses"}, "cp_dp_equivalence": {"cp"},
+        "cp_resume": {"cp_full", "cp_killed", "cp_resumed"}}
+
+
+def ranks_needed(check: str, variant: int = 0) -> int:
+    """The most ranks any run of `check` takes at this variant (make gpu-check: which checks fit the GPUs)."""
+    size = {"flash": 1, "ring": world_size(variant), "ulysses": world_size(variant), "cp": CP["dp"] * CP["cp"],
+            **{name: lab9_resume.RESUME["dp"] * lab9_resume.RESUME["cp"] for name in ("cp_full", "cp_killed",
+                                                                                    "cp_resumed")}}
+    return max(size[run] for run in RUNS[check])
 
 
 def world_size(variant: int) -> int:

@@ -1,6 +1,7 @@
 """Lab 9: from the runs' measurements to pass/fail. Thresholds and the checker's own byte formulas are here."""
 from __future__ import annotations
 
+from checker.labs import lab9_resume
 from checker.labs._common import Check, error_result, first_error, run_info
 from checker.labs.lab9 import CP, FLASH_CASES, MEM_SHAPE, RING, RUNS, SEED, TOL, ULYSSES, world_size
 from checker.report import CheckResult
@@ -239,8 +240,83 @@ def cp_dp_equivalence(c: Check, runs) -> CheckResult:
                                f"the update {d['weight']:.1e}")
 
 
+def _cp_run_error(runs, name: str, label: str):
+    """The first error of one of the resume check's runs, as its part reported it (build, load, train), or None."""
+    rs = runs[name].results if name in runs else []
+    for part in ("build", "load", "train"):
+        errs = [r[f"{part}_error"] for r in rs if r.get(f"{part}_error")]
+        if errs:
+            err = min(errs, key=lambda e: ("closed by peer" in e.get("message", ""), e.get("t", 0)))
+            return {**err, "message": f"{label}: {err.get('message', '')}"}
+    err = first_error(runs, name)
+    return {**err, "message": f"{label}: {err.get('message', '')}"} if err else None
+
+
+def cp_resume(c: Check, runs) -> CheckResult:
+    unit = "steps bit-identical after the resume"
+    for name, label in (("cp_full", "the uninterrupted job"), ("cp_killed", "the job to be killed")):
+        err = _cp_run_error(runs, name, label)
+        if err:
+            return error_result(c, err, unit)
+    if not runs["cp_killed"].killed_on_cue:
+        return CheckResult(c.name, False, unit=unit, hint=c.hint, message="the job to be killed never reached the "
+                           "write of its second checkpoint")
+    killed_res = runs["cp_killed"].results
+    held = next((r["held"] for r in killed_res if r.get("held")), None)
+    save_at, kill_at = killed_res[0]["save_at"], killed_res[0]["kill_at"]
+    if not held:
+        return CheckResult(c.name, False, unit=unit, hint=c.hint,
+                           message=f"the save after step {kill_at} wrote nothing through torch.save or "
+                                   "torch.distributed.checkpoint, so the checker could not kill the job inside its "
+                                   "write to prove it atomic: write the checkpoint with one of them "
+                                   "(labs.common.checkpoint.atomic_save calls torch.save)")
+    err = _cp_run_error(runs, "cp_resumed", "the resumed job")
+    if err:
+        if any(r.get("load_error") for r in runs["cp_resumed"].results):
+            err["message"] = (f"the resumed job: the checkpoint left by a kill inside the save after step {kill_at} "
+                              f"({held}) does not load: {err['message'].removeprefix('the resumed job: ')}")
+        return error_result(c, err, unit)
+    full, killed, resumed = ([r["trained"] for r in runs[n].results] for n in ("cp_full", "cp_killed", "cp_resumed"))
+    problems = []
+    for rank, (f, k) in enumerate(zip(full, killed)):
+        if [x[2] for x in k] != [x[2] for x in f[:len(k)]]:
+            i = next(i for i, (a, b) in enumerate(zip(k, f)) if a[2] != b[2])
+            problems.append(f"rank {rank}: the job that saved differs from the uninterrupted one after step {k[i][0]}: "
+                            "a save must not change training")
+    starts = {r["start"] for r in runs["cp_resumed"].results}
+    if starts != {save_at}:
+        problems.append(f"load_cp_checkpoint returned step {', '.join(map(str, sorted(starts)))}; the last complete "
+                        f"checkpoint was saved after step {save_at} (the save after step {kill_at} was killed inside "
+                        f"its write, {held})")
+    for rank, (f, r) in enumerate(zip(full, resumed)):
+        want = {x[0]: x for x in f}
+        bad = next((x for x in r if x[0] not in want or want[x[0]][2] != x[2]), None)
+        if not r:
+            problems.append(f"rank {rank}: the resumed job took no step")
+        elif bad and bad[0] in want:
+            got_loss, want_loss = float.fromhex(bad[1]), float.fromhex(want[bad[0]][1])
+            why = (f"that step's loss, taken before its update, is the same ({got_loss:.6f}): it saw the same "
+                   "weights and tokens, and its update differed (the optimizer's state, the learning rate?)"
+                   if got_loss == want_loss else
+                   f"that step's loss {got_loss:.6f} vs {want_loss:.6f}: it saw other weights or other tokens")
+            problems.append(f"rank {rank}: after the resume the weights differ from the uninterrupted job's from step "
+                            f"{bad[0]} on; {why}")
+        elif bad:
+            problems.append(f"rank {rank}: the resumed job took step {bad[0]}, which the uninterrupted job never took")
+    same = min(sum(1 for x in r if {y[0]: y[2] for y in f}.get(x[0]) == x[2]) for f, r in zip(full, resumed))
+    want_steps = len(full[0]) - save_at
+    if not problems and same < want_steps:
+        problems.append(f"the resumed job took {same} of steps {save_at + 1}-{full[0][-1][0]}")
+    return CheckResult(c.name, not problems, value=same, threshold=want_steps, unit=unit, hint=c.hint,
+                       message=problems[0] if problems else
+                       f"4 ranks (dp 2 x cp 2): saved after step {save_at}, killed inside the save after step "
+                       f"{kill_at} ({held}); fresh processes loaded step {save_at} and took steps {save_at + 1}-"
+                       f"{full[0][-1][0]} with weights bit-identical to the uninterrupted job's on every rank")
+
+
 EVALUATORS = {f.__name__: f for f in (flash_equivalence, flash_memory, ring_equivalence, ring_bytes, ring_overlap,
-                                      zigzag_balance, ulysses_equivalence, ulysses_bytes, cp_dp_equivalence)}
+                                      zigzag_balance, ulysses_equivalence, ulysses_bytes, cp_dp_equivalence,
+                                      cp_resume)}
 
 
 def info(runs) -> list[tuple[str, str]]:
@@ -257,10 +333,13 @@ def grade(h, checks):
     n = world_size(v)
     ring = dict(RING, chunk=RING["chunk"] + v % 3)
     ulysses = dict(ULYSSES, rows=ULYSSES["rows"] + v % 3)
+    resume_first, resume_then = lab9_resume.specs(h, v, SEED)
     runs = h.run_phases([
         [dict(name="flash", task="flash", args=dict(cases=cases, mem=mem, seed=SEED + v), budget_s=60),
          dict(name="ring", task="ring", nproc=n, args=dict(ring=ring, seed=SEED + v), budget_s=60),
          dict(name="ulysses", task="ulysses", nproc=n, args=dict(ulysses=ulysses, seed=SEED + v), budget_s=60),
-         dict(name="cp", task="cp", nproc=CP["dp"] * CP["cp"], args=dict(seed=SEED + v), budget_s=60)],
+         dict(name="cp", task="cp", nproc=CP["dp"] * CP["cp"], args=dict(seed=SEED + v), budget_s=60),
+         *resume_first],
+        resume_then,  # fresh processes, after the kill
     ], need, parallel=3)
     return [EVALUATORS[c.name](c, runs) for c in checks], info(runs)

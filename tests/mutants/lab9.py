@@ -74,6 +74,18 @@ MUTANTS = [
            "cp_dp_equivalence", "context parallel without global positions: every rank's first token is position 0"),
     Mutant("cp_gradients_summed", "cp_step.py", "            p.grad /= world\n", "",
            "cp_dp_equivalence", "the ranks' gradient shares summed, not averaged: a step N times too large"),
+    Mutant("cp_ckpt_optimizer_not_restored", "cp_checkpoint.py", '    optimizer.load_state_dict(state["optimizer"])\n',
+           "", "cp_resume", "the resume restores weights, schedule and data position but not AdamW's moments"),
+    Mutant("cp_ckpt_sampler_not_restored", "cp_checkpoint.py", '    sampler.load_state_dict(state["sampler"])\n', "",
+           "cp_resume", "the data position is not restored: the resumed job trains on the first batches again"),
+    Mutant("cp_ckpt_written_in_place", "cp_checkpoint.py", "        ckpt.atomic_save(state, path)\n",
+           "        torch.save(state, path)\n", "cp_resume",
+           "the checkpoint written straight over the last one: a kill mid-write leaves half a file and no checkpoint"),
+    Mutant("cp_ckpt_scheduler_not_restored", "cp_checkpoint.py", '    scheduler.load_state_dict(state["scheduler"])\n',
+           "", "cp_resume", "the learning-rate schedule starts its warm-up again after the resume"),
+    Mutant("cp_ckpt_returns_the_next_step", "cp_checkpoint.py", '    return state["step"]\n',
+           '    return state["step"] + 1\n', "cp_resume",
+           "load returns the step to take next, not the step saved: the job skips a step of data"),
     # blind: a learner who worked lab 9 from labs/ only (9/9 in ~9 min, no hints) broke their own solution 25 ways;
     # 22 failed the public grade, one only a hidden variant, two nothing. Those three, re-expressed here:
     Mutant("dkv_sent_the_wrong_way", "ring.py",

@@ -1,0 +1,160 @@
+"""Lab 9's resume runs (4 ranks, dp 2 x cp 2, ranks started by checker/spawn.py), worker side: a CP x DP job killed
+inside a checkpoint's write, then resumed by fresh processes.
+
+Three jobs train the tiny GPT (dropout 0) with the learner's apply_context_parallel and cp_dp_step, AdamW and a
+warm-up schedule, on zig-zag tokens of the checker's own sampler and split:
+  cp_full     uninterrupted, STEPS steps.
+  cp_killed   saves after step save_at (that save completes), trains on, and saves again after step kill_at: the
+              checker holds that second write half done (torch.save: half the bytes on disk, flushed; DCP: before
+              its files are written) and SIGKILLs every rank (kill_on). A save that writes straight to its file
+              leaves a torn checkpoint; an atomic one leaves the step-save_at checkpoint whole.
+  cp_resumed  fresh processes, other initial weights (the load must win): load, then train to STEPS.
+What is compared is measured by the checker beneath the learner's code: a digest of every weight after every step
+(bit-identical means equal digests), and the loss each step returned, shown only.
+"""
+from __future__ import annotations
+
+import time
+
+from checker import seams
+from checker.labs._common import digest, tiny_model
+from checker.labs.lab9_measure import shard
+
+LAB = "lab9"
+RESUME = dict(dp=2, cp=2, batch=4, warmup=2, save_at=3, kill_at=5, steps=8)  # hidden variants move save_at, kill_at
+KILL = "cp_killme"  # the cue file: the harness kills the run when it appears
+
+
+class HeldWrite:
+    """Once armed, the next checkpoint write in this process is held half done and the run is killed there: torch.save
+    (every way of calling it: installed before the learner's code is imported) writes the first half of its bytes,
+    flushed to disk, then stops; DCP's FileSystemWriter.write_data stops before writing (as lab 8 holds it). Either
+    way the rank reports, touches the cue and sleeps until the harness's SIGKILL lands."""
+
+    def __init__(self, ctx, out: dict):
+        import torch
+        from torch.distributed.checkpoint import FileSystemWriter
+
+        self.armed, self._ctx, self._out = False, ctx, out
+        self._torch_save, self._write_data = torch.save, FileSystemWriter.write_data
+        held = self
+
+        def save(obj, f, *args, **kwargs):
+            if not held.armed:
+                return held._torch_save(obj, f, *args, **kwargs)
+            import io
+            import os
+
+            buf = io.BytesIO()
+            held._torch_save(obj, buf, *args, **kwargs)
+            half = buf.getvalue()[:len(buf.getvalue()) // 2]
+            if isinstance(f, (str, os.PathLike)):
+                with open(f, "wb") as fh:
+                    fh.write(half)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            else:
+                f.write(half)
+                f.flush()
+            held._hold("torch.save")
+
+        def write_data(writer, *args, **kwargs):
+            if held.armed:
+                held._hold("DCP")
+            return held._write_data(writer, *args, **kwargs)
+        torch.save, FileSystemWriter.write_data = save, write_data
+
+    def uninstall(self) -> None:
+        import torch
+        from torch.distributed.checkpoint import FileSystemWriter
+
+        torch.save, FileSystemWriter.write_data = self._torch_save, self._write_data
+
+    def _hold(self, how: str) -> None:
+        self._ctx.write({**self._out, "held": how})
+        (self._ctx.workdir / KILL).touch()  # whichever rank writes: ctx.cue is rank 0's only
+        time.sleep(3600)
+
+
+def task_cp_train(ctx, target, ckpt, seed, steps, save_at=None, kill_at=None, resume=False, cp=RESUME):
+    """Train the CP x DP job from step 0 (or from the learner's checkpoint, resume) to `steps`; with save_at and
+    kill_at, save after each and be killed inside the second save's write."""
+    import torch.distributed as dist
+
+    from labs.common import dist as cdist
+    from labs.common.data import BatchSampler, TokenFile, ensure_corpus
+    from labs.common.optim import make_optimizer, make_scheduler
+
+    env = cdist.init(timeout_s=20)
+    out = ctx.partial
+    out.update(trained=[], start=0, save_at=save_at, kill_at=kill_at)
+    held = HeldWrite(ctx, out)  # before the learner's code is imported
+    n_cp, n_dp = cp["cp"], cp["dp"]
+    groups = [dist.new_group([d * n_cp + c for c in range(n_cp)]) for d in range(n_dp)]  # every rank makes each
+    d, c = divmod(env.rank, n_cp)
+    rows = cp["batch"] // n_dp
+    data = TokenFile.open(ensure_corpus(256))
+    seam = seams.load(LAB, target)
+
+    def build():
+        model = tiny_model(seed + 99 * resume).to(env.device)  # resume: other weights, the load must win
+        s = model.cfg.block_size
+        model = seam.apply_context_parallel(model, groups[d], s, "zigzag") or model
+        opt = make_optimizer(model)
+        return model, opt, make_scheduler(opt, warmup=cp["warmup"], total=steps), \
+            BatchSampler(data.num_windows(s), cp["batch"], seed=seed)
+    built, out["build_error"] = ctx.attempt(build)
+    if out["build_error"]:
+        return out
+    model, opt, sched, sampler = built
+    if resume:
+        out["start"], out["load_error"] = ctx.attempt(lambda: seam.load_cp_checkpoint(ckpt, model, opt, sched,
+                                                                                      sampler))
+        if out["load_error"]:
+            return out
+
+    def train(stop):
+        for step in range(out["start"] + len(out["trained"]) + 1, stop + 1):
+            x, y = data.batch(sampler.next_ids(), model.cfg.block_size, env.device)
+            local = [shard(t[d * rows:(d + 1) * rows, None, :, None], c, n_cp, "zigzag")[:, 0, :, 0] for t in (x, y)]
+            loss = seam.cp_dp_step(model, opt, local)
+            sched.step()
+            out["trained"].append([step, float(loss).hex(), digest(model.named_parameters())])
+
+    def until_killed():
+        train(save_at)
+        seam.save_cp_checkpoint(ckpt, model, opt, sched, sampler, save_at)
+        train(kill_at)
+        ctx.write(out)
+        dist.barrier()  # every rank has reported before any write is held
+        held.armed = True
+        seam.save_cp_checkpoint(ckpt, model, opt, sched, sampler, kill_at)
+        # This rank's save returned: another rank's write is held (this barrier then waits for the kill), or no
+        # write of this save went through torch.save or DCP, and the checker kills the job after it instead.
+        held.armed = False
+        out["returned"] = True
+        ctx.write(out)
+        dist.barrier()
+        ctx.cue(KILL)
+        time.sleep(3600)
+    _, out["train_error"] = ctx.attempt(until_killed if kill_at else lambda: train(steps))
+    if out["train_error"]:
+        return out
+    cdist.teardown()
+    return out
+
+
+TASKS = {"cp_train": task_cp_train}
+
+
+def specs(h, variant: int, seed: int) -> list[list[dict]]:
+    """The phases of the resume check: the uninterrupted job beside the killed one, then the resumed one."""
+    ckpt = str(h.workdir / "cp_ckpt" / "state.pt")
+    (h.workdir / "cp_ckpt").mkdir(exist_ok=True)
+    shift = variant % 3  # hidden variants move the save, the kill and the data
+    save_at, kill_at = RESUME["save_at"] + shift, RESUME["kill_at"] + shift
+    common = dict(ckpt=ckpt, seed=seed + variant, steps=RESUME["steps"] + shift)
+    return [[dict(name="cp_full", task="cp_train", nproc=4, budget_s=60, args=common),
+             dict(name="cp_killed", task="cp_train", nproc=4, budget_s=60, kill_on=KILL,
+                  args=dict(common, save_at=save_at, kill_at=kill_at))],
+            [dict(name="cp_resumed", task="cp_train", nproc=4, budget_s=60, args=dict(common, resume=True))]]
