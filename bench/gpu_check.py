@@ -18,10 +18,10 @@ What runs, each step with its own time limit (on one H200 the whole took 323 s):
      (labs/common/staging.py), so every check runs but lab 3's two speed ratios against DDP, NOT RUN (the
      checker says why). Speed checks on one GPU compare two ranks sharing it and a gloo link: read them as
      "runs", not as a speed verdict
-  7. lab 9 (lab9_plan): on 4+ GPUs every check, one rank per GPU over NCCL (the ring and Ulysses on 3, CP x DP on
-     4); on 2-3 GPUs the checks of at most 2 ranks (a hidden variant with the ring on 2), the CP x DP ones left
-     out and named; on ONE GPU over gloo the flash checks run on CUDA and every check that sends CUDA tensors
-     point to point or all-to-all is NOT RUN (gloo carries neither)
+  7. labs 9 and 10 (sharded_plan): on 4+ GPUs every check, one rank per GPU over NCCL (their largest runs take 4
+     ranks); on 2-3 GPUs the checks whose runs fit 2 ranks, at a hidden variant that puts the ring (lab 9) or the
+     experts (lab 10) on 2, the others left out and named; on ONE GPU the ranks share it over gloo and the course
+     stages the point-to-point and all-to-all transfers gloo cannot carry through host memory: every check runs
 Without a GPU it stops at once, non-zero, saying so. Nothing here is a guess: each figure in the results file
 is measured by this script on this machine, or the step says it failed and why.
 """
@@ -38,7 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 STEP_LIMIT_S = {"doctor": 60, "lab1": 120, "mutant": 90, "gpt2": 90, "lab2": 150, "lab3": 150, "lab6": 150,
-                "lab9": 150}
+                "lab9": 150, "lab10": 120}
 
 
 def _checker(args: list[str], timeout: float, env: dict | None = None) -> tuple[int, str, float, dict | None]:
@@ -205,34 +205,34 @@ def main(argv=None) -> int:
         # expected result for lab 3; on two GPUs every check runs
         row(f"{lab} grade, {how}", rc == 0 or (rc == 3 and len(gpus) < 2), s,
             _checks(rep) if rep else out.strip()[-300:])
-    if "lab9" in steps:
-        args, env, how, ok_codes = lab9_plan(gpus)
-        rc, out, s, rep = _checker(args, STEP_LIMIT_S["lab9"], env)
-        row(f"lab9 grade, {how}", rc in ok_codes, s, _checks(rep) if rep else out.strip()[-300:])
+    for lab in [name for name in ("lab9", "lab10") if name in steps]:
+        args, env, how, ok_codes = sharded_plan(lab, gpus)
+        rc, out, s, rep = _checker(args, STEP_LIMIT_S[lab], env)
+        row(f"{lab} grade, {how}", rc in ok_codes, s, _checks(rep) if rep else out.strip()[-300:])
     lines += ["", f"Total: {time.monotonic() - t_all:.0f} s. Each row was measured by this run of bench/gpu_check.py."]
     Path(a.out).write_text("\n".join(lines) + "\n")
     print(f"gpu-check: {'all steps ok' if ok else 'some steps FAILED'}; results in {a.out}")
     return 0 if ok else 1
 
 
-def lab9_plan(gpus: list[str]) -> tuple[list[str], dict, str, tuple[int, ...]]:
-    """(checker arguments, environment, the row's words, the exit statuses that mean success) of lab 9's grade on
-    these GPUs. Its runs take 1 rank (flash), 3 (ring and Ulysses; 2 at odd variants) and 4 (CP x DP, its resume),
-    and NCCL puts one rank on each GPU."""
-    from checker.labs import lab9
+def sharded_plan(lab: str, gpus: list[str]) -> tuple[list[str], dict, str, tuple[int, ...]]:
+    """(checker arguments, environment, the row's words, the exit statuses that mean success) of lab 9's or lab 10's
+    grade on these GPUs. Their runs take 1 to 4 ranks (the lab's ranks_needed says which), and NCCL puts one rank on
+    each GPU; one GPU takes every rank over gloo, with the transfers gloo cannot carry staged through host memory."""
+    import importlib
 
-    grade = ["grade", "lab9", "--solutions", "--device", "cuda"]
+    mod = importlib.import_module(f"checker.labs.{lab}")
+    grade = ["grade", lab, "--solutions", "--device", "cuda"]
     if len(gpus) >= 4:
         return grade, {"CUDA_VISIBLE_DEVICES": ",".join(gpus[:4])}, "up to 4 ranks on 4 GPUs over NCCL", (0,)
     if len(gpus) >= 2:
-        fits = [c.name for c in lab9.CHECKS if lab9.ranks_needed(c.name, variant=1) <= 2]
-        left = [c.name for c in lab9.CHECKS if c.name not in fits]
+        fits = [c.name for c in mod.CHECKS if mod.ranks_needed(c.name, variant=1) <= 2]
+        left = [c.name for c in mod.CHECKS if c.name not in fits]
         return ([*grade, "--variant", "1", *(x for name in fits for x in ("--only", name))],
                 {"CUDA_VISIBLE_DEVICES": ",".join(gpus[:2])},
                 f"2 ranks on 2 GPUs over NCCL ({', '.join(left)} left out: 4 ranks need 4 GPUs)", (0,))
-    # gloo moves no send/recv or all-to-all of CUDA tensors: those checks say NOT RUN (exit 3, none failed)
-    return grade, {"CUDA_VISIBLE_DEVICES": gpus[0], "COURSE_BACKEND": "gloo", "COURSE_RANKS_PER_GPU": "2"}, \
-        "one GPU (flash on CUDA; the ranks' checks NOT RUN: gloo carries no point-to-point of GPU memory)", (3,)
+    return grade, {"CUDA_VISIBLE_DEVICES": gpus[0], "COURSE_BACKEND": "gloo", "COURSE_RANKS_PER_GPU": "4"}, \
+        "every rank on one GPU over gloo (point-to-point and all-to-all staged through host memory)", (0,)
 
 
 def gpt2(row) -> None:

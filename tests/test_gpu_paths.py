@@ -327,36 +327,40 @@ def test_sleep_stage_synchronises_the_device_around_each_timestamp(monkeypatch):
     assert [e["kind"] for e in stage.events] == ["F", "B"]
 
 
-# ---------------------------------------------------------------- make gpu-check: lab 9 on the GPUs at hand
-@pytest.mark.parametrize("gpus,variant,only,ok", [(1, None, None, (3,)), (2, "1", True, (0,)), (3, "1", True, (0,)),
-                                                  (4, None, None, (0,)), (8, None, None, (0,))])
-def test_lab9_is_planned_for_the_gpus_at_hand(monkeypatch, gpus, variant, only, ok):
-    """One rank per GPU over NCCL: the checks whose runs fit the GPUs, every one from 4; on one GPU, gloo, whose
-    point-to-point and all-to-all of CUDA tensors do not exist, so those checks are NOT RUN (exit 3)."""
-    monkeypatch.syspath_prepend(str(ROOT))  # bench/ is the repository's, not an installed package
-    from bench.gpu_check import lab9_plan
-    from checker.labs import lab9
+# ---------------------------------------------------------------- make gpu-check: labs 9 and 10 on the GPUs at hand
+@pytest.mark.parametrize("lab,left", [("lab9", {"cp_dp_equivalence", "cp_resume"}), ("lab10", {"ep_dp_grads"})])
+@pytest.mark.parametrize("gpus,variant,only", [(1, None, None), (2, "1", True), (3, "1", True), (4, None, None),
+                                               (8, None, None)])
+def test_labs_9_and_10_are_planned_for_the_gpus_at_hand(monkeypatch, lab, left, gpus, variant, only):
+    """One rank per GPU over NCCL: the checks whose runs fit the GPUs, every one from 4; on one GPU every rank over
+    gloo, every check (the transfers gloo cannot carry are staged through host memory)."""
+    import importlib
 
-    args, env, how, codes = lab9_plan([str(i) for i in range(gpus)])
-    assert args[:5] == ["grade", "lab9", "--solutions", "--device", "cuda"] and codes == ok
+    monkeypatch.syspath_prepend(str(ROOT))  # bench/ is the repository's, not an installed package
+    from bench.gpu_check import sharded_plan
+    mod = importlib.import_module(f"checker.labs.{lab}")
+
+    args, env, how, codes = sharded_plan(lab, [str(i) for i in range(gpus)])
+    assert args[:5] == ["grade", lab, "--solutions", "--device", "cuda"] and codes == (0,)
     picked = [args[i + 1] for i, a in enumerate(args) if a == "--only"]
     assert (args[args.index("--variant") + 1] if "--variant" in args else None) == variant
     if gpus == 1:
-        assert env["COURSE_BACKEND"] == "gloo" and "NOT RUN" in how and not picked
+        assert env["COURSE_BACKEND"] == "gloo" and "staged" in how and not picked
+        assert int(env["COURSE_RANKS_PER_GPU"]) >= max(mod.ranks_needed(c.name) for c in mod.CHECKS)
     else:
         used = env["CUDA_VISIBLE_DEVICES"].split(",")
         assert "COURSE_BACKEND" not in env and len(used) == min(gpus, 4) - (gpus == 3)
-        checks = picked or [c.name for c in lab9.CHECKS]
-        assert max(lab9.ranks_needed(c, int(variant or 0)) for c in checks) <= len(used)
+        checks = picked or [c.name for c in mod.CHECKS]
+        assert max(mod.ranks_needed(c, int(variant or 0)) for c in checks) <= len(used)
         if only:  # what does not fit is named, and everything that fits is graded
-            assert {"cp_dp_equivalence", "cp_resume"} == {c.name for c in lab9.CHECKS} - set(picked)
-            assert all(name in how for name in ("cp_dp_equivalence", "cp_resume"))
+            assert left == {c.name for c in mod.CHECKS} - set(picked)
+            assert all(name in how for name in left)
 
 
-@pytest.mark.parametrize("rc,row", [(3, "| ok |"), (1, "| FAILED |")])
+@pytest.mark.parametrize("rc,row", [(0, "| ok |"), (1, "| FAILED |")])
 def test_gpu_check_grades_lab9_on_one_gpu_as_planned(monkeypatch, tmp_path, rc, row):
     """bench/gpu_check.py's lab 9 step on a faked one-GPU node: the checker command it runs, with what environment,
-    and its row (exit 3, NOT RUN checks and none failed, is the one-GPU success; a failure is FAILED)."""
+    and its row (every check passes: ok; a failure is FAILED)."""
     monkeypatch.syspath_prepend(str(ROOT))
     from bench import gpu_check
 
@@ -366,17 +370,17 @@ def test_gpu_check_grades_lab9_on_one_gpu_as_planned(monkeypatch, tmp_path, rc, 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     ran = []
     report = {"checks": [{"name": "flash_equivalence", "passed": True, "value": 1e-6, "unit": "max abs diff"},
-                         {"name": "ring_equivalence", "passed": False, "status": "not run", "value": None, "unit": "",
-                          "message": "COURSE_BACKEND=gloo with CUDA tensors"}]}
+                         {"name": "ring_equivalence", "passed": rc == 0, "value": 1e-6, "unit": "max abs diff",
+                          "message": "rank 1's rows differ"}]}
 
     def fake_checker(args, timeout, env=None):
         ran.append((args, env, timeout))
         return rc, "", 1.0, report
     monkeypatch.setattr(gpu_check, "_checker", fake_checker)
     out = tmp_path / "gpu.md"
-    assert gpu_check.main(["--steps", "lab9", "--out", str(out)]) == (0 if rc == 3 else 1)
+    assert gpu_check.main(["--steps", "lab9", "--out", str(out)]) == (0 if rc == 0 else 1)
     (args, env, timeout), = ran
     assert args[:2] == ["grade", "lab9"] and env["COURSE_BACKEND"] == "gloo"
     assert timeout == gpu_check.STEP_LIMIT_S["lab9"]
     text = out.read_text()
-    assert "lab9 grade, one GPU" in text and row in text and "ring_equivalence NOT RUN" in text
+    assert "lab9 grade, every rank on one GPU" in text and row in text

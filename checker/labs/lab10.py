@@ -538,6 +538,13 @@ RUNS = {"router_equivalence": {"units"}, "capacity_drops": {"units"}, "aux_loss"
         "ep_dp_grads": {"epdp"}, "ep_plan": {"units", "full"}, "ep_resume": {"full", "resume_1", "resume_2"}}
 
 
+def ranks_needed(check: str, variant: int = 0) -> int:
+    """The most ranks any run of `check` takes at this variant (make gpu-check: which checks fit the GPUs)."""
+    size = {"units": 1, "ep": world_size(variant), "epdp": EPDP["dp"] * EPDP["ep"], "full": 2, "resume_1": 2,
+            "resume_2": 2}
+    return max(size[run] for run in RUNS[check])
+
+
 def world_size(variant: int) -> int:
     # 3 ranks in the public grade (a rank's own experts, and two peers whose splits differ); 2 on odd variants
     return 3 - variant % 2

@@ -51,7 +51,8 @@ ULYSSES = dict(head_dim=8, rows=5)  # heads = 2N, s = N*rows
 CP = dict(dp=2, cp=2, batch=4, lr=0.1)  # 4 ranks: 2 dp groups of 2 cp ranks; tiny's whole 64-token windows
 TOL = 2e-5  # fp32: a tiled softmax sums in another order than SDPA's kernel; measured <= 4e-6 here (3 ranks)
 
-# needs: gloo moves no send/recv or all-to-all of CUDA tensors (_common.py): one GPU shared over gloo says NOT RUN
+# One GPU shared over gloo: gloo moves no send/recv or all-to-all of CUDA tensors, and the course stages them
+# through host memory (labs/common/staging.py), so every check runs there too
 CHECKS = [
     Check("flash_equivalence", "flash_attention equals scaled_dot_product_attention in output and in the gradients "
           f"of q, k and v (atol {TOL:g}), causal and not, at sequence lengths that are not a multiple of the tile",
@@ -69,51 +70,51 @@ CHECKS = [
           "positions (whose block is it at this step?); partial outputs merge by their log-sum-exp; K and V travel "
           "together; each block's dK, dV must end on the rank that owns it. Zig-zag: chunks r then 2N-1-r "
           f"({WHERE}/zigzag.py).",
-          needs=("device_collectives",)),
+          ),
     Check("ring_bytes", "bytes each rank sends, counted from its point-to-point calls: forward 2(N-1)/N of K and V, "
           "backward 2(N-1)/N of K and V + dK and dV once round the ring (2 S), nothing else",
           f"Each step passes on exactly the block it holds, once ({WHERE}/ring.py): no send at the last step of "
           "forward; backward's running dK, dV make N hops back to their owner; an all-gather of K/V moves the same "
           "forward bytes but holds the whole sequence on every rank.",
-          needs=("device_collectives",)),
+          ),
     Check("ring_overlap", "in ring_attention's forward every K/V transfer is in flight while tile matmuls run: "
           "between starting each receive and waiting for it, the checker sees matmuls (observed beneath your code)",
           f"Start the next block's transfer before this block's tiles and wait for it after them ({WHERE}/ring.py): "
           "non-blocking point-to-point; a blocking send, or a wait right after starting it, leaves the link and the "
           "cores taking turns.",
-          needs=("device_collectives",)),
+          ),
     Check("zigzag_balance", "per-rank matmul FLOPs of ring_attention's causal forward and backward on zig-zag shards "
           "(counted by the checker) within 10% of each other, and tiles above the diagonal skipped in both passes "
           "(each <= 3/4 of the same code's non-causal FLOPs)",
           f"Zig-zag ({WHERE}/zigzag.py): rank r holds chunks r and 2N-1-r of 2N, so every rank sees as many "
           "(query, key) pairs; the ring must skip tiles whose keys all lie after their queries (flash.py), or "
           "causal costs as much as full attention.",
-          needs=("device_collectives",)),
+          ),
     Check("ulysses_equivalence", "ulysses_attention on N ranks: each rank's output rows and gradients equal full "
           "attention's; heads not divisible by N raise ValueError",
           f"The re-shard ({WHERE}/ulysses.py): peer j must receive its own heads of your rows and put them at "
           "sequence position j*s/N; the way back is the inverse, and each is the other's gradient. Check "
           "heads % N before any communication.",
-          needs=("device_collectives",)),
+          ),
     Check("ulysses_bytes", "bytes each rank sends in Ulysses, counted from its collectives: 4 all-to-alls of its "
           "(b, h, s/N, d) block forward, (N-1)/N of each, and the same backward",
           f"Four re-shards per direction ({WHERE}/ulysses.py): q, k and v to heads, the output back; one "
           "all-to-all each, no all-gather of the sequence (that sends N times more).",
-          needs=("device_collectives",)),
+          ),
     Check("cp_dp_equivalence", "a CP x DP step of the tiny GPT (dp 2 x cp 2, zig-zag tokens, the model's code "
           "unchanged): loss, every gradient and every weight after the update equal one process's step on the "
           f"global batch (atol {TOL:g})",
           f"Each rank sees its own tokens ({WHERE}/cp_step.py): they sit at GLOBAL positions, which the position "
           "embedding must be given; each rank's gradient is its tokens' share of the mean, to be combined over "
           "every rank of both dimensions.",
-          needs=("device_collectives",)),
+          ),
     Check("cp_resume", "a CP x DP job (dp 2 x cp 2, AdamW, a warm-up schedule) saves, trains on, and is SIGKILLed "
           "inside its next save's write; fresh processes resume it: the checkpoint that loads is the last complete "
           "one, and the weights after every later step are bit-identical to the uninterrupted job's",
           f"What must a fresh job hold to take the next step as this one would, and how many copies of it does a CP x "
           f"DP mesh have ({WHERE}/cp_checkpoint.py)? CP splits tokens, not parameters. A kill halfway through a "
           "write must leave the previous checkpoint whole: write elsewhere, then rename.",
-          needs=("device_collectives",)),
+          ),
 ]
 
 
