@@ -24,6 +24,7 @@ from __future__ import annotations
 from checker import seams
 from checker.labs._common import Check, digest, probe, tiny_model
 from checker.labs._held_save import HeldSave
+from checker.labs.lab10_measure import OpCounter
 
 LAB = "lab10"
 GRADE_SECONDS = 60
@@ -61,6 +62,12 @@ CHECKS = [
           "dropped and a non-zero bias",
           f"{WHERE}/moe.py: a token's output sums weight x expert over its KEPT choices only; a dropped choice adds "
           "nothing (the block's residual carries the token); each expert runs on the rows that chose it."),
+    Check("moe_grouped", "grouped compute, counted beneath your code: keep_mask runs as many ops for 3T tokens as for "
+          "T; MoE.forward runs at most 2E + 1 matmuls (each expert's two weights once, the router) at both; each "
+          "rank's expert_parallel forward at most 2E/N + 1",
+          f"{WHERE}/moe.py, capacity.py, expert_parallel.py: the work per expert must be one matmul per weight over "
+          "all of its rows (gather them, run, scatter back), never a Python loop over tokens or choices, and an EP "
+          "rank runs each local expert once on the rows from every rank together."),
     Check("ep_balance", f"update_bias after each of {BALANCE['steps']} routings of fixed tokens by a skewed router: "
           f"max / mean tokens per expert <= {BALANCED} over the last 10 (routed and counted by the checker); without "
           "the updates the same router stays skewed",
@@ -129,7 +136,8 @@ def _diff(got, want) -> float:
 
 
 def _router_cases(cases, seed):
-    """Scores with ties in rows 0 and 1, a selection bias on the last case, an upstream gradient: the checker's."""
+    """Scores with ties in rows 0 and 1, a selection bias on all cases but the first, bf16 scores in the last, an
+    upstream gradient: the checker's."""
     import torch
 
     from checker.labs import lab10_ref as ref
@@ -140,6 +148,8 @@ def _router_cases(cases, seed):
         s[0] = 0.5  # every expert ties
         s[1, :2] = s[1].max() + 1  # experts 0 and 1 tie for first
         bias = torch.randn(e, generator=gen) * 0.05 if i else None  # the first case without, the others with one
+        if i == len(cases) - 1:
+            s = s.to(torch.bfloat16)  # weights are float32 whatever the scores' dtype
         g = torch.randn(t, k, generator=gen)
         leaf = s.clone().requires_grad_()
         G, ids, _, _ = ref.gate(leaf, k, float(e), bias)  # factor E: T k slots, none dropped
@@ -183,6 +193,7 @@ def task_units(ctx, target, seed=SEED, router=ROUTER_CASES, cap_cases=CAPACITY_C
     sk_cap = ref.capacity(200, 2, 8, 1.0)
     sk_keep = ref.keep(sk_ids, 8, sk_cap)
     aux_scores = torch.randn(50, 5, generator=gen)
+    aux_scores[:, 4] -= 10.0  # the last expert is never chosen: its count is 0, not missing
     aux_leaf = aux_scores.clone().requires_grad_()
     aux_probs = torch.softmax(aux_leaf, -1)
     aux_ids = ref.choose(aux_probs, 2)
@@ -194,6 +205,7 @@ def task_units(ctx, target, seed=SEED, router=ROUTER_CASES, cap_cases=CAPACITY_C
         m = ref.RefMoE.make(h, E, k, f, moe["factor"], gen)
         if case:
             m.bias.copy_(torch.randn(E, generator=gen) * 0.05)
+            m.bias[-1] = -1.0  # the last expert starved: no token chooses it
         x = torch.randn(moe["batch"], moe["seq"], h, generator=gen)
         g = torch.randn_like(x)
         xl = x.clone().requires_grad_()
@@ -225,7 +237,7 @@ def task_units(ctx, target, seed=SEED, router=ROUTER_CASES, cap_cases=CAPACITY_C
                 else None
             rows.append({"shape": list(s.shape), "k": kk, "bias": bias is not None, "ids_bad": bad,
                          "weights": _diff(got_w, w), "grad": _diff(gw, grad) if gw is not None else None,
-                         "dtype": str(got_w.dtype)})
+                         "dtype": str(got_w.dtype), "scores": str(s.dtype)})
         return rows
     out["router"], out["router_error"] = ctx.attempt(router_part)
 
@@ -266,7 +278,15 @@ def task_units(ctx, target, seed=SEED, router=ROUTER_CASES, cap_cases=CAPACITY_C
     out["moe"], out["moe_error"] = ctx.attempt(moe_part)
 
     def balance_part():
-        res = {}
+        exact = []  # counts whose mean is fractional, or met exactly by some experts
+        for counts in ([3, 2, 2, 2], [4, 2, 3, 3], [0, 5, 1, 2, 7]):
+            c = torch.tensor(counts)
+            bias = torch.full((len(counts),), 0.25)
+            seam.update_bias(bias, c.clone(), 0.5)
+            mean = sum(counts) / len(counts)
+            want = [0.25 + 0.5 * ((mean > x) - (mean < x)) for x in counts]
+            exact.append({"counts": counts, "got": [round(float(b), 6) for b in bias], "want": want})
+        res = {"exact": exact}
         for label, update in (("off", False), ("on", True)):
             bias, trace = torch.zeros(balance["experts"]), []
             for _ in range(balance["steps"]):
@@ -298,6 +318,28 @@ def task_units(ctx, target, seed=SEED, router=ROUTER_CASES, cap_cases=CAPACITY_C
         two = dict(seam.plan_experts(*got, resume["experts"], 2, 1 << 62)).get("bytes_by_ep", {})
         return {"count": got, "want_count": want, "plans": plans, "at_ep2": int(two.get(2, two.get("2", -1)))}
     out["plan"], out["plan_error"] = ctx.attempt(plan_part)
+
+    def grouped_part():
+        res = {}
+        for t in (100, 300):
+            ids = torch.tensor(ref.choose(torch.softmax(torch.randn(t, 8, generator=gen) + torch.linspace(1, 0, 8), -1),
+                                          2))
+            c = OpCounter()
+            with c.mode:
+                seam.keep_mask(ids, 8, ref.capacity(t, 2, 8, 1.0))
+            res[f"keep_ops_{t}"] = c.ops
+        torch.manual_seed(seed)
+        m = seam.MoE(h, E, k, f, moe["factor"])
+        m.load_state_dict(layers[0]["state"])
+        for t in (40, 120):
+            x = torch.randn(t, h, generator=gen)
+            c = OpCounter()
+            with torch.no_grad(), c.mode:
+                m(x)
+            res[f"moe_matmuls_{t}"] = c.matmuls
+        res["experts"] = E
+        return res
+    out["grouped"], out["grouped_error"] = ctx.attempt(grouped_part)
     return out
 
 
@@ -310,6 +352,8 @@ def _ep_reference(ep, n, seed):
     gen = _gen(seed)
     h, E = ep["hidden"], ep["per_rank_experts"] * n
     m = ref.RefMoE.make(h, E, ep["k"], ep["ffn"], ep["factor"], gen)
+    with torch.no_grad():
+        m.bias[-1] = -1.0  # the last expert (the last rank's) receives no row: its counts are 0, not missing
     state = {k: t.detach().clone() for k, t in m.state_dict().items()}
     ranks, w1g, w2g = [], torch.zeros_like(m.w1), torch.zeros_like(m.w2)
     for _ in range(n):
@@ -369,7 +413,9 @@ def task_ep(ctx, target, ep=EP, seed=SEED):
         sliced = max(_diff(named["w1"], state["w1"][lo:hi]), _diff(named["w2"], state["w2"][lo:hi]))
         xl = mine["x"].clone().requires_grad_()
         comm.start()
-        y = layer(xl)
+        ops = OpCounter()
+        with ops.mode:
+            y = layer(xl)
         fwd = comm.stop()
         comm.start()
         y.backward(mine["g"])
@@ -378,7 +424,7 @@ def task_ep(ctx, target, ep=EP, seed=SEED):
                  "router.weight": _diff(named["router.weight"].grad, mine["drouter"]),
                  "w1": _diff(named["w1"].grad, w1g[lo:hi]), "w2": _diff(named["w2"].grad, w2g[lo:hi])}
         return {"shapes": shapes, "sliced": sliced, "diffs": diffs, "fwd": [list(x) for x in fwd],
-                "bwd": [list(x) for x in bwd]}
+                "bwd": [list(x) for x in bwd], "matmuls": ops.matmuls}
     out["equiv"], out["equiv_error"] = ctx.attempt(equivalence)
     if out["equiv_error"]:
         return out  # a peer may be inside a collective: skip teardown's barrier
@@ -534,7 +580,8 @@ TASKS = {"probe": task_probe, "units": task_units, "ep": task_ep, "epdp": task_e
 
 # ---------------------------------------------------------------- checker side
 RUNS = {"router_equivalence": {"units"}, "capacity_drops": {"units"}, "aux_loss": {"units"},
-        "moe_equivalence": {"units"}, "ep_balance": {"units"}, "ep_equivalence": {"ep"}, "a2a_bytes": {"ep"},
+        "moe_equivalence": {"units"}, "moe_grouped": {"units", "ep"}, "ep_balance": {"units"},
+        "ep_equivalence": {"ep"}, "a2a_bytes": {"ep"},
         "ep_dp_grads": {"epdp"}, "ep_plan": {"units", "full"}, "ep_resume": {"full", "resume_1", "resume_2"}}
 
 

@@ -61,12 +61,19 @@ def router_equivalence(c: Check, runs) -> CheckResult:
                    1: " (experts 0 and 1 tie for first: the lower index first)"}.get(t, "")
             if row["bias"] and not why:
                 why = " (the bias decides who is chosen: softmax + bias, never the scores + bias)"
+            if row["scores"] != "torch.float32" and not why:
+                why = f" (scores in {row['scores'].split('.')[-1]}: the probabilities in float32)"
             return CheckResult(c.name, False, unit="experts chosen", hint=c.hint,
                                message=f"{label}: token {t} got experts {got}, expected {want}{why}")
+        if row["dtype"] != "torch.float32":
+            return CheckResult(c.name, False, unit="dtype", hint=c.hint,
+                               message=f"{label}: weights are {row['dtype']} for {row['scores']} scores: the contract "
+                                       "asks float32 whatever the scores' dtype (softmax in float32)")
         if row["grad"] is None:
             return CheckResult(c.name, False, unit="max abs diff", hint=c.hint,
                                message=f"{label}: the weights carry no gradient to the scores (detached, or built "
-                                       "from values): the router could not learn")
+                                       "from values): they must come from the probabilities, differentiable (at "
+                                       "top-1 their gradient is zero, but it must exist)")
         for name, d in (("the weights", row["weights"]), ("the weights' gradient", row["grad"])):
             worst = max(worst, d)
             if not d <= TOL:
@@ -146,10 +153,54 @@ def moe_equivalence(c: Check, runs) -> CheckResult:
                                f"{rs[0][1]['dropped']} choices dropped; .aux_loss and .counts equal")
 
 
+def moe_grouped(c: Check, runs) -> CheckResult:
+    rs, err = _ranks(runs, "units", "grouped")
+    if err:
+        return error_result(c, err, "ops")
+    g = rs[0]
+    E = g["experts"]
+    if g["keep_ops_300"] > g["keep_ops_100"]:
+        return CheckResult(c.name, False, value=g["keep_ops_300"], threshold=g["keep_ops_100"], unit="ops", hint=c.hint,
+                           message=f"keep_mask ran {g['keep_ops_100']} ops for 100 tokens and {g['keep_ops_300']} for "
+                                   "300: its work grows with the tokens (a loop over tokens or choices?)")
+    worst = max(g["moe_matmuls_40"], g["moe_matmuls_120"])
+    if g["moe_matmuls_120"] > g["moe_matmuls_40"] or worst > 2 * E + 1:
+        return CheckResult(c.name, False, value=worst, threshold=2 * E + 1, unit="matmuls per forward", hint=c.hint,
+                           message=f"MoE.forward with {E} experts ran {g['moe_matmuls_40']} matmuls for 40 tokens and "
+                                   f"{g['moe_matmuls_120']} for 120: at most {2 * E + 1} (each expert's w1 and w2 "
+                                   "once, the router), the same for any number of tokens")
+    ep, ep_err = _ranks(runs, "ep", "equiv")
+    if ep_err:
+        return error_result(c, ep_err, "matmuls per forward")
+    res = runs["ep"].result
+    per = res["experts"] // res["world"]
+    counts = [r.get("matmuls") for r in ep]
+    if None in counts:
+        return CheckResult(c.name, False, unit="matmuls", hint=c.hint, message="the EP layer's experts have the wrong "
+                           "shapes (ep_equivalence says which): nothing was counted")
+    if max(counts) > 2 * per + 1:
+        rank = counts.index(max(counts))
+        return CheckResult(c.name, False, value=max(counts), threshold=2 * per + 1, unit="matmuls per forward",
+                           hint=c.hint, message=f"rank {rank}'s expert_parallel forward ran {max(counts)} matmuls "
+                                                f"for its {per} experts: at most {2 * per + 1}; run each local "
+                                                "expert once on the rows of every rank together")
+    return CheckResult(c.name, True, value=worst, threshold=2 * E + 1, unit="matmuls per forward", hint=c.hint,
+                       message=f"keep_mask: {g['keep_ops_100']} ops at 100 and at 300 tokens; MoE.forward: {worst} "
+                               f"matmuls for {E} experts at 40 and 120 tokens; EP: at most {max(counts)} per rank for "
+                               f"{per} local experts")
+
+
 def ep_balance(c: Check, runs) -> CheckResult:
     rs, err = _ranks(runs, "units", "balance")
     if err:
         return error_result(c, err, "max / mean tokens")
+    for e in rs[0]["exact"]:
+        if e["got"] != e["want"]:
+            return CheckResult(c.name, False, unit="bias", hint=c.hint,
+                               message=f"update_bias from 0.25 with gamma 0.5 and counts {e['counts']} (mean "
+                                       f"{sum(e['counts']) / len(e['counts']):g}): {e['got']}, expected {e['want']} "
+                                       "(up by gamma below the mean, down above it, unchanged AT the mean; the mean "
+                                       "in floating point)")
     on, off = rs[0]["on"], rs[0]["off"]
     ok = on["tail"] <= BALANCED
     msg = (f"{BALANCE['tokens']} tokens, top-{BALANCE['k']} of {BALANCE['experts']}: {on['first']:.2f} at the start; "
@@ -214,8 +265,8 @@ def a2a_bytes(c: Check, runs) -> CheckResult:
                                 f"{full['rows_out']} rows out + {full['rows_in']} back, {full['hidden']} fp32 wide"
                                 + (f", + up to {slack} B of counts" if label == "forward" else "") + why)
     r0 = results[0]
-    want0 = a2a_bytes_expected(r0["rows_out"], r0["rows_in"], r0["hidden"])
-    return CheckResult(c.name, not problems, value=first, threshold=want0, unit="bytes sent by rank 0, forward",
+    want0 = a2a_bytes_expected(r0["rows_out"], r0["rows_in"], r0["hidden"]) + 8 * r0["experts"]  # + the counts
+    return CheckResult(c.name, not problems, value=first, threshold=want0, unit="bytes sent by rank 0, forward (max)",
                        hint=c.hint, message=problems[0] if problems else
                        f"{len(rs)} ranks: rank 0 sent {first:,.0f} B forward = {r0['rows_out']} rows out + "
                        f"{r0['rows_in']} back x {4 * r0['hidden']} B + counts; every rank's forward and backward as "
@@ -233,10 +284,13 @@ def ep_dp_grads(c: Check, runs) -> CheckResult:
         for kind, label in (("grad", "gradient"), ("weight", "weight after the update"), ("bias", "selection bias")):
             if not r[kind] <= TOL:
                 where = r["worst"].get(kind, "?")
-                why = {"grad": " (an expert's gradient summed over the wrong ranks, or divided by dp, not the world?)"
-                       if where.endswith((".w1", ".w2")) else " (a dense gradient is the mean over all ranks)",
-                       "bias": " (loads counted on this rank only? every rank must apply the same update)"}.get(
-                    kind, "")
+                why = {"grad": " (an expert's gradient summed over the wrong ranks, or divided by dp, not the world? "
+                               "If the reduction is right, the forward's gradient path differs: the aux loss, the "
+                               "routing or the dispatch)" if where.endswith((".w1", ".w2")) else
+                               " (a dense gradient is the mean over all ranks; if that is what you reduce, the "
+                               "forward's gradient path differs: a detached aux loss, the routing or the dispatch)",
+                       "bias": " (each layer's bias moves by exactly gamma toward the mean load, the loads summed over "
+                               "every rank, after the step)"}.get(kind, "")
                 return CheckResult(c.name, False, value=r[kind], threshold=TOL, unit="max abs diff", hint=c.hint,
                                    message=f"rank {rank}: {label} of {where} differs by {r[kind]:.1e}{why}")
     loss = max(abs(r["loss"] - r["want_loss"]) for r in rs)
@@ -331,7 +385,8 @@ def ep_resume(c: Check, runs) -> CheckResult:
                                             f"after each of steps {saved_at + 1}-{steps}")
 
 
-EVALUATORS = {f.__name__: f for f in (router_equivalence, capacity_drops, aux_loss, moe_equivalence, ep_balance,
+EVALUATORS = {f.__name__: f for f in (router_equivalence, capacity_drops, aux_loss, moe_equivalence, moe_grouped,
+                                      ep_balance,
                                       ep_equivalence, a2a_bytes, ep_dp_grads, ep_plan, ep_resume)}
 
 

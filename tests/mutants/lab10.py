@@ -103,4 +103,100 @@ MUTANTS = [
            "    by = {e: bytes_per_param * (dense + expert // e) for e in eps}\n",
            "    by = {e: bytes_per_param * (dense // e + expert // e) for e in eps}\n", "ep_plan",
            "the dense weights counted as sharded too: they are replicated on every rank"),
+    # blind: a learner who worked lab 10 from labs/ only (8/8, then 10/10 as checks were added, in minutes, no hints)
+    # broke their own solution 72 ways; 17 passed every check. The real bugs among them, re-expressed here, each now
+    # failing its check (router in bf16, starved experts, the mean in integers or met exactly, loops over tokens,
+    # experts run per source), with some of the killed ones for breadth:
+    Mutant("softmax_in_the_scores_dtype", "router.py", "    probs = torch.softmax(scores.float(), dim=-1)\n",
+           "    probs = torch.softmax(scores, dim=-1)\n", "router_equivalence",
+           "the probabilities in the scores' dtype: bf16 scores give bf16 weights", blind=True),
+    Mutant("aux_counts_without_minlength", "router.py",
+           "    f = torch.bincount(ids.flatten(), minlength=n_experts).to(probs.dtype) / ids.numel()\n",
+           "    f = torch.bincount(ids.flatten()).to(probs.dtype) / ids.numel()\n", "aux_loss",
+           "a histogram as long as the highest expert chosen: a starved last expert breaks the loss", blind=True),
+    Mutant("aux_f_over_tokens", "router.py",
+           "    f = torch.bincount(ids.flatten(), minlength=n_experts).to(probs.dtype) / ids.numel()\n",
+           "    f = torch.bincount(ids.flatten(), minlength=n_experts).to(probs.dtype) / ids.shape[0]\n", "aux_loss",
+           "f divided by the tokens, not the T k choices: the loss k times too large", blind=True),
+    Mutant("one_slot_too_many", "capacity.py", "    return (slot < cap).view(k, -1).t()\n",
+           "    return (slot <= cap).view(k, -1).t()\n", "capacity_drops",
+           "slots counted from 1: every expert keeps cap + 1 choices", blind=True),
+    Mutant("capacity_floor_plus_one", "capacity.py", "    return math.ceil(factor * n_tokens * k / n_experts)\n",
+           "    return int(factor * n_tokens * k / n_experts) + 1\n", "capacity_drops",
+           "ceil written as int() + 1: one slot too many whenever the share is whole", blind=True),
+    Mutant("slots_walked_token_by_token", "capacity.py", "    k = ids.shape[1]\n" + _SLOTS,
+           "    k = ids.shape[1]\n    used, keep = [0] * n_experts, torch.zeros_like(ids, dtype=torch.bool)\n"
+           "    for j in range(k):\n        for t in range(ids.shape[0]):\n            e = int(ids[t, j])\n"
+           "            if used[e] < cap:\n                used[e] += 1\n                keep[t, j] = True\n"
+           "    return keep\n", "moe_grouped",
+           "the right slots, by a Python loop over every choice: thousands of ops a step", blind=True),
+    Mutant("second_choice_overwrites", "moe.py", "            out = out.index_add(0, t, expert_mlp(",
+           "            out = out.index_put((t,), expert_mlp(", "moe_equivalence",
+           "a token's outputs written, not added: its second expert overwrites its first", blind=True),
+    Mutant("expert_run_row_by_row", "moe.py",
+           "            out = out.index_add(0, t, expert_mlp(xt[t], self.w1[e], self.w2[e]) * w[t, j, None]"
+           ".to(xt.dtype))\n",
+           "            rows = [expert_mlp(xt[r:r + 1], self.w1[e], self.w2[e]) for r in t.tolist()]\n"
+           "            y = torch.cat(rows) if rows else xt[:0]\n"
+           "            out = out.index_add(0, t, y * w[t, j, None].to(xt.dtype))\n", "moe_grouped",
+           "each expert called once per row it received: right values, T matmuls", blind=True),
+    Mutant("counts_without_minlength", "moe.py",
+           "        self.counts = torch.bincount(ids.flatten(), minlength=self.n_experts)\n",
+           "        self.counts = torch.bincount(ids.flatten())\n", "moe_equivalence",
+           ".counts shorter than E when the last expert is starved", blind=True),
+    Mutant("send_counts_without_minlength", "expert_parallel.py",
+           "        send_counts = torch.bincount(e, minlength=self.n_experts)\n",
+           "        send_counts = torch.bincount(e)\n", "ep_equivalence",
+           "per-expert counts as long as the highest expert sent to: a starved last expert breaks the split",
+           blind=True),
+    Mutant("received_counts_transposed", "expert_parallel.py",
+           "        recv_counts = exchange_counts(send_counts, self.group)  # (N, E/N)\n",
+           "        recv_counts = exchange_counts(send_counts, self.group).t().reshape(world, per)  # (N, E/N)\n",
+           "ep_equivalence", "the received counts read expert-major: rows given to the wrong local expert",
+           blind=True),
+    Mutant("experts_run_per_source_rank", "expert_parallel.py",
+           "        for el in range(per):  # E/N grouped matmuls, whatever the number of tokens\n"
+           "            idx = (local == el).nonzero(as_tuple=True)[0]\n"
+           "            y = y.index_add(0, idx, expert_mlp(rows[idx], self.w1[el], self.w2[el]))\n",
+           "        source = torch.arange(world, device=x.device).repeat_interleave(recv_counts.sum(1))\n"
+           "        for src in range(world):\n            for el in range(per):\n"
+           "                idx = ((local == el) & (source == src)).nonzero(as_tuple=True)[0]\n"
+           "                y = y.index_add(0, idx, expert_mlp(rows[idx], self.w1[el], self.w2[el]))\n",
+           "moe_grouped", "each local expert run once per source rank: N times the matmuls, each N times smaller",
+           blind=True),
+    Mutant("counts_all_gathered", "expert_parallel.py",
+           "    recv = torch.empty_like(send_counts)\n"
+           "    dist.all_to_all_single(recv, send_counts.contiguous(), group=group)\n    return recv.view(world, -1)\n",
+           "    every = [torch.empty_like(send_counts) for _ in range(world)]\n"
+           "    dist.all_gather(every, send_counts.contiguous(), group=group)\n"
+           "    rank, per = dist.get_rank(group), send_counts.numel() // world\n"
+           "    return torch.stack([c[rank * per:(rank + 1) * per] for c in every])\n", "a2a_bytes",
+           "every rank's counts gathered everywhere: N - 1 times the bytes a slice each needs", blind=True),
+    Mutant("bias_mean_in_integers", "ep_step.py",
+           "        bias.add_(gamma * torch.sign(counts.float().mean() - counts.float()))\n",
+           "        bias.add_(gamma * torch.sign(counts.sum() // counts.numel() - counts).float())\n", "ep_balance",
+           "the mean load floored to an integer: an expert just below the true mean moves the wrong way", blind=True),
+    Mutant("bias_at_the_mean_moves_down", "ep_step.py",
+           "        bias.add_(gamma * torch.sign(counts.float().mean() - counts.float()))\n",
+           "        bias.add_(torch.where(counts.float() < counts.float().mean(), gamma, -gamma))\n", "ep_balance",
+           "an expert exactly at the mean load pushed down as if overloaded", blind=True),
+    Mutant("bias_step_proportional", "ep_step.py",
+           "        bias.add_(gamma * torch.sign(counts.float().mean() - counts.float()))\n",
+           "        bias.add_(gamma * (counts.float().mean() - counts.float()) / counts.float().mean())\n",
+           "ep_balance", "a step proportional to the relative load, not gamma in its direction", blind=True),
+    Mutant("aux_detached_in_the_step", "ep_step.py",
+           "    total = loss + aux_coef * sum(m.aux_loss for m in moe_layers(model))\n",
+           "    total = loss + aux_coef * sum(m.aux_loss.detach() for m in moe_layers(model))\n", "ep_dp_grads",
+           "the aux loss added as a number: the routers never feel it", blind=True),
+    Mutant("bias_of_the_first_layer_only", "ep_step.py", "    for m in moe_layers(model):\n        counts = m.counts",
+           "    for m in moe_layers(model)[:1]:\n        counts = m.counts", "ep_dp_grads",
+           "only the first MoE layer's bias updated", blind=True),
+    Mutant("dense_grads_over_dp_only", "ep_step.py",
+           "            dist.all_reduce(p.grad, group=dp_group if id(p) in experts else None)\n",
+           "            dist.all_reduce(p.grad, group=dp_group)\n", "ep_dp_grads",
+           "every gradient reduced over dp: the dense ones miss the other ep ranks' tokens", blind=True),
+    Mutant("plan_fits_strictly_below", "planner.py",
+           "    ep = next((e for e in eps if by[e] <= budget_bytes), eps[-1])\n",
+           "    ep = next((e for e in eps if by[e] < budget_bytes), eps[-1])\n", "ep_plan",
+           "a budget met exactly counted as not fitting", blind=True),
 ]
