@@ -6,6 +6,12 @@ to the destination the learner gave (a path or an open file), flushes them to di
 to get there, cues the kill and sleeps: the SIGKILL lands with the learner's file half-written, exactly as a
 preemption during a save leaves it. A save that writes to a temporary name and renames it once complete leaves the
 previous checkpoint whole; one that writes in place leaves a truncated file where the checkpoint was.
+
+Two options for checkpoints of several files. `min_bytes`: a save whose bytes are fewer goes through whole and the
+hold waits for a bigger one (a rank's RNG file of a few KB passes; the file with the weights is held). `together`
+(the default): each rank holds a write of its own and waits for every other before the cue; False: only some ranks
+write (rank 0 writes the replicated state), and the rank that holds cues the kill itself, with no barrier: a barrier
+there would release the other ranks from the learner's own, and let them go on as no killed job would.
 """
 from __future__ import annotations
 
@@ -13,22 +19,29 @@ import io
 import os
 import time
 
+# What loading a truncated torch.save file raises (the zip's central directory is at its end; a legacy pickle runs out
+# of input): a check's `symptoms` pattern for a resume that found the half-written file.
+TORN = r"PytorchStreamReader|central directory|unexpected EOF|Ran out of input|invalid load key"
+
 
 class HeldSave:
-    def __init__(self, ctx, out: dict):
+    def __init__(self, ctx, out: dict, min_bytes: int = 0, together: bool = True):
         import torch
 
         self._torch, self._orig, self._ctx, self._out = torch, torch.save, ctx, out
+        self.min_bytes, self.together = min_bytes, together
         self.armed = False
         torch.save = self._save
 
     def _save(self, obj, f, *args, **kwargs):
         if not self.armed:
             return self._orig(obj, f, *args, **kwargs)
-        self.armed = False
         buf = io.BytesIO()
         self._orig(obj, buf, *args, **kwargs)
         data = buf.getvalue()
+        if len(data) < self.min_bytes:
+            return self._orig(obj, f, *args, **kwargs)
+        self.armed = False
         half = data[:len(data) // 2]
         if isinstance(f, (str, os.PathLike)):
             with open(f, "wb") as fh:
@@ -39,13 +52,17 @@ class HeldSave:
         else:
             f.write(half)
             f.flush()
-            self._out["held_path"] = getattr(f, "name", "an open file")
+            name = getattr(f, "name", None)  # an open temporary file's name is its full path
+            self._out["held_path"] = os.path.basename(name) if isinstance(name, str) else "an open file"
         self._out["held"] = True
         self._ctx.write(self._out)
         import torch.distributed as dist
-        if dist.is_initialized():
-            dist.barrier()  # every rank is inside its own write before the kill (or in the checker's barrier after)
-        self._ctx.cue("saved")
+        if not self.together:
+            (self._ctx.workdir / "saved").touch()  # this rank's cue, whichever rank it is
+        else:
+            if dist.is_initialized():
+                dist.barrier()  # every rank is inside its own write before the kill (or in the checker's barrier after)
+            self._ctx.cue("saved")
         time.sleep(3600)
 
     def uninstall(self) -> None:
