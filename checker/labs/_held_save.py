@@ -68,3 +68,44 @@ class HeldSave:
     def uninstall(self) -> None:
         if self._torch.save == self._save:
             self._torch.save = self._orig
+
+
+class HeldDCPWrite:
+    """The same crash for a DCP save (torch.distributed.checkpoint). Armed, the next FileSystemWriter.write_data
+    writes this rank's shard files whole, reports, waits for every rank to get there, cues the kill and sleeps: the
+    SIGKILL lands before DCP writes `.metadata`, its last file (the coordinator writes it once every rank's data is
+    written). What is left is a folder of shards that no load can read: a save that publishes a folder (rename, then
+    `latest`) only once it is complete still offers the previous one; one that names the new folder first does not.
+    """
+
+    def __init__(self, ctx, out: dict):
+        from torch.distributed.checkpoint import FileSystemWriter
+
+        self._cls, self._orig, self._ctx, self._out = FileSystemWriter, FileSystemWriter.write_data, ctx, out
+        self.armed = False
+        held = self
+
+        def write_data(writer, *args, **kwargs):
+            fut = held._orig(writer, *args, **kwargs)
+            if held.armed:
+                held.armed = False
+                fut.wait()  # this rank's shards are on disk
+                held._hold(os.path.basename(os.fspath(getattr(writer, "path", "?"))))
+            return fut
+
+        self._write_data = write_data
+        FileSystemWriter.write_data = write_data
+
+    def _hold(self, folder: str) -> None:
+        import torch.distributed as dist
+
+        self._out.update(held=True, held_path=folder)
+        self._ctx.write(self._out)
+        if dist.is_initialized():
+            dist.barrier()  # every rank has written its shards (the gather that precedes .metadata never comes)
+        self._ctx.cue("saved")
+        time.sleep(3600)
+
+    def uninstall(self) -> None:
+        if self._cls.write_data is self._write_data:
+            self._cls.write_data = self._orig
