@@ -73,7 +73,8 @@ CHECKS = [
                      "latest names a checkpoint folder the kill left incomplete: DCP writes each rank's shards, then "
                      ".metadata last, and the kill landed in between. Write the folder under a temporary name, and "
                      "only once every rank's part is in it rename it and then point latest at it: a kill then "
-                     "leaves latest on the previous, complete checkpoint (checker hint lab3 dcp_state.save_sharded)."),)),
+                     "leaves latest on the previous, complete checkpoint "
+                     "(checker hint lab3 dcp_state.save_sharded)."),)),
     Check("throughput", "FSDP2 tokens/s >= 0.3x torch DDP in the same run (the price of ZeRO-3 on gloo)",
           f"Every sharded unit costs an all-gather in forward, another in backward and a reduce-scatter: how many "
           f"units did you make, and how small? ({WHERE}/fsdp.py) (checker hint lab3 fsdp.apply_fsdp)",

@@ -73,5 +73,6 @@ MUTANTS = [
            "resume_exact", "load_checkpoint returns 0, not the saved step"),
     Mutant("save_written_in_place", "state.py", "    ckpt.atomic_save(state, path)\n",
            "    import torch\n    torch.save(state, path)\n",
-           "resume_exact", "the checkpoint written in place: a kill mid-write leaves a truncated file and no checkpoint"),
+           "resume_exact",
+           "the checkpoint written in place: a kill mid-write leaves a truncated file and no checkpoint"),
 ]

@@ -49,7 +49,8 @@ MUTANTS = [
     Mutant("dcp_scheduler_not_restored", "dcp_state.py", '        self.scheduler.load_state_dict(state["scheduler"])\n',
            "", "sharded_resume", "the LR schedule restarts from step 0 after a resume"),
     Mutant("dcp_latest_before_data", "dcp_state.py",
-           '    dcp.save({"train": TrainState(model, optimizer, scheduler, sampler, step)}, checkpoint_id=str(partial))\n'
+           '    dcp.save({"train": TrainState(model, optimizer, scheduler, sampler, step)}, '
+           'checkpoint_id=str(partial))\n'
            '    ckpt.atomic_save({"rng": ckpt.rng_state()}, partial / f"rng-rank{rank}.pt")\n'
            "    dist.barrier()\n"
            "    if rank == 0:\n"
