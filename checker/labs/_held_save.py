@@ -6,6 +6,12 @@ to the destination the learner gave (a path or an open file), flushes them to di
 to get there, cues the kill and sleeps: the SIGKILL lands with the learner's file half-written, exactly as a
 preemption during a save leaves it. A save that writes to a temporary name and renames it once complete leaves the
 previous checkpoint whole; one that writes in place leaves a truncated file where the checkpoint was.
+
+Two options for checkpoints of several files. `min_bytes`: a save whose bytes are fewer goes through whole and the
+hold waits for a bigger one (a rank's RNG file of a few KB passes; the file with the weights is held). `together`
+(the default): each rank holds a write of its own and waits for every other before the cue; False: only some ranks
+write (rank 0 writes the replicated state), and the rank that holds cues the kill itself, with no barrier: a barrier
+there would release the other ranks from the learner's own, and let them go on as no killed job would.
 """
 from __future__ import annotations
 
@@ -13,22 +19,29 @@ import io
 import os
 import time
 
+# What loading a truncated torch.save file raises (the zip's central directory is at its end; a legacy pickle runs out
+# of input): a check's `symptoms` pattern for a resume that found the half-written file.
+TORN = r"PytorchStreamReader|central directory|unexpected EOF|Ran out of input|invalid load key"
+
 
 class HeldSave:
-    def __init__(self, ctx, out: dict):
+    def __init__(self, ctx, out: dict, min_bytes: int = 0, together: bool = True):
         import torch
 
         self._torch, self._orig, self._ctx, self._out = torch, torch.save, ctx, out
+        self.min_bytes, self.together = min_bytes, together
         self.armed = False
         torch.save = self._save
 
     def _save(self, obj, f, *args, **kwargs):
         if not self.armed:
             return self._orig(obj, f, *args, **kwargs)
-        self.armed = False
         buf = io.BytesIO()
         self._orig(obj, buf, *args, **kwargs)
         data = buf.getvalue()
+        if len(data) < self.min_bytes:
+            return self._orig(obj, f, *args, **kwargs)
+        self.armed = False
         half = data[:len(data) // 2]
         if isinstance(f, (str, os.PathLike)):
             with open(f, "wb") as fh:
@@ -39,15 +52,60 @@ class HeldSave:
         else:
             f.write(half)
             f.flush()
-            self._out["held_path"] = getattr(f, "name", "an open file")
+            name = getattr(f, "name", None)  # an open temporary file's name is its full path
+            self._out["held_path"] = os.path.basename(name) if isinstance(name, str) else "an open file"
         self._out["held"] = True
         self._ctx.write(self._out)
         import torch.distributed as dist
-        if dist.is_initialized():
-            dist.barrier()  # every rank is inside its own write before the kill (or in the checker's barrier after)
-        self._ctx.cue("saved")
+        if not self.together:
+            (self._ctx.workdir / "saved").touch()  # this rank's cue, whichever rank it is
+        else:
+            if dist.is_initialized():
+                dist.barrier()  # every rank is inside its own write before the kill (or in the checker's barrier after)
+            self._ctx.cue("saved")
         time.sleep(3600)
 
     def uninstall(self) -> None:
         if self._torch.save == self._save:
             self._torch.save = self._orig
+
+
+class HeldDCPWrite:
+    """The same crash for a DCP save (torch.distributed.checkpoint). Armed, the next FileSystemWriter.write_data
+    writes this rank's shard files whole, reports, waits for every rank to get there, cues the kill and sleeps: the
+    SIGKILL lands before DCP writes `.metadata`, its last file (the coordinator writes it once every rank's data is
+    written). What is left is a folder of shards that no load can read: a save that publishes a folder (rename, then
+    `latest`) only once it is complete still offers the previous one; one that names the new folder first does not.
+    """
+
+    def __init__(self, ctx, out: dict):
+        from torch.distributed.checkpoint import FileSystemWriter
+
+        self._cls, self._orig, self._ctx, self._out = FileSystemWriter, FileSystemWriter.write_data, ctx, out
+        self.armed = False
+        held = self
+
+        def write_data(writer, *args, **kwargs):
+            fut = held._orig(writer, *args, **kwargs)
+            if held.armed:
+                held.armed = False
+                fut.wait()  # this rank's shards are on disk
+                held._hold(os.path.basename(os.fspath(getattr(writer, "path", "?"))))
+            return fut
+
+        self._write_data = write_data
+        FileSystemWriter.write_data = write_data
+
+    def _hold(self, folder: str) -> None:
+        import torch.distributed as dist
+
+        self._out.update(held=True, held_path=folder)
+        self._ctx.write(self._out)
+        if dist.is_initialized():
+            dist.barrier()  # every rank has written its shards (the gather that precedes .metadata never comes)
+        self._ctx.cue("saved")
+        time.sleep(3600)
+
+    def uninstall(self) -> None:
+        if self._cls.write_data is self._write_data:
+            self._cls.write_data = self._orig

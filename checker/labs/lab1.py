@@ -10,6 +10,7 @@ from __future__ import annotations
 from checker import seams
 from checker.labs import lab1_measure
 from checker.labs._common import Check, digest, probe
+from checker.labs._held_save import TORN, HeldSave
 from checker.labs.lab1_setup import (
     BATCH,
     DATA_SEED,
@@ -31,11 +32,17 @@ CHECKS = [
           "A random stream the run draws from is not set by the seed you are given: a generator left unseeded, "
           f"another seed than the argument, or randomness outside the seeded streams ({WHERE}/seeding.py) "
           "(checker hint lab1 seeding.seed_everything)"),
-    Check("resume_exact", f"train {N_STEPS} steps; separately train {SAVE_AT}, save, SIGKILL, resume in a "
-          "fresh process: losses and final weights bit-identical",
+    Check("resume_exact", f"train {N_STEPS} steps; separately train {SAVE_AT}, save, train 2 more, SIGKILL inside "
+          f"the second save (half its file written), resume in a fresh process: back at step {SAVE_AT}, losses and "
+          "final weights bit-identical",
           "Exact resume: something the uninterrupted run carries forward (weights, AdamW's moments, the "
-          "schedule's position, the data position, the step, an RNG stream) was not saved or not restored "
-          f"({WHERE}/state.py) (checker hint lab1 state.save_checkpoint; checker hint lab1 state.load_checkpoint)"),
+          "schedule's position, the data position, the step, an RNG stream) was not saved or not restored, or a "
+          f"save killed halfway did not leave the previous checkpoint whole ({WHERE}/state.py) "
+          "(checker hint lab1 state.save_checkpoint; checker hint lab1 state.load_checkpoint)",
+          symptoms=((TORN, "The checkpoint on disk is half-written: the run was killed while writing it, "
+                     "and the file it wrote in place is all a resume finds. Write to a temporary name in the same "
+                     "folder and rename it over the checkpoint once complete (ckpt.atomic_save does both): a kill "
+                     "then leaves the previous one whole (checker hint lab1 state.save_checkpoint)."),)),
     Check("loss_decreases", "the checker's own validation loss falls at least half way from ln(V) to "
           "the data's entropy floor",
           "The model is not learning: its updates never happen, use a stale or wrong gradient, or are undone; "
@@ -128,8 +135,12 @@ def task_probe(ctx, target):
 
 def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, other_seed=None, evaluate=False,
                data_seed=DATA_SEED):
-    seam = seams.load(LAB, target)
+    """Steps of the learner's train_step from `seed`, each loss kept exactly; with save_at, a checkpoint after step
+    save_at, two more steps and a second checkpoint killed half-written (_held_save.py); with resume, the steps after
+    the learner's load_checkpoint."""
     out = ctx.partial
+    held = HeldSave(ctx, out)  # before the learner's code is imported
+    seam = seams.load(LAB, target)
     out["seed"] = seed
     seed_fn = _learner_seed(ctx, seam, out)
     env, data, model, opt, sched, sampler = _setup(seed_fn, seed, data_seed)
@@ -140,8 +151,13 @@ def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, 
     out["start"] = start
     out["losses"] = _run_steps(seam, env, data, model, opt, sched, sampler, start, save_at or steps)
     if save_at:
-        seam.save_checkpoint(ckpt, model, opt, sched, sampler, save_at)
-        ctx.await_kill(out, lambda: _run_steps(seam, env, data, model, opt, sched, sampler, save_at, steps))
+        seam.save_checkpoint(ckpt, model, opt, sched, sampler, save_at)  # complete: what a resume comes back to
+        out["complete_at"] = save_at
+        out["losses"] += _run_steps(seam, env, data, model, opt, sched, sampler, save_at, save_at + 2)
+        held.armed = True  # the next torch.save is cut in half and the run killed inside it
+        seam.save_checkpoint(ckpt, model, opt, sched, sampler, save_at + 2)
+        out["held"] = False  # no torch.save was called: the kill lands after the save instead
+        ctx.await_kill(out, lambda: _run_steps(seam, env, data, model, opt, sched, sampler, save_at + 2, steps))
     out["digest"] = digest(model.named_parameters())
     if evaluate:
         out["val_loss"] = _val_loss(model, data.directory, env.device)

@@ -54,17 +54,23 @@ def resume_exact(c: Check, runs) -> CheckResult:
     if not runs["resume_1"].killed_on_cue:
         return CheckResult(c.name, False, message="the first half never reported its checkpoint as saved",
                            hint=c.hint)
+    held = r1.get("held", False)
+    # the kill landed inside the second save: the last complete checkpoint is the first one
+    saved_at = r1["complete_at"] if held else r1["complete_at"] + 2
     start = r2["start"]
-    if start != len(r1["losses"]):
-        return CheckResult(c.name, False, value=start, threshold=len(r1["losses"]), unit="step",
-                           message=f"load_checkpoint returned step {start}, but the checkpoint was saved "
-                                   f"after step {len(r1['losses'])}", hint=c.hint)
-    resumed = r1["losses"] + r2["losses"]
+    if start != saved_at:
+        return CheckResult(c.name, False, value=start, threshold=saved_at, unit="step", hint=c.hint,
+                           message=f"the last complete checkpoint is step {saved_at}" + (
+                               f" (the one of step {saved_at + 2} was killed half-written)" if held else "")
+                           + f"; load_checkpoint returned step {start}")
+    resumed = r1["losses"][:saved_at] + r2["losses"]
     same = resumed == a["losses"] and r2["digest"] == a["digest"]
     n = sum(x == y for x, y in zip(resumed, a["losses"]))
-    msg = (f"killed after step {start}, resumed in a fresh process: steps {start + 1}-{len(resumed)} and final "
+    how = (f"killed while writing step {saved_at + 2}'s checkpoint (half of {r1.get('held_path', '?')} written)"
+           if held else "killed after its save (no torch.save call for the checker to hold)")
+    msg = (f"{how}, resumed from step {start} in a fresh process: steps {start + 1}-{len(resumed)} and final "
            f"weights bit-identical" if same else
-           f"resumed run {diverged_at(resumed, a['losses'])}"
+           f"{how}, resumed from step {start}: resumed run {diverged_at(resumed, a['losses'])}"
            + (" (just after the resume)" if resumed[start:start + 1] != a["losses"][start:start + 1] else ""))
     return CheckResult(c.name, same, value=n, threshold=len(a["losses"]), unit="identical steps",
                        message=msg, hint=c.hint)

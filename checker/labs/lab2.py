@@ -11,6 +11,7 @@ from contextlib import nullcontext
 
 from checker import seams
 from checker.labs._common import Check, CollectiveRecorder, clock, digest, probe, tiny_model
+from checker.labs._held_save import TORN, HeldSave
 from checker.labs._windows import Windows
 
 LAB = "lab2"
@@ -60,12 +61,18 @@ CHECKS = [
           f"Slower than torch DDP ({WHERE}/bucketed.py): most likely too many all-reduces (each pays a fixed "
           "latency that buckets near the cap amortise), extra copies or concatenation every step, or a wait "
           "inside backward (checker hint lab2 bucketed.make_buckets)"),
-    Check("resume_exact", f"2 ranks, your train_step + BucketedDDP: save at step {SAVE_AT}, SIGKILL, resume "
-          "(seeded differently): losses and weights bit-identical",
+    Check("resume_exact", f"2 ranks, your train_step + BucketedDDP: save at step {SAVE_AT}, 2 more steps, SIGKILL "
+          "while the next checkpoint's weights are half-written, resume (seeded differently): back at step "
+          f"{SAVE_AT}, losses and weights bit-identical",
           f"A resumed rank differs from the uninterrupted run ({WHERE}/state.py): something replicated (weights, "
           "optimizer, scheduler, data position, step) or a rank's own RNG streams did not come back, or came "
-          "back from another rank's file; the data position is ShardedSampler's "
-          "(checker hint lab2 state.load_checkpoint)"),
+          "back from another rank's file or another step's; the data position is ShardedSampler's "
+          "(checker hint lab2 state.load_checkpoint)",
+          symptoms=((TORN, "The checkpoint on disk is half-written: the run was killed while writing it, and the "
+                     "file it wrote in place is all a resume finds. Write each file to a temporary name in the same "
+                     "folder and rename it over the old one once complete (ckpt.atomic_save does both), and write "
+                     "the main file last: a kill then leaves the previous checkpoint whole "
+                     "(checker hint lab2 state.save_checkpoint)."),)),
 ]
 
 
@@ -286,17 +293,22 @@ def task_throughput(ctx, target, windows=20, steps=4):
 
 
 def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, data_seed=0):
-    """The learner's train_step, BucketedDDP, ShardedSampler and checkpoint, at world size 2, with dropout."""
+    """The learner's train_step, BucketedDDP, ShardedSampler and checkpoint, at world size 2, with dropout. With
+    save_at, a checkpoint after step save_at, two more steps and a second checkpoint killed while the file with the
+    weights is half-written (_held_save.py: a rank's small RNG file passes whole; the rank that holds cues the kill)."""
     import torch
 
     from labs.common import dist as cdist
     from labs.common.optim import make_optimizer, make_scheduler
 
     env = cdist.init(timeout_s=30)
-    seam = seams.load(LAB, target)
     out = ctx.partial
+    held = HeldSave(ctx, out, together=False)  # before the learner's code is imported
+    seam = seams.load(LAB, target)
     data = _data()
     model = tiny_model(seed=seed + env.rank, dropout=0.1).to(env.device)
+    # a file of at least half the weights' bytes holds the weights (fp32 or bf16); an RNG file is ~20 KB of 480 KB
+    held.min_bytes = sum(p.numel() * p.element_size() for p in model.parameters()) // 2
     torch.manual_seed(seed + env.rank)
     ddp = seam.BucketedDDP(model)
     opt = make_optimizer(model)
@@ -312,8 +324,15 @@ def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, 
 
     run(start, save_at or steps)
     if save_at:
-        seam.save_checkpoint(ckpt, ddp, opt, sched, sampler, save_at)
-        ctx.await_kill(out, lambda: run(save_at, steps))
+        seam.save_checkpoint(ckpt, ddp, opt, sched, sampler, save_at)  # complete: what a resume comes back to
+        out["complete_at"] = save_at
+        run(save_at, save_at + 2)
+        out["rank"] = env.rank
+        ctx.write(out)  # every rank's losses so far: a rank the kill finds in the learner's barrier reports no more
+        held.armed = True  # the next torch.save of the weights is cut in half and the run killed inside it
+        seam.save_checkpoint(ckpt, ddp, opt, sched, sampler, save_at + 2)
+        out["held"] = False  # this rank wrote no weights: the kill lands in its barrier, or after the save
+        ctx.await_kill(out, lambda: run(save_at + 2, steps))
     out["digest"] = digest(model.named_parameters())
     cdist.teardown()
     return out

@@ -149,18 +149,28 @@ def resume_exact(c: Check, runs) -> CheckResult:
     full, r1, r2 = (runs[n].results for n in ("full", "resume_1", "resume_2"))
     if not runs_ok:
         return CheckResult(c.name, False, hint=c.hint, message="the first half never reported its checkpoint saved")
-    saved_at = len(r1[0]["losses"])
-    if r2[0]["start"] != saved_at:
-        return CheckResult(c.name, False, hint=c.hint,
-                           message=f"load_checkpoint returned step {r2[0]['start']}, saved at {saved_at}")
+    held = [r.get("rank", "?") for r in r1 if r.get("held")]
+    # the kill landed inside the second save: the last complete checkpoint is the first one
+    saved_at = r1[0]["complete_at"] if held else r1[0]["complete_at"] + 2
+    starts = sorted({r["start"] for r in r2})
+    if starts != [saved_at]:
+        return CheckResult(c.name, False, value=starts[0], threshold=saved_at, unit="step", hint=c.hint,
+                           message=f"the last complete checkpoint is step {saved_at}" + (
+                               f" (the one of step {saved_at + 2} was killed half-written)" if held else "")
+                           + f"; load_checkpoint returned {starts} on the ranks")
     for rank in range(len(full)):
-        resumed = r1[rank]["losses"] + r2[rank]["losses"]
+        resumed = r1[rank]["losses"][:saved_at] + r2[rank]["losses"]
         if resumed != full[rank]["losses"] or r2[rank]["digest"] != full[rank]["digest"]:
             return CheckResult(c.name, False, hint=c.hint,
-                               message=f"rank {rank}: resumed run {diverged_at(resumed, full[rank]['losses'])}")
+                               message=f"resumed from step {saved_at}: rank {rank}'s run "
+                                       f"{diverged_at(resumed, full[rank]['losses'])}")
     n = len(full[0]["losses"])
+    how = (f"killed while rank {held[0]} wrote step {saved_at + 2}'s weights (half of "
+           f"{next(r for r in r1 if r.get('held')).get('held_path', '?')} written)" if held else
+           "killed after the save (no torch.save of the weights for the checker to hold)")
     return CheckResult(c.name, True, value=n, threshold=n, unit="identical steps", hint=c.hint,
-                       message=f"both ranks: steps {saved_at + 1}-{n} and final weights bit-identical after SIGKILL")
+                       message=f"{len(full)} ranks: {how}, resumed from step {saved_at}: steps {saved_at + 1}-{n} "
+                               "and final weights bit-identical")
 
 
 EVALUATORS = {f.__name__: f for f in (sharding, grad_equivalence, ranks_in_sync, no_sync_accumulation,

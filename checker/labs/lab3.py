@@ -9,6 +9,7 @@ import copy
 
 from checker import seams
 from checker.labs._common import Check, clock, digest, probe, tiny_model
+from checker.labs._held_save import HeldDCPWrite
 from checker.labs._windows import Windows
 
 LAB = "lab3"
@@ -62,11 +63,18 @@ CHECKS = [
           f"DeepSpeed trains from its config: anything that changes the stage, the precision, accumulation or "
           f"AdamW's hyperparameters (or the parameter groups the engine gets) changes the losses or the bytes "
           f"({WHERE}/deepspeed_zero.py) (checker hint lab3 deepspeed_zero.ds_config)"),
-    Check("sharded_resume", f"FSDP2 + DCP: save at step {SAVE_AT}, SIGKILL, resume at 2 ranks (bit-identical) "
+    Check("sharded_resume", f"FSDP2 + DCP: save at step {SAVE_AT}, 2 more steps, SIGKILL inside the next save (its "
+          "shards written, its .metadata not), resume from the last complete checkpoint at 2 ranks (bit-identical) "
           "and at 1 rank (same losses within 1e-4)",
           f"A resume needs all the state the next step reads, at any world size (sharded model and optimizer, "
           f"scheduler, sampler, step, each rank's RNG), and latest may only ever name a complete checkpoint "
-          f"({WHERE}/dcp_state.py) (checker hint lab3 dcp_state.save_sharded)"),
+          f"({WHERE}/dcp_state.py) (checker hint lab3 dcp_state.save_sharded)",
+          symptoms=((r"\.metadata|No such file or directory: .*step-\d+",
+                     "latest names a checkpoint folder the kill left incomplete: DCP writes each rank's shards, then "
+                     ".metadata last, and the kill landed in between. Write the folder under a temporary name, and "
+                     "only once every rank's part is in it rename it and then point latest at it: a kill then "
+                     "leaves latest on the previous, complete checkpoint "
+                     "(checker hint lab3 dcp_state.save_sharded)."),)),
     Check("throughput", "FSDP2 tokens/s >= 0.3x torch DDP in the same run (the price of ZeRO-3 on gloo)",
           f"Every sharded unit costs an all-gather in forward, another in backward and a reduce-scatter: how many "
           f"units did you make, and how small? ({WHERE}/fsdp.py) (checker hint lab3 fsdp.apply_fsdp)",
@@ -261,7 +269,9 @@ def task_deepspeed(ctx, target, steps=3):
 def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False, dropout=0.0):
     """FSDP2 + the learner's DCP save/load, GLOBAL sequences per step at any world size. With dropout, each rank
     draws its masks from its own stream (seeded by rank; a resumed run's from another seed), so only a resume
-    that restores every rank's own RNG state replays the same masks."""
+    that restores every rank's own RNG state replays the same masks. With save_at, a checkpoint after step save_at,
+    two more steps and a second checkpoint killed once its shards are written, before its .metadata
+    (_held_save.HeldDCPWrite)."""
     import torch
 
     from labs.common import dist as cdist
@@ -269,8 +279,9 @@ def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False, dropou
     from labs.common.optim import make_optimizer, make_scheduler
 
     env = cdist.init(timeout_s=30)
-    seam = seams.load(LAB, target)
     out = ctx.partial
+    held = HeldDCPWrite(ctx, out)  # before the learner's code is imported
+    seam = seams.load(LAB, target)
     data = TokenFile.open(ensure_corpus(256))
     model = seam.apply_fsdp(tiny_model(0 if not resume else 99, dropout).to(env.device))  # resume: load must win
     torch.manual_seed(RNG_SEED + 50 * resume + env.rank)  # the dropout stream: a resume must bring back its own
@@ -296,8 +307,13 @@ def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False, dropou
 
     run(start, save_at or steps)
     if save_at:
-        seam.save_sharded(ckpt, model, opt, sched, sampler, save_at)
-        ctx.await_kill(out, lambda: run(save_at, steps))
+        seam.save_sharded(ckpt, model, opt, sched, sampler, save_at)  # complete: what a resume comes back to
+        out["complete_at"] = save_at
+        run(save_at, save_at + 2)
+        held.armed = True  # the next DCP save's shards are written, then the kill, before its .metadata
+        seam.save_sharded(ckpt, model, opt, sched, sampler, save_at + 2)
+        out["held"] = False  # no DCP file write to hold: the kill lands after the save instead
+        ctx.await_kill(out, lambda: run(save_at + 2, steps))
     full = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in model.state_dict().items()}
     out["digest"] = digest(full.items())
     cdist.teardown()

@@ -197,12 +197,17 @@ def sharded_resume(c: Check, runs) -> CheckResult:
     full, r1, r2, p2, w1 = (runs[n].result for n in names)
     if not runs["resume_1"].killed_on_cue:
         return CheckResult(c.name, False, hint=c.hint, message="the first half never reported its checkpoint saved")
-    saved_at = len(r1["losses"])
+    held = r1.get("held", False)
+    # the kill landed inside the second save: the last complete checkpoint is the first one
+    saved_at = r1["complete_at"] if held else r1["complete_at"] + 2
     for name, r in (("2 ranks", r2), ("2 ranks, dropout off", p2), ("1 rank", w1)):
         if r["start"] != saved_at:
-            return CheckResult(c.name, False, hint=c.hint, message=f"{name}: load_sharded returned step {r['start']}, "
-                                                                   f"saved at {saved_at}")
-    resumed = r1["losses"] + r2["losses"]
+            return CheckResult(c.name, False, hint=c.hint, value=r["start"], threshold=saved_at, unit="step",
+                               message=f"{name}: load_sharded returned step {r['start']}; the last complete "
+                                       f"checkpoint is step {saved_at}" + (
+                                           f" (the one of step {saved_at + 2} was killed before its .metadata)"
+                                           if held else ""))
+    resumed = r1["losses"][:saved_at] + r2["losses"]
     if resumed != full["losses"] or r2["digest"] != full["digest"]:
         where = diverged_at(resumed, full["losses"])
         first = resumed[saved_at:saved_at + 1] != full["losses"][saved_at:saved_at + 1]
@@ -212,8 +217,11 @@ def sharded_resume(c: Check, runs) -> CheckResult:
     diff = max(abs(float.fromhex(a) - float.fromhex(b)) for a, b in zip(w1["losses"], p2["losses"]))
     return CheckResult(c.name, diff <= RESHARD_TOL, value=diff, threshold=RESHARD_TOL, unit="max loss diff",
                        hint=c.hint,
-                       message=f"saved by 2 ranks at step {saved_at} (dropout on), killed; resumed by 2 ranks: "
-                               f"bit-identical; dropout off, resumed by 1 rank vs 2: losses within {diff:.1e}")
+                       message=f"saved by 2 ranks at step {saved_at} (dropout on), " + (
+                           f"killed inside step {saved_at + 2}'s save (shards in {r1.get('held_path', '?')}, no "
+                           ".metadata)" if held else "killed after the next save (no DCP write for the checker to "
+                           "hold)") + f"; resumed by 2 ranks: bit-identical; dropout off, resumed by 1 rank vs 2: "
+                                      f"losses within {diff:.1e}")
 
 
 def throughput(c: Check, runs) -> CheckResult:

@@ -23,6 +23,7 @@ from pathlib import Path
 from checker import seams
 from checker.harness import REPO_ROOT, Harness
 from checker.labs._common import Check, CollectiveRecorder, digest, probe
+from checker.labs._held_save import TORN, HeldSave
 
 LAB = "lab4"
 WORLD_SIZE = 2
@@ -53,13 +54,19 @@ _FIXED_HINTS = {
     8: f"{WHERE}/incident8.py train_step(): read what the job measures before it trains, then count the "
        "all-reduces one optimizer step issues and what each costs at that rate.",
 }
+# A resume that found the checkpoint the kill left half-written (the job saves twice; the kill lands in the second)
+_TORN_HINT = ((TORN, "The checkpoint on disk is half-written: the job was killed while writing it, and the file it "
+                     "wrote in place is all a resume finds. Write each file to a temporary name in the same folder and "
+                     "rename it over the old one once complete (ckpt.atomic_save does both), the main file last: a "
+                     "kill then leaves the previous checkpoint whole (checker hint lab4 incident5.save_checkpoint)."),)
 # The pristine starter runs (it is the faulty job): its checks fail on what the checker measures, never on a TODO.
 CHECKS = []
 for _n in INCIDENTS:
     CHECKS.append(Check(f"fixed_incident{_n}", f"incident {_n}'s job, your code, under its conditions: completes "
                         "within budget, ranks in sync, loss falls" + {3: ", eval cost amortised", 5: ", resume "
                         "bit-identical", 7: ", two jobs at once", 8: ", one gradient all-reduce per step"}.get(_n, ""),
-                        f"{_FIXED_HINTS[_n]} (checker hint lab4 {HINT_TASKS[_n]})", starter_runs=True))
+                        f"{_FIXED_HINTS[_n]} (checker hint lab4 {HINT_TASKS[_n]})", starter_runs=True,
+                        symptoms=_TORN_HINT if _n == 5 else ()))
     CHECKS.append(Check(f"diagnosed_incident{_n}", f"diagnosis.toml [incident{_n}]: cause from the README's list; "
                         "evidence occurs in the checker's log of the faulty job",
                         f"Run `python -m labs.lab4_debugging.run {_n}`, read runs/lab4/incident{_n}.log (or the "
@@ -96,15 +103,23 @@ def _shard_cases(seam) -> list[dict]:
 
 def task_job(ctx, target, job, on_saved_cue=False, parts=()):
     """The learner's job.run under this run's conditions; what the checker measures, per rank. `parts`: seam
-    functions rank 0 also checks on the side first (each fails alone), so they cost no process of their own."""
+    functions rank 0 also checks on the side first (each fails alone), so they cost no process of their own.
+    on_saved_cue (incident 5, a job that saves at save_at and every save_every steps after): the first checkpoint
+    completes, the second is killed while rank 0 writes the weights (_held_save.py: half the file, then the kill)."""
     import time
 
     import torch
     import torch.distributed as dist
 
     rec = CollectiveRecorder()  # before learner code is imported: counts every dist.all_reduce
-    seam = seams.load(LAB, target)
     out = ctx.partial
+    held = None
+    if on_saved_cue:  # before learner code is imported too; before job.run seeds, so no draw of the run's is taken
+        from labs.common.model import build_model, get_config
+        # a file of at least half the weights' bytes holds the weights; a rank's RNG file is ~20 KB of 480 KB
+        weights = sum(p.numel() * p.element_size() for p in build_model(get_config("tiny")).parameters())
+        held = HeldSave(ctx, out, min_bytes=weights // 2, together=False)
+    seam = seams.load(LAB, target)
     if int(os.environ.get("RANK", 0)) == 0:
         if "shards" in parts:
             out["shards"], out["shards_error"] = ctx.attempt(lambda: _shard_cases(seam))
@@ -146,7 +161,12 @@ def task_job(ctx, target, job, on_saved_cue=False, parts=()):
         seams.wrap(seam, name, timed(name))
 
     def saved():
-        out["saved"] = True
+        if held is not None and "complete_at" not in out:  # the first checkpoint: complete, what a resume gets
+            out["complete_at"], out["rank"] = job["save_at"], dist.get_rank()
+            ctx.write(out)  # a rank the kill finds in the learner's barrier reports no more
+            held.armed = True  # the next torch.save of the weights is cut in half and the run killed inside it
+            return
+        out["saved"], out["held"] = True, False  # no torch.save of the weights: the kill lands after the save
         ctx.write(out)
         dist.barrier()  # every rank has reported before rank 0 cues the kill
         ctx.cue("saved")
@@ -262,7 +282,8 @@ def grade(h, checks):
     if 5 in fixed:
         phase1 += [job_spec(5, "fixed5_full", save_at=None),
                    dict(job_spec(5, "fixed5_preempted", ckpt=ckpt), kill_on="saved",
-                        args=dict(job={**sc.scenario(5, v).job, "ckpt": ckpt}, on_saved_cue=True, parts=[]))]
+                        args=dict(job={**sc.scenario(5, v).job, "ckpt": ckpt, "save_every": 2}, on_saved_cue=True,
+                                  parts=[]))]
     # Evidence is checked against the faulty job as the learner ran it (the public variant): a hidden variant
     # renames the interface or moves the NaN to another rank, and the error a learner quoted would change with it.
     logs, faulty, folder, key = faulty_specs(h, 0, diagnosed) if diagnosed else ({}, [], None, "")

@@ -200,21 +200,30 @@ def _resume(c: Check, runs, sc) -> CheckResult:
     if err:
         return error_result(c, err)
     full, resumed = runs["fixed5_full"].results, runs["fixed5_resumed"].results
-    save_at = sc.job["save_at"]
+    held = [r for r in runs["fixed5_preempted"].results if r.get("held")]
+    # the kill landed inside the second checkpoint (save_every 2): the last complete one is the first
+    save_at = sc.job["save_at"] + (0 if held else 2)
+    how = (f"killed while rank {held[0].get('rank', 0)} wrote step {save_at + 2}'s checkpoint (half of "
+           f"{held[0].get('held_path', '?')} written)" if held else
+           f"killed after step {save_at}'s checkpoint (no torch.save of the weights for the checker to hold)")
     for a, b in zip(sorted(full, key=lambda r: r["rank"]), sorted(resumed, key=lambda r: r["rank"])):
+        if b.get("start") is not None and b["start"] != save_at:
+            return CheckResult(c.name, False, hint=c.hint, message=(
+                f"{how}: the last complete checkpoint is step {save_at}; rank {a['rank']} resumed at step "
+                f"{b['start']}"))
         want, got = a["losses"][save_at:], b["losses"]
         if want != got:
             first = next((i for i, (x, y) in enumerate(zip(want, got)) if x != y), min(len(want), len(got)))
             w = float.fromhex(want[first]) if first < len(want) else float("nan")
             g = float.fromhex(got[first]) if first < len(got) else float("nan")
             return CheckResult(c.name, False, hint=c.hint, message=(
-                f"rank {a['rank']}: after resuming at step {save_at}, step {save_at + first + 1}'s loss is {g:.6f}, "
-                f"uninterrupted {w:.6f}"))
+                f"{how}; rank {a['rank']}: after resuming at step {save_at}, step {save_at + first + 1}'s loss is "
+                f"{g:.6f}, uninterrupted {w:.6f}"))
         if a["digest"] != b["digest"]:
             return CheckResult(c.name, False, hint=c.hint,
-                               message=f"rank {a['rank']}: losses equal but final weights differ")
-    return CheckResult(c.name, True, hint=c.hint, message=f"killed after step {save_at}'s checkpoint, resumed: losses "
-                                                          f"and weights bit-identical on every rank")
+                               message=f"{how}; rank {a['rank']}: losses equal but final weights differ")
+    return CheckResult(c.name, True, hint=c.hint, message=f"{how}, resumed at step {save_at}: losses and weights "
+                                                          "bit-identical on every rank")
 
 
 def checked_launch(run):

@@ -17,8 +17,8 @@ import torch.distributed as dist
 from labs.common import checkpoint as ckpt
 
 
-def _rng_path(path, rank: int) -> Path:
-    return Path(f"{path}.rng-rank{rank}")
+def _rng_path(path, rank: int, step: int) -> Path:
+    return Path(f"{path}.rng-rank{rank}-step{step}")
 
 
 def save_checkpoint(path, ddp, optimizer, step: int) -> None:

@@ -51,6 +51,7 @@ class Job:
     link_latency_ms: float = 1.0
     ckpt: str | None = None
     save_at: int | None = None      # checkpoint after this step (incident 5)
+    save_every: int = 0             # and again every this many steps after it (0: once)
     resume: bool = False
     rank_times_every: int = 4
     bucket_cap_mb: float = 0.25     # tiny's 0.48 MB of fp32 gradients -> 2 buckets
@@ -171,7 +172,8 @@ def run(job: Job, log_every: int = 1, on_saved=None) -> dict:
                            f"{counter['calls'] - calls0} all-reduces")
         if job.rank_times_every and step % job.rank_times_every == 0:
             _rank_times(env, res, step)
-        if job.save_at == step:
+        if job.save_at is not None and (step == job.save_at or job.save_every and step > job.save_at
+                                        and (step - job.save_at) % job.save_every == 0):
             incident5.save_checkpoint(job.ckpt, ddp, opt, step)
             cdist.log(env, f"step {step}: checkpoint written")
             if on_saved is not None:

@@ -15,34 +15,39 @@ import torch.distributed as dist
 from labs.common import checkpoint as ckpt
 
 
-def _rng_path(path, rank: int) -> Path:
-    return Path(f"{path}.rng-rank{rank}")
+def _rng_path(path, rank: int, step: int) -> Path:
+    return Path(f"{path}.rng-rank{rank}-step{step}")
 
 
 def save_checkpoint(path, ddp, optimizer, step: int) -> None:
     """Every rank calls this after optimizer step `step`."""
     # BEGIN SOLUTION After it returns on every rank, the checkpoint at path holds all that the next step reads: the
-    #                weights, the optimizer's full state and the step, plus every rank's RNG state; a kill during the
-    #                save never leaves a main file naming a step whose RNG files are missing. A resumed run is
-    #                bit-identical.
+    #                weights, the optimizer's full state and the step, plus every rank's RNG state; a kill at any
+    #                moment of the save leaves the previous checkpoint whole, its main file naming a step whose RNG
+    #                files all exist. A resumed run is bit-identical.
     # HINT 1         Read the line logged right after the resume, and compare the resumed losses with the uninterrupted
     #                run's. Besides the weights, what does an AdamW step read, and what decides each rank's dropout
     #                masks?
     # HINT 2         save_checkpoint saves the weights and the step only: AdamW's two moments per parameter (8 B/param,
     #                twice the weights) and the ranks' RNG states are lost, so the resumed steps start from zero
     #                moments.
-    # HINT 3         Each rank writes ckpt.rng_state() to _rng_path(path, rank) with ckpt.atomic_save; barrier;
+    # HINT 3         Each rank writes ckpt.rng_state() to _rng_path(path, rank, step) with ckpt.atomic_save; barrier;
     #                rank 0 atomic_saves {"model": ..., "optimizer": optimizer.state_dict(), "step": step} to path;
-    #                barrier.
+    #                barrier; each rank unlinks its RNG file of the step before, if any.
     # Resuming exactly needs everything the next step reads: weights, AdamW's two moments per parameter
     # (2 x 4 B/param, twice the weights; without them the first steps after resume take full-size
     # Adam steps from zero moments: the loss jumps), the step, and each rank's RNG (dropout masks).
-    # RNG files first, then rank 0 writes the main file atomically: it names a step whose RNG exists.
-    ckpt.atomic_save(ckpt.rng_state(), _rng_path(path, dist.get_rank()))
+    # RNG files first, named by their step, then rank 0 writes the main file atomically: it names a step whose RNG
+    # files exist, and a kill while it is written leaves the previous main file with the previous step's RNG files.
+    rank = dist.get_rank()
+    ckpt.atomic_save(ckpt.rng_state(), _rng_path(path, rank, step))
     dist.barrier()
-    if dist.get_rank() == 0:
+    if rank == 0:
         ckpt.atomic_save({"model": ddp.module.state_dict(), "optimizer": optimizer.state_dict(), "step": step}, path)
     dist.barrier()
+    for old in Path(path).parent.glob(f"{Path(path).name}.rng-rank{rank}-step*"):
+        if old != _rng_path(path, rank, step):
+            old.unlink()
     # STARTER
     # if dist.get_rank() == 0:  # the weights are the same on every rank: save them once
     #     torch.save({"model": ddp.module.state_dict(), "step": step}, path)
@@ -60,11 +65,11 @@ def load_checkpoint(path, ddp, optimizer) -> int:
     # HINT 2         load_checkpoint restores only the weights: the optimizer and the RNG stay as a fresh start has
     #                them.
     # HINT 3         ckpt.load the main file; load the model's and the optimizer's state dicts from it; then
-    #                ckpt.set_rng_state(ckpt.load(_rng_path(path, rank))); return the step.
+    #                ckpt.set_rng_state(ckpt.load(_rng_path(path, rank, state["step"]))); return the step.
     state = ckpt.load(path)
     ddp.module.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
-    ckpt.set_rng_state(ckpt.load(_rng_path(path, dist.get_rank())))
+    ckpt.set_rng_state(ckpt.load(_rng_path(path, dist.get_rank(), state["step"])))
     return state["step"]
     # STARTER
     # state = torch.load(path)

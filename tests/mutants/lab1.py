@@ -71,4 +71,8 @@ MUTANTS = [
            "resume_exact", "the LR schedule restarts its warm-up"),
     Mutant("step_not_returned", "state.py", "    return state[\"step\"]\n", "    return 0\n",
            "resume_exact", "load_checkpoint returns 0, not the saved step"),
+    Mutant("save_written_in_place", "state.py", "    ckpt.atomic_save(state, path)\n",
+           "    import torch\n    torch.save(state, path)\n",
+           "resume_exact",
+           "the checkpoint written in place: a kill mid-write leaves a truncated file and no checkpoint"),
 ]

@@ -44,6 +44,13 @@ MUTANTS = [
            "resume_exact", "the data position is not restored"),
     Mutant("optimizer_not_restored", "state.py", "    optimizer.load_state_dict(state[\"optimizer\"])\n", "",
            "resume_exact", "AdamW's moments are not restored"),
+    Mutant("main_file_written_in_place", "state.py", "        ckpt.atomic_save({\"model\": model.module.state_dict(),",
+           "        import torch\n        torch.save({\"model\": model.module.state_dict(),",
+           "resume_exact", "rank 0 writes the main file in place: a kill mid-write leaves a truncated file and no "
+           "checkpoint"),
+    Mutant("rng_file_not_per_step", "state.py", "rng-rank{rank}-step{step}{path.suffix}", "rng-rank{rank}{path.suffix}",
+           "resume_exact", "one RNG file per rank, overwritten by each save: a kill before the main file is replaced "
+           "leaves the previous step's main file with the new step's RNG streams"),
     # step.py: train_step
     Mutant("loss_not_divided_by_k", STEP, "            (loss / k).backward()\n", "            loss.backward()\n",
            "step_matches_reference", "the accumulated gradient is the sum over micro-batches, not the mean"),

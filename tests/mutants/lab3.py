@@ -48,6 +48,21 @@ MUTANTS = [
     # DCP (dcp_state.py)
     Mutant("dcp_scheduler_not_restored", "dcp_state.py", '        self.scheduler.load_state_dict(state["scheduler"])\n',
            "", "sharded_resume", "the LR schedule restarts from step 0 after a resume"),
+    Mutant("dcp_latest_before_data", "dcp_state.py",
+           '    dcp.save({"train": TrainState(model, optimizer, scheduler, sampler, step)}, '
+           'checkpoint_id=str(partial))\n'
+           '    ckpt.atomic_save({"rng": ckpt.rng_state()}, partial / f"rng-rank{rank}.pt")\n'
+           "    dist.barrier()\n"
+           "    if rank == 0:\n"
+           "        shutil.rmtree(final, ignore_errors=True)  # a save of this step that finished before a kill\n"
+           "        os.replace(partial, final)\n"
+           '        ckpt.atomic_write_text(final.name, root / "latest")\n',
+           "    if rank == 0:  # latest names the new step first; the folder is filled after\n"
+           '        ckpt.atomic_write_text(final.name, root / "latest")\n'
+           '    dcp.save({"train": TrainState(model, optimizer, scheduler, sampler, step)}, checkpoint_id=str(final))\n'
+           '    ckpt.atomic_save({"rng": ckpt.rng_state()}, final / f"rng-rank{rank}.pt")\n',
+           "sharded_resume", "latest names the new step's folder before DCP fills it (no temporary folder): a kill "
+           "mid-save leaves latest naming shards with no .metadata"),
     # DeepSpeed (deepspeed_zero.py)
     Mutant("deepspeed_stage_fixed", "deepspeed_zero.py", '"zero_optimization": {"stage": stage,',
            '"zero_optimization": {"stage": 2,', "deepspeed_stages",
