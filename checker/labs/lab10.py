@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from checker import seams
 from checker.labs._common import Check, digest, probe, tiny_model
-from checker.labs._held_save import HeldSave
+from checker.labs._held_save import TORN, HeldSave
 from checker.labs.lab10_measure import OpCounter
 
 LAB = "lab10"
@@ -109,7 +109,7 @@ CHECKS = [
           "layer's selection bias is a buffer, not a parameter; the optimizer's moments are state too. Each rank "
           "saves and loads its own, and a save killed halfway must leave the previous checkpoint whole.",
 
-          symptoms=((r"PytorchStreamReader|central directory|unexpected EOF|Ran out of input|invalid load key",
+          symptoms=((TORN,
                      "The checkpoint on disk is half-written: the run was killed while writing it, and the file it "
                      "wrote in place is all a resume finds. Write to a temporary name in the same folder and rename "
                      "it over the checkpoint (os.replace) once complete: a kill then leaves the previous one "
