@@ -221,6 +221,24 @@ def part(runs, run: str, part: str):
     return runs[run].result.get(part), min(errors, key=lambda e: e.get("t", float("inf"))) if errors else None
 
 
+def every_rank(runs, run: str, part: str):
+    """(every rank's result of one part of a run, None), or (None, the earliest error: the rank that failed first,
+    a peer's "closed by peer" after any first-hand error)."""
+    r = runs.get(run)
+    results = r.results if r else []
+    if r and len(results) == r.nproc and all(x.get(part) is not None and not x.get(f"{part}_error") for x in results):
+        return [x[part] for x in results], None
+    errors = [x[f"{part}_error"] for x in results if x.get(f"{part}_error")]
+    if errors:
+        return None, min(errors, key=lambda e: ("closed by peer" in e.get("message", ""), e.get("t", 0)))
+    err = first_error(runs, run)
+    if err is None:
+        earlier = [v for x in results for k, v in x.items() if k.endswith("_error") and v]
+        err = min(earlier, key=lambda e: e.get("t", 0)) if earlier else \
+            {"type": "Crash", "message": f"{part} did not report on every rank"}
+    return None, err
+
+
 def run_info(runs) -> list[tuple[str, str]]:
     """How long each run took, and what staging its collectives through host memory cost where it did
     (labs/common/staging.py): information rows under the graded checks."""

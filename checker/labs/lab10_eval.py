@@ -1,7 +1,7 @@
 """Lab 10: from the runs' measurements to pass/fail. Thresholds and the checker's own byte formula are here."""
 from __future__ import annotations
 
-from checker.labs._common import Check, error_result, first_error, run_info
+from checker.labs._common import Check, error_result, every_rank, first_error, run_info
 from checker.labs.lab10 import (
     BALANCE,
     BALANCED,
@@ -27,28 +27,13 @@ def a2a_bytes_expected(rows_out: int, rows_in: int, hidden: int) -> int:
     return (rows_out + rows_in) * 4 * hidden
 
 
-def _ranks(runs, run: str, part: str):
-    """(every rank's result of one part, None) or (None, the earliest error: the rank that failed first)."""
-    r = runs.get(run)
-    results = r.results if r else []
-    if r and len(results) == r.nproc and all(x.get(part) is not None and not x.get(f"{part}_error") for x in results):
-        return [x[part] for x in results], None
-    errors = [x[f"{part}_error"] for x in results if x.get(f"{part}_error")]
-    if errors:
-        return None, min(errors, key=lambda e: ("closed by peer" in e.get("message", ""), e.get("t", 0)))
-    err = first_error(runs, run)
-    if err is None:
-        err = {"type": "Crash", "message": f"{part} did not report on every rank"}
-    return None, err
-
-
 def _worst(diffs: dict) -> tuple[str, float]:
     name = max(diffs, key=lambda k: diffs[k])
     return name, diffs[name]
 
 
 def router_equivalence(c: Check, runs) -> CheckResult:
-    rs, err = _ranks(runs, "units", "router")
+    rs, err = every_rank(runs, "units", "router")
     if err:
         return error_result(c, err, "max abs diff")
     worst = 0.0
@@ -86,7 +71,7 @@ def router_equivalence(c: Check, runs) -> CheckResult:
 
 
 def capacity_drops(c: Check, runs) -> CheckResult:
-    rs, err = _ranks(runs, "units", "capacity")
+    rs, err = every_rank(runs, "units", "capacity")
     if err:
         return error_result(c, err, "choices")
     r = rs[0]
@@ -107,7 +92,7 @@ def capacity_drops(c: Check, runs) -> CheckResult:
 
 
 def aux_loss(c: Check, runs) -> CheckResult:
-    rs, err = _ranks(runs, "units", "aux")
+    rs, err = every_rank(runs, "units", "aux")
     if err:
         return error_result(c, err, "loss")
     a = rs[0]
@@ -129,7 +114,7 @@ def aux_loss(c: Check, runs) -> CheckResult:
 
 
 def moe_equivalence(c: Check, runs) -> CheckResult:
-    rs, err = _ranks(runs, "units", "moe")
+    rs, err = every_rank(runs, "units", "moe")
     if err:
         return error_result(c, err, "max abs diff")
     worst = 0.0
@@ -154,7 +139,7 @@ def moe_equivalence(c: Check, runs) -> CheckResult:
 
 
 def moe_grouped(c: Check, runs) -> CheckResult:
-    rs, err = _ranks(runs, "units", "grouped")
+    rs, err = every_rank(runs, "units", "grouped")
     if err:
         return error_result(c, err, "ops")
     g = rs[0]
@@ -169,7 +154,7 @@ def moe_grouped(c: Check, runs) -> CheckResult:
                            message=f"MoE.forward with {E} experts ran {g['moe_matmuls_40']} matmuls for 40 tokens and "
                                    f"{g['moe_matmuls_120']} for 120: at most {2 * E + 1} (each expert's w1 and w2 "
                                    "once, the router), the same for any number of tokens")
-    ep, ep_err = _ranks(runs, "ep", "equiv")
+    ep, ep_err = every_rank(runs, "ep", "equiv")
     if ep_err:
         return error_result(c, ep_err, "matmuls per forward")
     res = runs["ep"].result
@@ -191,7 +176,7 @@ def moe_grouped(c: Check, runs) -> CheckResult:
 
 
 def ep_balance(c: Check, runs) -> CheckResult:
-    rs, err = _ranks(runs, "units", "balance")
+    rs, err = every_rank(runs, "units", "balance")
     if err:
         return error_result(c, err, "max / mean tokens")
     for e in rs[0]["exact"]:
@@ -212,7 +197,7 @@ def ep_balance(c: Check, runs) -> CheckResult:
 
 
 def ep_equivalence(c: Check, runs) -> CheckResult:
-    rs, err = _ranks(runs, "ep", "equiv")
+    rs, err = every_rank(runs, "ep", "equiv")
     if err:
         return error_result(c, err, "max abs diff")
     res = runs["ep"].result
@@ -242,7 +227,7 @@ def ep_equivalence(c: Check, runs) -> CheckResult:
 
 
 def a2a_bytes(c: Check, runs) -> CheckResult:
-    rs, err = _ranks(runs, "ep", "equiv")
+    rs, err = every_rank(runs, "ep", "equiv")
     if err:
         return error_result(c, err, "bytes sent per rank")
     results = runs["ep"].results
@@ -274,7 +259,7 @@ def a2a_bytes(c: Check, runs) -> CheckResult:
 
 
 def ep_dp_grads(c: Check, runs) -> CheckResult:
-    rs, err = _ranks(runs, "epdp", "step")
+    rs, err = every_rank(runs, "epdp", "step")
     if err:
         return error_result(c, err, "max abs diff")
     problems = [p for r in rs for p in r["problems"]]
@@ -306,7 +291,7 @@ def ep_dp_grads(c: Check, runs) -> CheckResult:
 
 
 def ep_plan(c: Check, runs) -> CheckResult:
-    rs, err = _ranks(runs, "units", "plan")
+    rs, err = every_rank(runs, "units", "plan")
     if err:
         return error_result(c, err, "bytes")
     p = rs[0]

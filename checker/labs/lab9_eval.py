@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from checker.labs import lab9_resume
-from checker.labs._common import Check, error_result, first_error, run_info
+from checker.labs._common import Check, error_result, every_rank, first_error, run_info
 from checker.labs.lab9 import CP, FLASH_CASES, MEM_SHAPE, RING, RUNS, SEED, TOL, ULYSSES, world_size
 from checker.report import CheckResult
 
@@ -29,25 +29,8 @@ def ulysses_bytes_expected(b: int, h: int, s: int, d: int, n: int) -> float:
     return 4 * (n - 1) / n * 4 * b * h * (s // n) * d
 
 
-def _ranks(runs, run: str, part: str):
-    """(every rank's result of one part, None) or (None, the earliest error: the rank that failed first)."""
-    r = runs.get(run)
-    results = r.results if r else []
-    if r and len(results) == r.nproc and all(x.get(part) is not None and not x.get(f"{part}_error") for x in results):
-        return [x[part] for x in results], None
-    errors = [x[f"{part}_error"] for x in results if x.get(f"{part}_error")]
-    if errors:
-        return None, min(errors, key=lambda e: ("closed by peer" in e.get("message", ""), e.get("t", 0)))
-    err = first_error(runs, run)
-    if err is None:
-        earlier = [v for x in results for k, v in x.items() if k.endswith("_error") and v]
-        err = min(earlier, key=lambda e: e.get("t", 0)) if earlier else \
-            {"type": "Crash", "message": f"{part} did not report on every rank"}
-    return None, err
-
-
 def flash_equivalence(c: Check, runs) -> CheckResult:
-    rs, err = _ranks(runs, "flash", "equiv")
+    rs, err = every_rank(runs, "flash", "equiv")
     if err:
         return error_result(c, err, "max abs diff")
     diffs, cases = rs[0], runs["flash"].result["cases"]
@@ -61,7 +44,7 @@ def flash_equivalence(c: Check, runs) -> CheckResult:
 
 
 def flash_memory(c: Check, runs) -> CheckResult:
-    rs, err = _ranks(runs, "flash", "mem")
+    rs, err = every_rank(runs, "flash", "mem")
     if err:
         return error_result(c, err, "bytes")
     m, (b, h, s, d, tile) = rs[0], runs["flash"].result["mem_shape"]
@@ -83,7 +66,7 @@ def flash_memory(c: Check, runs) -> CheckResult:
 def ring_equivalence(c: Check, runs) -> CheckResult:
     notes, worst = [], 0.0
     for part, label in (("contiguous", "contiguous causal"), ("zigzag", "zig-zag causal"), ("full", "not causal")):
-        rs, err = _ranks(runs, "ring", part)
+        rs, err = every_rank(runs, "ring", part)
         if err:
             return error_result(c, {**err, "message": f"{label}: {err.get('message', '')}"}, "max abs diff")
         d = max(r["diff"] for r in rs)
@@ -101,7 +84,7 @@ def ring_equivalence(c: Check, runs) -> CheckResult:
 
 
 def ring_bytes(c: Check, runs) -> CheckResult:
-    rs, err = _ranks(runs, "ring", "contiguous")
+    rs, err = every_rank(runs, "ring", "contiguous")
     if err:
         return error_result(c, err, "bytes sent per rank")
     res = runs["ring"].result
@@ -126,7 +109,7 @@ def ring_bytes(c: Check, runs) -> CheckResult:
 
 
 def ring_overlap(c: Check, runs) -> CheckResult:
-    rs, err = _ranks(runs, "ring", "overlap")
+    rs, err = every_rank(runs, "ring", "overlap")
     if err:
         return error_result(c, err, "transfers overlapped")
     n = runs["ring"].result["world"]
@@ -148,11 +131,11 @@ def ring_overlap(c: Check, runs) -> CheckResult:
 
 
 def zigzag_balance(c: Check, runs) -> CheckResult:
-    rs, err = _ranks(runs, "ring", "flops_zigzag")
+    rs, err = every_rank(runs, "ring", "flops_zigzag")
     if err:
         return error_result(c, err, "max/min FLOPs per rank")
-    plain, _ = _ranks(runs, "ring", "flops_contiguous")
-    full, ferr = _ranks(runs, "ring", "flops_noncausal")
+    plain, _ = every_rank(runs, "ring", "flops_contiguous")
+    full, ferr = every_rank(runs, "ring", "flops_noncausal")
     if ferr:
         return error_result(c, ferr, "max/min FLOPs per rank")
     b, h, s, d = runs["ring"].result["balance_shape"]
@@ -180,7 +163,7 @@ def zigzag_balance(c: Check, runs) -> CheckResult:
 
 
 def ulysses_equivalence(c: Check, runs) -> CheckResult:
-    rs, err = _ranks(runs, "ulysses", "equiv")
+    rs, err = every_rank(runs, "ulysses", "equiv")
     if err:
         return error_result(c, err, "max abs diff")
     res = runs["ulysses"].result
@@ -189,7 +172,7 @@ def ulysses_equivalence(c: Check, runs) -> CheckResult:
         return CheckResult(c.name, False, value=d, threshold=TOL, unit="max abs diff", hint=c.hint,
                            message=f"{res['world']} ranks: output rows or gradients differ from full attention by "
                                    f"{d:.1e}")
-    un, err = _ranks(runs, "ulysses", "uneven")
+    un, err = every_rank(runs, "ulysses", "uneven")
     if err:
         return error_result(c, {**err, "message": f"heads not divisible by ranks: {err.get('message', '')}"}, "")
     u = un[0]
@@ -205,7 +188,7 @@ def ulysses_equivalence(c: Check, runs) -> CheckResult:
 
 
 def ulysses_bytes(c: Check, runs) -> CheckResult:
-    rs, err = _ranks(runs, "ulysses", "equiv")
+    rs, err = every_rank(runs, "ulysses", "equiv")
     if err:
         return error_result(c, err, "bytes sent per rank")
     res = runs["ulysses"].result
@@ -225,7 +208,7 @@ def ulysses_bytes(c: Check, runs) -> CheckResult:
 
 
 def cp_dp_equivalence(c: Check, runs) -> CheckResult:
-    rs, err = _ranks(runs, "cp", "step")
+    rs, err = every_rank(runs, "cp", "step")
     if err:
         return error_result(c, err, "max abs diff")
     problems = [p for r in rs for p in r["problems"]]
