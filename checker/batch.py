@@ -11,7 +11,9 @@ their failed rows, with the reason). Each learner's runs are sandboxed (checker/
 own files are digested before and after every learner, and a change fails that learner and stops the
 batch trusting the tree (the learners after are not graded). As learners finish it rewrites class.csv
 (learner, check, passed, value, ...), class.junit.xml (one testsuite per learner, for an LMS or CI),
-class.json and class.html (checker/class_html.py); at the end it prints a summary table.
+class.json and class.html (checker/class_html.py); at the end it prints a summary table. On a Slurm cluster
+(`--slurm`, checker/batch_slurm.py) the same grade_learner runs in the tasks of a job array, and the same
+write_reports and summarize make the class report.
 """
 from __future__ import annotations
 

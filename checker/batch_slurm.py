@@ -46,6 +46,7 @@ SIGNAL_LEAD_S = 90   # --signal=B:USR1@90: a task about to reach its limit fails
 # given the whole node's memory, and then one task would fill a node.
 MEM_PER_LEARNER = "4G"
 POLL_S = 2.0
+SILENT_S = 600  # a controller that stops answering for this long: the command gives up waiting (not the array)
 
 
 def groups_of(learners: list[str], per_task: int) -> list[list[str]]:
@@ -242,12 +243,17 @@ def _wait(m: dict, slurm_dir: Path, array: str, console: Console, no_hints: bool
     and the class report so far as their reports appear. Ctrl-C cancels the array (no job outlives the command).
     Returns the most tasks seen running at once."""
     shown, seen, most, t0 = None, set(), 1, time.monotonic()
+    answered = time.monotonic()
     while True:
         try:
             states = slurm.array_states(array)
             if states is None:  # squeue did not answer this time
+                if time.monotonic() - answered > SILENT_S:
+                    raise ValueError(f"squeue has not answered for {SILENT_S // 60} minutes; array {array} may still "
+                                     "run: see `squeue`, and collect what it grades with --rerun-missing later")
                 time.sleep(POLL_S)
                 continue
+            answered = time.monotonic()
             most = max(most, sum(s == "RUNNING" for s in states.values()))
             new = [n for g in m["groups"] for n in g
                    if n not in seen and slurm_task.report_path(slurm_dir, n).exists()]

@@ -87,7 +87,9 @@ def grade_group(m: dict, slurm_dir: Path, index: int) -> int:
             rep = incomplete(lab, f"not graded: node {host} cannot sandbox learner code ({no_box}); install "
                                   f"bubblewrap there (`{sandbox.INSTALL}`) or grade with --no-sandbox", only, "error")
         else:
-            write_json(marker, {"job": os.environ.get("SLURM_JOB_ID", ""), "array": m["array"], "task": index,
+            # the array's id from Slurm: the manifest gets it only after sbatch returns, and a task may start first
+            write_json(marker, {"job": os.environ.get("SLURM_JOB_ID", ""),
+                                "array": os.environ.get("SLURM_ARRAY_JOB_ID", m["array"]), "task": index,
                                 "node": host, "since": time.time()})
             try:
                 with tempfile.TemporaryDirectory(prefix=f"checker-batch-{lab}-") as tmp:
