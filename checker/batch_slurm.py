@@ -42,8 +42,9 @@ MAX_PER_TASK = 3
 TASK_START_S = 60    # time limit per learner, over their budget: copying their tree, the checker's start
 SIGNAL_LEAD_S = 90   # --signal=B:USR1@90: a task about to reach its limit fails the learner in progress, in time
 # Memory per learner: a grade runs at most 2 runs at once, of up to 3 ranks of the `tiny` model, each a torch
-# process of ~0.4 GB resident, plus the checkers: under 3 GB; 4 GB leaves room. Without --mem a job may be
-# given the whole node's memory, and then one task would fill a node.
+# process of at most ~0.32 GB resident (the largest seen while lab 1 was graded here), plus the checker and its
+# fork server: 8 x 0.32 = ~2.6 GB; 4 GB leaves room. Without --mem a job may be given the whole node's memory,
+# and then one task would fill a node.
 MEM_PER_LEARNER = "4G"
 POLL_S = 2.0
 SILENT_S = 600  # a controller that stops answering for this long: the command gives up waiting (not the array)
