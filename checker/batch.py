@@ -11,7 +11,9 @@ their failed rows, with the reason). Each learner's runs are sandboxed (checker/
 own files are digested before and after every learner, and a change fails that learner and stops the
 batch trusting the tree (the learners after are not graded). As learners finish it rewrites class.csv
 (learner, check, passed, value, ...), class.junit.xml (one testsuite per learner, for an LMS or CI),
-class.json and class.html (checker/class_html.py); at the end it prints a summary table.
+class.json and class.html (checker/class_html.py); at the end it prints a summary table. On a Slurm cluster
+(`--slurm`, checker/batch_slurm.py) the same grade_learner runs in the tasks of a job array, and the same
+write_reports and summarize make the class report.
 """
 from __future__ import annotations
 
@@ -38,6 +40,9 @@ from checker import class_html, hints, placement, sandbox, seams, watchdog
 from checker.harness import REPO_ROOT
 
 LEARNER_BUDGET_S = 600  # one learner's whole grade: above the sum of any lab's run budgets (lab 2: 450 s)
+# a stopped grade's SIGINT-to-SIGKILL wait when the batch itself is being stopped: under Slurm's KillWait
+# (10 s on the course's Slurm, 30 s by default), so the inner checker reaps its runs before Slurm's SIGKILL
+STOP_GRACE_S = 5
 CAUSES = {"todo": "not written yet", "hang": "hung", "crash": "crashed", "error": "raised"}  # report.CheckResult.cause
 
 
@@ -103,14 +108,10 @@ def grade_one(lab: str, submission: Path, variant: int, workdir: Path, only: lis
         try:
             proc.wait(timeout=budget)
         except subprocess.TimeoutExpired:
-            # SIGINT first: the inner checker stops and reaps its runs (they live in sessions of their own,
-            # out of reach of a killpg here); SIGKILL only if it doesn't.
-            os.killpg(proc.pid, signal.SIGINT)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            _stop(proc, grace_s=15)
+        except BaseException:  # the grading process itself is stopped (a Slurm task's SIGTERM): this grade too
+            _stop(proc, grace_s=STOP_GRACE_S)
+            raise
     if out.exists():
         return json.loads(out.read_text())
     tail = (workdir / "checker.log").read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
@@ -118,6 +119,25 @@ def grade_one(lab: str, submission: Path, variant: int, workdir: Path, only: lis
     reason = (f"hung: grading took over {budget:.0f} s (the per-learner budget) and was stopped"
               if over else tail[0])
     return failed(lab, reason, only, time.monotonic() - t0, cause="hang" if over else "error")
+
+
+def _stop(proc: subprocess.Popen, grace_s: float) -> None:
+    """SIGINT first: the inner checker stops and reaps its runs (they live in sessions of their own, out of
+    reach of a killpg here); SIGKILL only if it doesn't within grace_s."""
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def submission_folders(submissions: Path) -> list[Path]:
+    """One folder per learner, sorted by name (the class report's order)."""
+    learners = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not learners:
+        raise ValueError(f"{submissions} holds no submission folders")
+    return learners
 
 
 def _checks(lab: str):
@@ -129,9 +149,7 @@ def grade_all(lab: str, submissions: Path, parallel: int, variant: int, report_d
               only: list[str] | None = None, no_sandbox: bool = False, gpu_blocks: list[list[str]] | None = None,
               device: str = "auto", no_hints: bool = False, verbose: bool = False,
               budget: float | None = None) -> bool:
-    learners = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
-    if not learners:
-        raise ValueError(f"{submissions} holds no submission folders")
+    learners = submission_folders(submissions)
     report_dir.mkdir(parents=True, exist_ok=True)
     budget = budget or learner_budget()
     console.print(f"grading {len(learners)} submissions of {lab}, {parallel} at a time, variant {variant}"
@@ -146,42 +164,38 @@ def grade_all(lab: str, submissions: Path, parallel: int, variant: int, report_d
     with tempfile.TemporaryDirectory(prefix=f"checker-batch-{lab}-") as tmp:
         def job(p: Path):
             if trusted["changed_by"]:
-                rep = failed(lab, f"not graded: the course's files changed during {trusted['changed_by']}'s grade; "
-                                  "restore them (git status) and grade again", only)
+                rep = with_hints(lab, p, failed(lab, f"not graded: the course's files changed during "
+                                                     f"{trusted['changed_by']}'s grade; restore them (git status) "
+                                                     "and grade again", only), no_hints)
             else:
                 gpus = blocks.get()
                 try:
                     d = Path(tmp) / p.name
                     d.mkdir()
-                    rep = grade_one(lab, p, variant, d, only, no_sandbox, gpus, device, budget)
-                except Exception as e:  # noqa: BLE001 - one learner's trouble is their row, never the batch's end
-                    rep = failed(lab, f"could not be graded: {type(e).__name__}: {str(e)[:300]}", only)
+                    rep, changed = grade_learner(lab, p, variant, d, trusted["digest"], only, no_sandbox, gpus,
+                                                 device, budget, no_hints)
                 finally:
                     blocks.put(gpus)
-                changed = sandbox.changed_files(trusted["digest"], sandbox.course_digest())
                 if changed:
                     with lock:
                         trusted["changed_by"] = trusted["changed_by"] or p.name
-                    rep = failed(lab, f"the course's files changed during this grade ({', '.join(changed[:3])}): "
-                                      "learner code wrote to the grader or the reference", only)
-            # the hint tiers this learner opened, from their own tree (checker/hints.py): in a class graded with
-            # --no-hints, any opened tier is flagged for the instructor
-            folder = seams.SEAMS[lab].folder
-            rep["hints_opened"] = hints.summary(p / folder, REPO_ROOT / "labs" / folder)
-            rep["hints_flagged"] = bool(no_hints and rep["hints_opened"])
             with lock:  # one learner's lines together, whatever the other threads print
-                console.print(escape(learner_line(p.name, rep, no_hints)))
-                if verbose:
-                    for line in learner_details(rep):
-                        console.print(f"    {escape(line)}")
+                print_learner(console, p.name, rep, no_hints, verbose)
             with lock:  # the class report so far, on disk as each learner finishes
                 reports[p.name] = rep
                 write_reports(lab, variant, dict(sorted(reports.items())), report_dir)
         with ThreadPoolExecutor(max_workers=parallel) as pool:
             list(pool.map(job, learners))
-    reports = dict(sorted(reports.items()))
+    return summarize(lab, dict(sorted(reports.items())), variant, only, time.monotonic() - t0, parallel, report_dir,
+                     console, verbose)
+
+
+def summarize(lab: str, reports: dict, variant: int, only: list[str] | None, wall: float, slots: int,
+              report_dir: Path, console: Console, verbose: bool) -> bool:
+    """After the batch (local or on Slurm): the table of learners x checks, what hangs cost, where the report
+    is; True when every learner passed (a check NOT RUN is not a fail)."""
     partial = f"; partial: only {', '.join(only)} (--only), not a grade" if only else ""
-    table = Table(title=f"{lab}: {len(learners)} learners, {time.monotonic() - t0:.0f} s (variant {variant}{partial})")
+    table = Table(title=f"{lab}: {len(reports)} learners, {wall:.0f} s (variant {variant}{partial})")
     names = [c.name for c in _checks(lab) if not only or c.name in only]
     for col in ("learner", "passed", *names):
         table.add_column(col)
@@ -190,12 +204,45 @@ def grade_all(lab: str, submissions: Path, parallel: int, variant: int, report_d
         table.add_row(learner, f"{sum(_status(c) == 'pass' for c in by.values())}/{len(names)}",
                       *(mark(by[n]) if n in by else "✗" for n in names))
     console.print(table)
-    hung = hang_summary(reports, time.monotonic() - t0, parallel)
+    hung = hang_summary(reports, wall, slots)
     if hung:
         console.print(f"[yellow]{escape(hung)}[/]")
     console.print(f"class report: {report_dir}/class.csv, class.junit.xml, class.json, class.html"
                   + ("" if verbose else " (each failure's message, hint and, for a hang, where; -v prints them)"))
     return all(r.get("passed") or r.get("status") == "not_run" for r in reports.values())  # NOT RUN: not a fail
+
+
+def grade_learner(lab: str, submission: Path, variant: int, workdir: Path, trusted_digest: dict,
+                  only: list[str] | None = None, no_sandbox: bool = False, gpus: list[str] | None = None,
+                  device: str = "auto", budget: float | None = None, no_hints: bool = False) -> tuple[dict, list[str]]:
+    """One learner's entry of the class report, as both the local batch and a Slurm task make it: their grade
+    (grade_one; an error grading them is their failed rows), failed instead if the course's files differ from
+    `trusted_digest` afterwards (returned: the files changed), and the hint tiers they opened."""
+    try:
+        rep = grade_one(lab, submission, variant, workdir, only, no_sandbox, gpus, device, budget)
+    except Exception as e:  # noqa: BLE001 - one learner's trouble is their row, never the batch's end
+        rep = failed(lab, f"could not be graded: {type(e).__name__}: {str(e)[:300]}", only)
+    changed = sandbox.changed_files(trusted_digest, sandbox.course_digest())
+    if changed:
+        rep = failed(lab, f"the course's files changed during this grade ({', '.join(changed[:3])}): "
+                          "learner code wrote to the grader or the reference", only)
+    return with_hints(lab, submission, rep, no_hints), changed
+
+
+def with_hints(lab: str, submission: Path, rep: dict, no_hints: bool) -> dict:
+    """The hint tiers this learner opened, from their own tree (checker/hints.py): in a class graded with
+    --no-hints, any opened tier is flagged for the instructor."""
+    folder = seams.SEAMS[lab].folder
+    rep["hints_opened"] = hints.summary(submission / folder, REPO_ROOT / "labs" / folder)
+    rep["hints_flagged"] = bool(no_hints and rep["hints_opened"])
+    return rep
+
+
+def print_learner(console: Console, name: str, rep: dict, no_hints: bool, verbose: bool) -> None:
+    console.print(escape(learner_line(name, rep, no_hints)))
+    if verbose:
+        for line in learner_details(rep):
+            console.print(f"    {escape(line)}")
 
 
 def learner_line(name: str, rep: dict, no_hints: bool = False) -> str:
@@ -228,10 +275,10 @@ def learner_details(rep: dict) -> list[str]:
     return out
 
 
-def hang_cost_note(parallel: int, budget: float) -> str:
+def hang_cost_note(parallel: int, budget: float, others: str | None = None) -> str:
     """What a hanging learner costs the batch, said before it starts (docs/workshop.md, 'What a hang costs')."""
-    others = (f"the other {parallel - 1} slot(s) go on grading (--parallel)" if parallel > 1 else
-              "with --parallel 1 nobody else is graded meanwhile")
+    others = others or (f"the other {parallel - 1} slot(s) go on grading (--parallel)" if parallel > 1 else
+                        "with --parallel 1 nobody else is graded meanwhile")
     return (f"a hang holds its learner's slot: {watchdog.STUCK_S:.0f} s where learner code loops (the watchdog), up "
             f"to its run's budget where it waits in a collective, never over {budget:.0f} s a learner "
             f"(--learner-budget); {others}")

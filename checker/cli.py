@@ -200,6 +200,13 @@ def cmd_grade(args, console: Console) -> int:
         raise UsageError("--no-hints goes with --submissions (a class's grade); a learner just does not ask")
     if args.learner_budget is not None and not args.submissions:
         raise UsageError("--learner-budget goes with --submissions: it caps each learner's grade in a class's batch")
+    slurm_only = [o for o, given in (("--partition", args.partition), ("--gpus-per-learner", args.gpus_per_learner),
+                                     ("--learners-per-task", args.learners_per_task),
+                                     ("--rerun-missing", args.rerun_missing or None)) if given is not None]
+    if slurm_only and not args.slurm:
+        raise UsageError(f"{', '.join(slurm_only)} go(es) with --slurm (a class's grade as a Slurm job array)")
+    if args.slurm and not args.submissions:
+        raise UsageError("--slurm grades a class: `checker grade lab1 --submissions DIR --slurm`")
     if args.submissions:
         return cmd_batch(args, console)
     if args.all:
@@ -249,6 +256,8 @@ def cmd_batch(args, console: Console) -> int:
     subs = Path(args.submissions)
     if not subs.is_dir():
         raise UsageError(f"--submissions {subs}: not a folder")
+    if args.slurm:
+        return _batch_on_slurm(args, lab, subs, console)
     if not args.no_sandbox and sandbox.why_not():
         raise UsageError(f"--submissions grades each learner in a sandbox, and {sandbox.why_not()}. Install it "
                          f"(`{sandbox.INSTALL}`), or pass --no-sandbox to grade without one (every report says so)")
@@ -268,6 +277,45 @@ def cmd_batch(args, console: Console) -> int:
                              gpu_blocks=batch.gpu_blocks(gpus, parallel, world) if gpus else None, device=args.device,
                              no_hints=args.no_hints, verbose=args.verbose, budget=args.learner_budget)
     except (ValueError, placement.Oversubscribed) as e:
+        raise UsageError(str(e)) from None
+    return 0 if ok else 1
+
+
+def _batch_on_slurm(args, lab: str, subs: Path, console: Console) -> int:
+    """`--submissions DIR --slurm`: the class as a job array (checker/batch_slurm.py). Slurm gives each learner's
+    task the lab's ranks in CPUs and --gpus-per-learner GPUs, and runs as many tasks at once as its nodes hold
+    (--parallel N: at most N). The sandbox is checked on each compute node, where learner code runs."""
+    from checker import batch_slurm, slurm
+
+    why = slurm.unavailable()
+    if why:
+        raise UsageError(f"--slurm: {why}; {slurm.HINT_START}")
+    world = getattr(_lab_module(lab), "WORLD_SIZE", 1)
+    gpus = args.gpus_per_learner or 0
+    if gpus < 0 or (args.learners_per_task is not None and args.learners_per_task < 1):
+        raise UsageError("--gpus-per-learner is 0 or more, --learners-per-task 1 or more")
+    need = placement.gpus_needed(world, placement.ranks_per_gpu())
+    if args.device == "cuda" and gpus < need:
+        raise UsageError(f"--device cuda on Slurm: each learner's task needs its own GPUs, {need} for {lab}'s "
+                         f"{world}-rank runs: --gpus-per-learner {need}")
+    if gpus and args.device == "cpu":
+        raise UsageError("--gpus-per-learner with --device cpu: the GPUs would be allocated and never used")
+    if 0 < gpus < need:
+        raise UsageError(f"--gpus-per-learner {gpus}: {lab}'s {world}-rank runs need {need}")
+    if args.parallel is not None and args.parallel < 1:
+        raise UsageError(f"--parallel must be 1 or more, got {args.parallel}")
+    if args.learner_budget is not None and args.learner_budget <= 0:
+        raise UsageError(f"--learner-budget must be positive seconds, got {args.learner_budget}")
+    variant = args.variant or (0 if args.rerun_missing else int.from_bytes(os.urandom(2), "big") % 1000 + 1)
+    console.print(_sandbox_line(args) if args.no_sandbox else "sandboxed on each compute node: the grade's runs in "
+                  "a bwrap (read-only course, loopback); a node without bubblewrap fails its learners' rows, saying so")
+    try:
+        ok = batch_slurm.grade_all(lab, subs, variant, Path(args.report_dir or f"class-report-{lab}"), console,
+                                   args.only, no_sandbox=args.no_sandbox, device=args.device, no_hints=args.no_hints,
+                                   verbose=args.verbose, budget=args.learner_budget, partition=args.partition,
+                                   gpus_per_learner=gpus, cpus_per_learner=world, per_task=args.learners_per_task,
+                                   throttle=args.parallel, rerun_missing=args.rerun_missing)
+    except ValueError as e:
         raise UsageError(str(e)) from None
     return 0 if ok else 1
 
@@ -338,13 +386,25 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--submissions", metavar="DIR",
                    help="instructors: grade every learner folder in DIR (copies of labs/)")
     g.add_argument("--parallel", type=int, default=None, help="with --submissions: learners graded at once "
-                                                               "(default: cores / ranks per grade)")
+                                                               "(default: cores / ranks per grade; with --slurm: "
+                                                               "at most N tasks at once, default what Slurm fits)")
     g.add_argument("--report-dir", metavar="DIR", help="with --submissions: where class.csv/.junit.xml go")
     g.add_argument("--learner-budget", type=float, default=None, metavar="S",
                    help="with --submissions: seconds one learner's whole grade may take; past it every check of "
                         "theirs fails as hung (default 600 x CHECKER_BUDGET_SCALE)")
     g.add_argument("--no-hints", action="store_true", help="with --submissions: a class graded without hints (hand "
                    "out labs/.hints-off): each learner's opened tiers are flagged in the report")
+    g.add_argument("--slurm", action="store_true", help="with --submissions: grade the class as a Slurm job array, "
+                   "a task per few learners on the compute nodes, collected into the same class report")
+    g.add_argument("--partition", metavar="P", help="with --slurm: the partition the tasks go to")
+    g.add_argument("--gpus-per-learner", type=int, default=None, metavar="G",
+                   help="with --slurm: GPUs each learner's task gets (--gres=gpu:G; 0: graded on CPU)")
+    g.add_argument("--learners-per-task", type=int, default=None, metavar="K",
+                   help="with --slurm: learners one task grades one after another (default: up to 3, keeping every "
+                        "slot of the partition busy)")
+    g.add_argument("--rerun-missing", action="store_true",
+                   help="with --slurm: grade again only the learners of --report-dir with no finished grade "
+                        "(cancelled, timed out, a task that failed), with the earlier variant")
     g.add_argument("--no-sandbox", action="store_true",
                    help="run learner code without bubblewrap (said on every report)")
     return ap

@@ -65,6 +65,39 @@ def queued(job_ids: list[str]) -> list[str]:
     return [p[0] for p in (line.split() for line in r.stdout.splitlines()) if len(p) == 2 and p[1] in ACTIVE]
 
 
+def array_states(array_id: str) -> dict[int, str] | None:
+    """Task index -> state, for the tasks of an array still pending or running (`squeue -r`: one line per task,
+    "6_3 RUNNING"); {} once none is; None when squeue did not answer (a busy controller: ask again, never take
+    it for "all finished")."""
+    try:
+        r = _run(["squeue", "-h", "-r", "-o", "%i %T", "-j", array_id])
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0:  # an array that has left the controller's memory (MinJobAge) is an invalid id
+        return {} if "Invalid job id" in r.stderr else None
+    return parse_array_states(r.stdout)
+
+
+def parse_array_states(text: str) -> dict[int, str]:
+    out = {}
+    for line in text.splitlines():
+        job, _, state = line.strip().partition(" ")
+        _, _, index = job.partition("_")
+        if index.isdigit() and state.strip() in ACTIVE:
+            out[int(index)] = state.strip()
+    return out
+
+
+def array_records(array_id: str, job_name: str, records: list[dict]) -> dict[int, dict]:
+    """Task index -> the last jobcomp record of each task of this array (the job name tells it from an array of
+    the same id before a `slurmctld -c` restart numbered jobs from 1 again)."""
+    out = {}
+    for rec in records:
+        if rec.get("ArrayJobId") == array_id and rec.get("Name") == job_name and rec.get("ArrayTaskId", "").isdigit():
+            out[int(rec["ArrayTaskId"])] = rec
+    return out
+
+
 def array_tasks(array_id: str) -> list[str]:
     """The own job ids of a finished array's tasks, from the jobcomp records."""
     return sorted({rec["JobId"] for rec in jobcomp_records() if rec.get("ArrayJobId") == array_id}, key=int)

@@ -4,6 +4,8 @@
 #     sudo checker/slurm_local.sh up       # install (Debian/Ubuntu), configure, start; idempotent
 #     sudo checker/slurm_local.sh down     # stop the daemons by their pid files
 #     checker/slurm_local.sh status        # what runs, and `sinfo`
+#     sudo checker/slurm_local.sh two-up   # a second, private Slurm with two 1-CPU node entries (below)
+#     sudo checker/slurm_local.sh two-down
 #
 # Needs root (it installs packages and starts daemons). Without root, use the workshop's cluster:
 # lab 5's README says how. No systemd is assumed: daemons are started directly, in the background.
@@ -137,9 +139,76 @@ status() {
     sinfo 2>/dev/null || true
 }
 
+# Two "nodes" on one machine, to measure a class's grade on 1 and 2 nodes (docs/workshop.md, "Grading a class on
+# Slurm"): a second Slurm of its own (its own ports, state and /etc/slurm-two/slurm.conf; clients reach it with
+# SLURM_CONF=/etc/slurm-two/slurm.conf), so lab 5's Slurm above is left as it is. Two node entries n1, n2 of one
+# CPU each share this host (NodeHostname, a Port each), each served by its own slurmd (-N n1, -N n2); partition
+# `one` holds n1 alone, `two` both.
+TWO=/etc/slurm-two
+two_up() {
+    need_root two-up
+    install_packages
+    start_munge
+    local host mem_mb
+    host=$(hostname -s)
+    mem_mb=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 / 4 ))
+    mkdir -p "$TWO" "$RUN/two" "$LOG/two" "$SPOOL/two/ctld"
+    cat > "$TWO/slurm.conf" <<CONF
+# Written by checker/slurm_local.sh two-up: two node entries on this machine, beside lab 5's Slurm.
+ClusterName=two
+SlurmctldHost=$host
+SlurmctldPort=6917
+SlurmdPort=6918
+SlurmUser=root
+AuthType=auth/munge
+AuthInfo=cred_expire=5
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU_Memory
+SchedulerType=sched/backfill
+SchedulerParameters=sched_interval=2,bf_interval=1
+ReturnToService=2
+KillWait=10
+MinJobAge=60
+SlurmctldPidFile=$RUN/two/slurmctld.pid
+SlurmdPidFile=$RUN/two/slurmd-%n.pid
+SlurmctldLogFile=$LOG/two/slurmctld.log
+SlurmdLogFile=$LOG/two/slurmd-%n.log
+StateSaveLocation=$SPOOL/two/ctld
+SlurmdSpoolDir=$SPOOL/two/d-%n
+JobCompType=jobcomp/filetxt
+JobCompLoc=$LOG/two/jobcomp.txt
+AccountingStorageType=accounting_storage/none
+NodeName=n1 NodeHostname=$host Port=6931 CPUs=1 RealMemory=$mem_mb State=UNKNOWN
+NodeName=n2 NodeHostname=$host Port=6932 CPUs=1 RealMemory=$mem_mb State=UNKNOWN
+PartitionName=one Nodes=n1 MaxTime=60 State=UP
+PartitionName=two Nodes=n1,n2 Default=YES MaxTime=60 State=UP
+CONF
+    touch "$LOG/two/jobcomp.txt"
+    alive "$RUN/two/slurmctld.pid" || slurmctld -c -f "$TWO/slurm.conf"
+    for n in n1 n2; do alive "$RUN/two/slurmd-$n.pid" || slurmd -f "$TWO/slurm.conf" -N "$n"; done
+    for _ in $(seq 1 60); do
+        [ "$(SLURM_CONF=$TWO/slurm.conf sinfo -h -p two -o %t 2>/dev/null)" = idle ] && {
+            echo "two nodes up: SLURM_CONF=$TWO/slurm.conf sinfo"; return 0; }
+        sleep 0.5
+    done
+    echo "the two-node Slurm did not come up; see $LOG/two/" >&2
+    return 1
+}
+
+two_down() {
+    need_root two-down
+    SLURM_CONF=$TWO/slurm.conf scancel --full --user="$(id -un)" 2>/dev/null || true
+    for f in slurmd-n1 slurmd-n2 slurmctld; do stop_pid "$RUN/two/$f.pid"; done
+    echo "the two-node Slurm is down (lab 5's is untouched)"
+}
+
 case "${1:-}" in
     up) up ;;
     down) down ;;
     status) status ;;
-    *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+    two-up) two_up ;;
+    two-down) two_down ;;
+    *) echo "usage: $0 up|down|status|two-up|two-down" >&2; exit 2 ;;
 esac
