@@ -68,6 +68,27 @@ for _n in INCIDENTS:
                         starter_runs=True))
 
 
+# Forensics (forensics.py): the learner's analyser, graded on flight-recorder dumps of the course's faulty job
+# (desync.py), run by the checker at the grade's variant: which rank diverges, at which step, is hidden.
+CHECKS.append(Check(
+    "desync_found", "forensics.find_desync on the flight-recorder dumps of 5 faulty 3-rank jobs the checker ran "
+    "(hidden rank and step): the rank that diverged, the collective sequence number, the kind of mismatch",
+    f"{WHERE}/forensics.py find_desync(): lay the ranks' entries side by side by collective_seq_id; at the first "
+    "disagreement, which rank is the odd one out (not the first to time out, not the one with fewest entries)? "
+    "Try it on `python -m labs.lab4_debugging.desync KIND`'s dumps (checker hint lab4 forensics.find_desync)"))
+HINT_TASKS["desync"] = "forensics.find_desync"
+
+
+def course_module(name: str):
+    """One of the course's own lab 4 modules (never the graded tree's copy: the faulty jobs are the checker's)."""
+    path = REPO_ROOT / "solutions" / "lab4_debugging" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_lab4_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def scenarios():
     """The course's own scenarios.py (never the graded tree's copy: the conditions are the checker's)."""
     path = REPO_ROOT / "solutions" / "lab4_debugging" / "scenarios.py"
@@ -171,7 +192,29 @@ def task_job(ctx, target, job, on_saved_cue=False, parts=()):
     return out
 
 
-TASKS = {"probe": task_probe, "job": task_job}
+def task_desync(ctx, target, case, out):
+    """The course's faulty job (desync.py, never the graded tree's) on every rank, its flight recorder dumped into
+    `out`; the faulty rank also returns where it diverged (the answer key). No learner code is imported here."""
+    desync = course_module("desync")
+    os.environ["TORCH_FR_BUFFER_SIZE"] = str(desync.BUFFER)  # read when the process group is created
+    res = desync.train(desync.Case(**case), Path(out))
+    import labs.common.dist as cdist
+    cdist.teardown(timeout_s=5)
+    return res
+
+
+def task_desync_analyse(ctx, target, cases):
+    """The learner's find_desync on each case's dumps, each case on its own: one that raises fails alone."""
+    seam = seams.load(LAB, target)
+    out = {}
+    for name, paths in cases.items():
+        answer, err = ctx.attempt(lambda: seam.find_desync(list(paths)))
+        out[name] = {"answer": answer if isinstance(answer, dict) else {"returned": repr(answer)[:200]},
+                     "error": err}
+    return {"answers": out}
+
+
+TASKS = {"probe": task_probe, "job": task_job, "desync": task_desync, "desync_analyse": task_desync_analyse}
 
 
 # ---------------------------------------------------------------- checker side
@@ -239,7 +282,7 @@ def keep_faulty_logs(h: Harness, logs: dict, specs: list[dict], folder: Path, ke
 
 
 def grade(h, checks):
-    from checker.labs import lab4_eval
+    from checker.labs import lab4_eval, lab4_forensics
 
     sc = scenarios()
     v = h.variant
@@ -263,6 +306,12 @@ def grade(h, checks):
         phase1 += [job_spec(5, "fixed5_full", save_at=None),
                    dict(job_spec(5, "fixed5_preempted", ckpt=ckpt), kill_on="saved",
                         args=dict(job={**sc.scenario(5, v).job, "ckpt": ckpt}, on_saved_cue=True, parts=[]))]
+    desync = course_module("desync") if "desync_found" in names else None
+    if desync:  # the faulty jobs of forensics.py: one per kind, at this grade's variant, all their dumps kept here
+        for kind in desync.KINDS:
+            c = desync.case(kind, v)
+            phase1.append(dict(name=f"desync_{kind}", task="desync", nproc=desync.WORLD, budget_s=60,
+                               args=dict(case=vars(c), out=str(h.workdir / "dumps" / kind))))
     # Evidence is checked against the faulty job as the learner ran it (the public variant): a hidden variant
     # renames the interface or moves the NaN to another rank, and the error a learner quoted would change with it.
     logs, faulty, folder, key = faulty_specs(h, 0, diagnosed) if diagnosed else ({}, [], None, "")
@@ -278,12 +327,17 @@ def grade(h, checks):
         # The two jobs and the port's holder must share one network, as jobs on one node do: in a sandbox of
         # its own each job would have a loopback to itself, and no launch could ever clash.
         phase2 += [{**job_spec(7, f"fixed7_job{j}"), "launch": launch, "sandbox": False} for j in range(2)]
+    if desync:
+        dumps = {k: [str(h.workdir / "dumps" / k / f"rank{r}") for r in range(desync.WORLD)] for k in desync.KINDS}
+        dumps = {k: p for k, p in dumps.items() if all(Path(x).exists() for x in p)}
+        phase2.append(dict(name="desync_analyse", task="desync_analyse", budget_s=60, args=dict(cases=dumps)))
     try:
         runs.update(h.run_many(phase2, parallel=3))
     finally:
         if busy is not None:
             busy.close()
-    results = [lab4_eval.evaluate(c, runs, logs, diagnosis, sc.scenario, v, launch) for c in checks]
+    results = [lab4_forensics.desync_found(c, runs, desync.KINDS) if c.name == "desync_found"
+               else lab4_eval.evaluate(c, runs, logs, diagnosis, sc.scenario, v, launch) for c in checks]
     return results, lab4_eval.info(runs, logs)
 
 
