@@ -65,4 +65,25 @@ MUTANTS = [
            'evidence = "[rank=0] launch environment: RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=localhost '
            'MASTER_PORT=29500 COURSE_IFNAME=ib0"', "diagnosed_incident6",
            "a line that occurs in the log and names ib0, but does not show that ib0 is missing here"),
+    # forensics.py: analysers that read the dumps the way a hurried on-call engineer does
+    Mutant("desync_first_to_time_out", "forensics.py",
+           '            return {"rank": min(lacking), "seq": seq, "kind": "missing"}\n',
+           '            waited = [r for r in by_seq if seq in by_seq[r]]  # these ranks hung in collective seq\n'
+           '            first = min(waited, key=lambda r: by_seq[r][seq]["time_created_ns"])  # timed out first\n'
+           '            return {"rank": first, "seq": seq, "kind": "missing"}\n',
+           "desync_found", "blames the rank that entered the hung collective first (the first to time out), not the "
+           "one that never reached it"),
+    Mutant("desync_last_entries_only", "forensics.py", '    for seq in sorted(s for s in set().union(*map(set, by_seq.values())) if s >= start):\n',
+           "    for seq in [min(max(s) for s in by_seq.values())]:  # where the job stopped\n",
+           "desync_found", "compares only where each rank stopped: a silent mismatch the job ran past is missed"),
+    Mutant("desync_sizes_first", "forensics.py",
+           '(("op", "profiling_name"), ("size", "input_sizes"), ("dtype", "input_dtypes"))',
+           '(("size", "input_sizes"), ("op", "profiling_name"), ("dtype", "input_dtypes"))',
+           "desync_found", "compares shapes before the collective's type: a different collective is called a size "
+           "mismatch"),
+    Mutant("desync_differs_from_rank0", "forensics.py",
+           "                odd = min(values, key=lambda r: (held[values[r]], r))  # the value no other rank shares\n",
+           "                odd = min(r for r in values if values[r] != values[0])  # the first rank unlike rank 0\n",
+           "desync_found", "blames the first rank that differs from rank 0: wrong whenever rank 0 is the one that "
+           "diverged"),
 ]
