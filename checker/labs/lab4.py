@@ -208,7 +208,7 @@ def task_desync_analyse(ctx, target, cases):
     seam = seams.load(LAB, target)
     out = {}
     for name, paths in cases.items():
-        answer, err = ctx.attempt(lambda: seam.find_desync(list(paths)))
+        answer, err = ctx.attempt(lambda p=paths: seam.find_desync(list(p)))
         out[name] = {"answer": answer if isinstance(answer, dict) else {"returned": repr(answer)[:200]},
                      "error": err}
     return {"answers": out}

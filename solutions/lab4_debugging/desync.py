@@ -114,21 +114,21 @@ def train(c: Case, out: Path) -> dict:
     truth, outcome, steps = None, "completed", 0
     for p in model.parameters():
         dist.broadcast(p.data, 0)  # every rank starts from rank 0's weights
+
+    def diverge(kind: str, faulty: bool) -> bool:  # on the faulty rank, just before the collective it gets wrong
+        nonlocal truth
+        if faulty and c.kind == kind:
+            truth = {"rank": rank, "seq": _next_seq(), "kind": MISMATCH[kind]}
+        return faulty and c.kind == kind
+
     try:
         for step in range(1, c.steps + 1):
             faulty = rank == c.rank and step == c.step
-
-            def diverge(kind: str) -> bool:  # the faulty rank, just before the first collective it gets wrong
-                nonlocal truth
-                if faulty and c.kind == kind:
-                    truth = {"rank": rank, "seq": _next_seq(), "kind": MISMATCH[kind]}
-                return faulty and c.kind == kind
-
-            if diverge("behind"):
+            if diverge("behind", faulty):
                 _stall(out, rank, world)
                 raise Stalled("stalled before this step's collectives; the peers gave up")
             t0 = time.perf_counter()
-            ids = torch.zeros(16 + (8 if diverge("size") else 0), dtype=torch.int64)
+            ids = torch.zeros(16 + (8 if diverge("size", faulty) else 0), dtype=torch.int64)
             if rank == 0:
                 ids.copy_(torch.randint(0, 1000, (16,)))
             dist.broadcast(ids, 0)  # rank 0 picks the step's samples
@@ -137,7 +137,7 @@ def train(c: Case, out: Path) -> dict:
             loss = torch.nn.functional.mse_loss(model(x), y)
             opt.zero_grad()
             loss.backward()
-            if diverge("extra"):
+            if diverge("extra", faulty):
                 dist.broadcast(torch.zeros(1), rank)  # a debug print of this rank's state, left in
             for layer in (model[2], model[0]):        # two buckets, last layer first, as DDP reduces them
                 flat = torch.cat([layer.weight.grad.reshape(-1), layer.bias.grad])
@@ -146,11 +146,11 @@ def train(c: Case, out: Path) -> dict:
                 layer.weight.grad.copy_(flat[:-layer.bias.numel()].view_as(layer.weight))
                 layer.bias.grad.copy_(flat[-layer.bias.numel():])
             opt.step()
-            tokens = torch.tensor([16], dtype=torch.int32 if diverge("dtype") else torch.float32)
+            tokens = torch.tensor([16], dtype=torch.int32 if diverge("dtype", faulty) else torch.float32)
             dist.all_reduce(tokens)
             stat, took = loss.detach().reshape(1), torch.tensor([time.perf_counter() - t0])
             times = [torch.zeros(1) for _ in range(world)]
-            if diverge("order"):
+            if diverge("order", faulty):
                 dist.all_gather(times, took)
                 dist.all_reduce(stat)
             else:
@@ -223,8 +223,8 @@ def main(argv=None) -> int:
            "--rank-job", json.dumps(asdict(c)), str(out)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "TORCH_FR_BUFFER_SIZE": str(BUFFER)}
     rc = subprocess.run(cmd, env=env, timeout=120).returncode
-    print(f"{a.kind} (variant {a.variant}): torchrun exit {rc}; dumps: {', '.join(sorted(p.name for p in out.glob('rank*')))}"
-          f" in {out}")
+    dumps = ", ".join(sorted(p.name for p in out.glob("rank*")))
+    print(f"{a.kind} (variant {a.variant}): torchrun exit {rc}; dumps: {dumps} in {out}")
     return 0
 
 

@@ -73,7 +73,8 @@ MUTANTS = [
            '            return {"rank": first, "seq": seq, "kind": "missing"}\n',
            "desync_found", "blames the rank that entered the hung collective first (the first to time out), not the "
            "one that never reached it"),
-    Mutant("desync_last_entries_only", "forensics.py", '    for seq in sorted(s for s in set().union(*map(set, by_seq.values())) if s >= start):\n',
+    Mutant("desync_last_entries_only", "forensics.py",
+           '    for seq in sorted(s for s in set().union(*map(set, by_seq.values())) if s >= start):\n',
            "    for seq in [min(max(s) for s in by_seq.values())]:  # where the job stopped\n",
            "desync_found", "compares only where each rank stopped: a silent mismatch the job ran past is missed"),
     Mutant("desync_sizes_first", "forensics.py",
