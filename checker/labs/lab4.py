@@ -77,6 +77,13 @@ CHECKS.append(Check(
     "disagreement, which rank is the odd one out (not the first to time out, not the one with fewest entries)? "
     "Try it on `python -m labs.lab4_debugging.desync KIND`'s dumps (checker hint lab4 forensics.find_desync)"))
 HINT_TASKS["desync"] = "forensics.find_desync"
+CHECKS.append(Check(
+    "slow_rank_found", "forensics.slow_rank on the profiler traces of linkprobe.py's 3 ranks, one rank's link "
+    "slowed (hidden rank and rate): that rank, and its link's rate within a band",
+    f"{WHERE}/forensics.py slow_rank(): a transfer is as slow as the slower of its two ends; which rank is in every "
+    "slow pair, and how many bytes per second did those transfers move (GB/s: 10^9 bytes, not bits)? Try it on "
+    "`python -m labs.lab4_debugging.linkprobe`'s traces (checker hint lab4 forensics.slow_rank)"))
+HINT_TASKS["slow_rank"] = "forensics.slow_rank"
 
 
 def course_module(name: str):
@@ -203,18 +210,32 @@ def task_desync(ctx, target, case, out):
     return res
 
 
-def task_desync_analyse(ctx, target, cases):
-    """The learner's find_desync on each case's dumps, each case on its own: one that raises fails alone."""
+def task_linkprobe(ctx, target, out, slow_rank, rate_gbps):
+    """The course's link probe (linkprobe.py) on every rank, one rank's link slowed; no learner code here."""
+    probe = course_module("linkprobe")
+    path = probe.probe(Path(out), slow_rank, rate_gbps)
+    import labs.common.dist as cdist
+    cdist.teardown(timeout_s=5)
+    return {"trace": path}
+
+
+def task_forensics(ctx, target, cases, traces):
+    """The learner's analysers on the evidence the checker made: find_desync on each case's dumps, slow_rank on the
+    link probe's traces; each call on its own (one that raises fails alone)."""
     seam = seams.load(LAB, target)
-    out = {}
-    for name, paths in cases.items():
-        answer, err = ctx.attempt(lambda p=paths: seam.find_desync(list(p)))
-        out[name] = {"answer": answer if isinstance(answer, dict) else {"returned": repr(answer)[:200]},
-                     "error": err}
-    return {"answers": out}
+
+    def call(fn, paths):
+        answer, err = ctx.attempt(lambda: fn(list(paths)))
+        return {"answer": answer if isinstance(answer, dict) else {"returned": repr(answer)[:200]}, "error": err}
+
+    out = {"answers": {name: call(seam.find_desync, paths) for name, paths in cases.items()}}
+    if traces:
+        out["slow_rank"] = call(seam.slow_rank, traces)
+    return out
 
 
-TASKS = {"probe": task_probe, "job": task_job, "desync": task_desync, "desync_analyse": task_desync_analyse}
+TASKS = {"probe": task_probe, "job": task_job, "desync": task_desync, "linkprobe": task_linkprobe,
+         "forensics": task_forensics}
 
 
 # ---------------------------------------------------------------- checker side
@@ -312,6 +333,11 @@ def grade(h, checks):
             c = desync.case(kind, v)
             phase1.append(dict(name=f"desync_{kind}", task="desync", nproc=desync.WORLD, budget_s=60,
                                args=dict(case=vars(c), out=str(h.workdir / "dumps" / kind))))
+    link = course_module("linkprobe") if "slow_rank_found" in names else None
+    slow_at = link.rates(v) if link else None
+    if link:
+        phase1.append(dict(name="linkprobe", task="linkprobe", nproc=link.WORLD, budget_s=60,
+                           args=dict(out=str(h.workdir / "link"), slow_rank=slow_at[0], rate_gbps=slow_at[1])))
     # Evidence is checked against the faulty job as the learner ran it (the public variant): a hidden variant
     # renames the interface or moves the NaN to another rank, and the error a learner quoted would change with it.
     logs, faulty, folder, key = faulty_specs(h, 0, diagnosed) if diagnosed else ({}, [], None, "")
@@ -327,16 +353,20 @@ def grade(h, checks):
         # The two jobs and the port's holder must share one network, as jobs on one node do: in a sandbox of
         # its own each job would have a loopback to itself, and no launch could ever clash.
         phase2 += [{**job_spec(7, f"fixed7_job{j}"), "launch": launch, "sandbox": False} for j in range(2)]
-    if desync:
-        dumps = {k: [str(h.workdir / "dumps" / k / f"rank{r}") for r in range(desync.WORLD)] for k in desync.KINDS}
+    if desync or link:  # the learner's analysers, in one process, on the evidence that was produced
+        dumps = {k: [str(h.workdir / "dumps" / k / f"rank{r}") for r in range(desync.WORLD)]
+                 for k in (desync.KINDS if desync else ())}
         dumps = {k: p for k, p in dumps.items() if all(Path(x).exists() for x in p)}
-        phase2.append(dict(name="desync_analyse", task="desync_analyse", budget_s=60, args=dict(cases=dumps)))
+        traces = [str(h.workdir / "link" / f"trace_rank{r}.json") for r in range(link.WORLD)] if link else []
+        traces = traces if all(Path(t).exists() for t in traces) else []
+        phase2.append(dict(name="forensics", task="forensics", budget_s=60, args=dict(cases=dumps, traces=traces)))
     try:
         runs.update(h.run_many(phase2, parallel=3))
     finally:
         if busy is not None:
             busy.close()
     results = [lab4_forensics.desync_found(c, runs, desync.KINDS) if c.name == "desync_found"
+               else lab4_forensics.slow_rank_found(c, runs, *slow_at) if c.name == "slow_rank_found"
                else lab4_eval.evaluate(c, runs, logs, diagnosis, sc.scenario, v, launch) for c in checks]
     return results, lab4_eval.info(runs, logs)
 

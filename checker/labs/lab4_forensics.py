@@ -4,6 +4,12 @@ desync_found: the course's faulty job (solutions/lab4_debugging/desync.py) ran o
 flight recorder on, at the grade's variant (the faulty rank and step hidden). The rank that injected the fault
 reported where the ranks first disagree, as the recorder numbers it (its next collective_seq_id when it went
 wrong): that is the key. The learner's find_desync sees only the dump files, never the key or the job's log.
+
+slow_rank_found: the course's link probe (linkprobe.py) ran with one rank's link slowed to a rate the checker chose
+(hidden: rank and rate); the learner's slow_rank sees only the ranks' profiler traces. The rank must be right and
+the rate within RATE_BAND of the configured one: the emulated link carries a transfer in nbytes / rate plus gloo's
+own ~1 ms, so a right reading lands within a few percent; reading bits for bytes is 8x off, averaging in the fast
+pairs is several times off.
 """
 from __future__ import annotations
 
@@ -34,10 +40,10 @@ def desync_found(c: Check, runs, kinds) -> CheckResult:
                                message=f"the checker's faulty job ({kind}) did not produce its dumps: "
                                        f"{err.get('type')}: {err.get('message', '')[:200]}")
         keys[kind] = key
-    err = first_error(runs, "desync_analyse")
+    err = first_error(runs, "forensics")
     if err:
         return error_result(c, err)
-    answers = runs["desync_analyse"].result["answers"]
+    answers = runs["forensics"].result["answers"]
     wrong = []
     for kind, key in keys.items():
         got = answers.get(kind)
@@ -58,3 +64,33 @@ def desync_found(c: Check, runs, kinds) -> CheckResult:
     return CheckResult(c.name, True, value=right, threshold=len(keys), unit="cases right", hint=c.hint,
                        message="rank, sequence number and kind right for every case: " + ", ".join(
                            f"{k} r{keys[k]['rank']}@{keys[k]['seq']} {keys[k]['kind']}" for k in keys))
+
+
+RATE_BAND = 0.25  # |measured / configured - 1| at most
+
+
+def slow_rank_found(c: Check, runs, slow: int, rate_gbps: float) -> CheckResult:
+    err = first_error(runs, "linkprobe")
+    if err:
+        return CheckResult(c.name, False, hint=c.hint, message=f"the checker's link probe did not produce its traces: "
+                                                               f"{err.get('type')}: {err.get('message', '')[:200]}")
+    err = first_error(runs, "forensics")
+    if err:
+        return error_result(c, err)
+    got = runs["forensics"].result.get("slow_rank") or {"answer": {}, "error": None}
+    if got["error"]:
+        return error_result(c, got["error"])
+    answer = got["answer"]
+    rank, gbps = answer.get("rank"), answer.get("gbps")
+    if rank != slow:
+        return CheckResult(c.name, False, hint=c.hint, message=f"you named rank {rank!r}; that is not the rank whose "
+                                                               "link the checker slowed")
+    if not isinstance(gbps, (int, float)) or gbps <= 0:
+        return CheckResult(c.name, False, hint=c.hint, message=f"gbps must be a positive number of GB/s, got {gbps!r}")
+    ratio = gbps / rate_gbps
+    ok = abs(ratio - 1) <= RATE_BAND
+    return CheckResult(c.name, ok, value=round(ratio, 3), threshold=RATE_BAND, unit="measured / configured rate",
+                       hint=c.hint, message=(f"rank {rank}, {gbps:.4f} GB/s" + (
+                           f" (the link was set to {rate_gbps:g} GB/s)" if ok else
+                           f": {ratio:.2f}x the rate the checker set; within {1 - RATE_BAND:.2f}..{1 + RATE_BAND:.2f}"
+                           " passes. Bytes or bits? Which transfers crossed the slow link?")))

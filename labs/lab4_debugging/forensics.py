@@ -10,6 +10,7 @@ Lay the ranks' records side by side by sequence number and the first place they 
     python -m labs.lab4_debugging.desync order          # a faulty job -> runs/lab4/dumps/order/rank0..2
     python -m torch.distributed.flight_recorder.fr_trace runs/lab4/dumps/order --prefix rank   # torch's analyser
     python -m labs.lab4_debugging.forensics runs/lab4/dumps/order                              # yours
+    python -m labs.lab4_debugging.linkprobe && python -m labs.lab4_debugging.forensics --link runs/lab4/link
 
 The checker runs the faulty job itself, with the faulty rank, step and collective moved (hidden variants), and
 grades what your function says about the dumps IT produced.
@@ -54,12 +55,50 @@ def find_desync(paths: list[str]) -> dict:
     return {"rank": None, "seq": None, "kind": None}  # the ranks agree on every recorded collective
 
 
+PROBE = re.compile(r"probe (send|recv) (\d+)->(\d+) (\d+) B$")
+
+
+def probe_spans(path) -> list[tuple[int, int, int, float]]:
+    """(src, dst, bytes, seconds) of every probe transfer in one rank's profiler trace (Chrome trace JSON: complete
+    events, "ph": "X", with "dur" in microseconds)."""
+    import json
+
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    spans = []
+    for e in events:
+        m = PROBE.match(str(e.get("name", "")))
+        if m and e.get("ph") == "X":
+            spans.append((int(m[2]), int(m[3]), int(m[4]), float(e["dur"]) / 1e6))
+    return spans
+
+
+def slow_rank(paths: list[str]) -> dict:
+    """The rank behind a slow link, and that link's rate.
+
+    `paths`: one profiler trace per rank from linkprobe.py (probe_spans reads one): every pair of ranks sent a
+    buffer both ways, each transfer a "probe send/recv SRC->DST BYTES B" span on both ends.
+
+    Returns {"rank": R, "gbps": G}: R the rank whose link is slow, G its rate in GB/s (10^9 bytes/s, as busbw is
+    printed in bandwidth.py), measured from the transfers.
+    """
+    raise NotImplementedError("TODO(lab4): Returns the one rank all of whose transfers are slow (not merely a rank in "
+                              "the slowest pair) and that link's rate in GB/s, 10^9 bytes per second, within a quarter "
+                              "of the rate the checker set. (hints: checker hint lab4 forensics.slow_rank)")
+
+
 def main(argv=None) -> int:
-    """`python -m labs.lab4_debugging.forensics DIR`: your analyser on the dumps in DIR (files rank0, rank1, ...)."""
+    """`python -m labs.lab4_debugging.forensics DIR`: find_desync on the dumps in DIR (files rank0, rank1, ...);
+    `... --link DIR`: slow_rank on linkprobe.py's traces in DIR."""
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
         print(__doc__.split("\n\n")[2], file=sys.stderr)
         return 2
+    if argv[0] == "--link":  # linkprobe.py's traces
+        folder = Path(argv[1])
+        paths = sorted(str(p) for p in folder.glob("trace_rank*.json"))
+        print(f"{len(paths)} traces in {folder}: {slow_rank(paths)}")
+        return 0
     folder = Path(argv[0])
     paths = sorted(str(p) for p in folder.glob("rank*") if re.search(r"\d+$", p.name))
     print(f"{len(paths)} dumps in {folder}: {find_desync(paths)}")

@@ -8,6 +8,7 @@ Lay the ranks' records side by side by sequence number and the first place they 
     python -m labs.lab4_debugging.desync order          # a faulty job -> runs/lab4/dumps/order/rank0..2
     python -m torch.distributed.flight_recorder.fr_trace runs/lab4/dumps/order --prefix rank   # torch's analyser
     python -m labs.lab4_debugging.forensics runs/lab4/dumps/order                              # yours
+    python -m labs.lab4_debugging.linkprobe && python -m labs.lab4_debugging.forensics --link runs/lab4/link
 
 The checker runs the faulty job itself, with the faulty rank, step and collective moved (hidden variants), and
 grades what your function says about the dumps IT produced.
@@ -81,12 +82,71 @@ def find_desync(paths: list[str]) -> dict:
     return {"rank": None, "seq": None, "kind": None}  # the ranks agree on every recorded collective
 
 
+PROBE = re.compile(r"probe (send|recv) (\d+)->(\d+) (\d+) B$")
+
+
+def probe_spans(path) -> list[tuple[int, int, int, float]]:
+    """(src, dst, bytes, seconds) of every probe transfer in one rank's profiler trace (Chrome trace JSON: complete
+    events, "ph": "X", with "dur" in microseconds)."""
+    import json
+
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    spans = []
+    for e in events:
+        m = PROBE.match(str(e.get("name", "")))
+        if m and e.get("ph") == "X":
+            spans.append((int(m[2]), int(m[3]), int(m[4]), float(e["dur"]) / 1e6))
+    return spans
+
+
+def slow_rank(paths: list[str]) -> dict:
+    """The rank behind a slow link, and that link's rate.
+
+    `paths`: one profiler trace per rank from linkprobe.py (probe_spans reads one): every pair of ranks sent a
+    buffer both ways, each transfer a "probe send/recv SRC->DST BYTES B" span on both ends.
+
+    Returns {"rank": R, "gbps": G}: R the rank whose link is slow, G its rate in GB/s (10^9 bytes/s, as busbw is
+    printed in bandwidth.py), measured from the transfers.
+    """
+    # BEGIN SOLUTION Returns the one rank all of whose transfers are slow (not merely a rank in the slowest pair) and
+    #                that link's rate in GB/s, 10^9 bytes per second, within a quarter of the rate the checker set.
+    # HINT 1         A transfer between two ranks is only as fast as the slower of their links. Which rank is in every
+    #                slow transfer, and which transfers say how fast its link is?
+    # HINT 2         Rate of a pair = bytes / seconds of its transfers (a median over them: one may have been
+    #                descheduled). Each rank's best pair is limited by its own link only if that link is the slow
+    #                one: the slow rank is the one whose best pair is slowest. Bytes, not bits.
+    # HINT 3         spans = every probe_spans(p); pairs: frozenset({src, dst}) -> [bytes / seconds]; rate =
+    #                median per pair; for each rank, best = max rate of the pairs that include it; R = the rank with
+    #                the smallest best; G = median of all rates of R's pairs / 1e9.
+    import statistics
+
+    per_pair: dict[frozenset, list[float]] = {}
+    for p in paths:
+        for src, dst, nbytes, seconds in probe_spans(p):
+            per_pair.setdefault(frozenset((src, dst)), []).append(nbytes / seconds)
+    rate = {pair: statistics.median(v) for pair, v in per_pair.items()}
+    ranks = sorted(set().union(*rate))
+    # A fast rank has at least one fast pair (with another fast rank); the slow rank's every pair crosses its link.
+    best = {r: max(v for pair, v in rate.items() if r in pair) for r in ranks}
+    slow = min(ranks, key=lambda r: best[r])
+    gbps = statistics.median([x for pair, v in per_pair.items() if slow in pair for x in v]) / 1e9
+    return {"rank": slow, "gbps": gbps}
+    # END SOLUTION
+
+
 def main(argv=None) -> int:
-    """`python -m labs.lab4_debugging.forensics DIR`: your analyser on the dumps in DIR (files rank0, rank1, ...)."""
+    """`python -m labs.lab4_debugging.forensics DIR`: find_desync on the dumps in DIR (files rank0, rank1, ...);
+    `... --link DIR`: slow_rank on linkprobe.py's traces in DIR."""
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
         print(__doc__.split("\n\n")[2], file=sys.stderr)
         return 2
+    if argv[0] == "--link":  # linkprobe.py's traces
+        folder = Path(argv[1])
+        paths = sorted(str(p) for p in folder.glob("trace_rank*.json"))
+        print(f"{len(paths)} traces in {folder}: {slow_rank(paths)}")
+        return 0
     folder = Path(argv[0])
     paths = sorted(str(p) for p in folder.glob("rank*") if re.search(r"\d+$", p.name))
     print(f"{len(paths)} dumps in {folder}: {find_desync(paths)}")
