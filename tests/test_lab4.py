@@ -214,7 +214,7 @@ def _desync_runs(keys, answers):
         rs = [{"rank": r, "truth": key if r == key["rank"] else None} for r in range(3)]
         runs[f"desync_{kind}"] = SimpleNamespace(results=rs, result=rs[0], killed_on_cue=False, error=lambda: None)
     res = {"answers": {k: {"answer": a, "error": None} for k, a in answers.items()}}
-    runs["desync_analyse"] = SimpleNamespace(results=[res], result=res, killed_on_cue=False, error=lambda: None)
+    runs["forensics"] = SimpleNamespace(results=[res], result=res, killed_on_cue=False, error=lambda: None)
     return runs
 
 
@@ -227,3 +227,49 @@ def test_desync_found_grades_every_field_against_the_checker_s_key():
     r = lab4_forensics.desync_found(check, _desync_runs(keys, first_out), list(keys))
     assert not r.passed and r.value == 1 and "behind case" in r.message and "wrong: rank" in r.message
     assert "r1" not in r.message  # the key is not given away
+
+
+# ---------------------------------------------------------------- forensics: slow_rank on the link probe's traces
+def _traces(tmp_path, slow, world=3, fast_s=0.001, slow_s=0.021, nbytes=1 << 20):
+    """linkprobe.py's traces as the profiler writes them: a complete event per transfer on both of its ranks."""
+    import itertools
+    import json
+    events = {r: [{"ph": "M", "name": "process_name"}] for r in range(world)}
+    for i, j in itertools.combinations(range(world), 2):
+        for src, dst in ((i, j), (j, i)) * 3:
+            dur = 1e6 * (slow_s if slow in (src, dst) else fast_s)
+            events[src].append({"ph": "X", "cat": "user_annotation", "dur": dur,
+                                "name": f"probe send {src}->{dst} {nbytes} B"})
+            events[dst].append({"ph": "X", "cat": "user_annotation", "dur": dur * 1.02,
+                                "name": f"probe recv {src}->{dst} {nbytes} B"})
+    paths = []
+    for r, ev in events.items():
+        p = tmp_path / f"trace_rank{r}.json"
+        p.write_text(json.dumps({"traceEvents": ev}))
+        paths.append(str(p))
+    return paths
+
+
+@pytest.mark.parametrize("slow", [0, 1, 2])
+def test_slow_rank_names_the_rank_in_every_slow_pair_and_its_rate(tmp_path, slow):
+    from solutions.lab4_debugging.forensics import slow_rank
+    got = slow_rank(_traces(tmp_path, slow))
+    assert got["rank"] == slow and abs(got["gbps"] / ((1 << 20) / 0.021 / 1e9) - 1) < 0.03, got
+
+
+def test_slow_rank_found_passes_within_the_band_only():
+    from types import SimpleNamespace
+
+    from checker.labs import lab4_forensics
+    check = next(c for c in lab4.CHECKS if c.name == "slow_rank_found")
+
+    def runs(answer):
+        res = {"answers": {}, "slow_rank": {"answer": answer, "error": None}}
+        ok = SimpleNamespace(results=[{}], result={}, killed_on_cue=False, error=lambda: None)
+        return {"linkprobe": ok, "forensics": SimpleNamespace(results=[res], result=res, killed_on_cue=False,
+                                                             error=lambda: None)}
+    assert lab4_forensics.slow_rank_found(check, runs({"rank": 2, "gbps": 0.048}), 2, 0.05).passed
+    bits = lab4_forensics.slow_rank_found(check, runs({"rank": 2, "gbps": 0.4}), 2, 0.05)
+    assert not bits.passed and bits.value == 8.0 and "Bytes or bits" in bits.message
+    partner = lab4_forensics.slow_rank_found(check, runs({"rank": 1, "gbps": 0.05}), 2, 0.05)
+    assert not partner.passed and "not the rank" in partner.message

@@ -87,4 +87,16 @@ MUTANTS = [
            "                odd = min(r for r in values if values[r] != values[0])  # the first rank unlike rank 0\n",
            "desync_found", "blames the first rank that differs from rank 0: wrong whenever rank 0 is the one that "
            "diverged"),
+    Mutant("slow_rank_in_gbit", "forensics.py",
+           "if slow in pair for x in v]) / 1e9\n",
+           "if slow in pair for x in v]) * 8 / 1e9  # link rates are quoted in Gbit/s\n",
+           "slow_rank_found", "reports the link in Gbit/s where GB/s is asked: 8x the rate"),
+    Mutant("slow_rank_mean_of_every_pair", "forensics.py",
+           "    gbps = statistics.median([x for pair, v in per_pair.items() if slow in pair for x in v]) / 1e9\n",
+           "    gbps = statistics.mean(rate.values()) / 1e9  # the job's average link\n",
+           "slow_rank_found", "estimates the slow link from every pair, the fast ones included"),
+    Mutant("slow_rank_first_of_slowest_pair", "forensics.py",
+           "    slow = min(ranks, key=lambda r: best[r])\n",
+           "    slow = min(min(rate, key=rate.get))  # a rank of the slowest pair\n",
+           "slow_rank_found", "blames the lower rank of the slowest pair: half the time its healthy partner"),
 ]
