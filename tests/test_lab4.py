@@ -1,5 +1,6 @@
 """Lab 4's machinery, fast: starters that keep the fault, the diagnosis rules, the launch-args guard,
 the rank spawner. (End-to-end grades: tests/test_grades.py and tests/test_lab4_grade.py.)"""
+import os
 import subprocess
 import sys
 import time
@@ -273,3 +274,31 @@ def test_slow_rank_found_passes_within_the_band_only():
     assert not bits.passed and bits.value == 8.0 and "Bytes or bits" in bits.message
     partner = lab4_forensics.slow_rank_found(check, runs({"rank": 1, "gbps": 0.05}), 2, 0.05)
     assert not partner.passed and "not the rank" in partner.message
+
+
+@pytest.mark.timeout(60)
+def test_a_hung_job_s_ranks_are_read_by_py_spy_when_it_is_installed(tmp_path):
+    """run.py's Launch, past its deadline, asks py-spy for each rank's stack (the launcher itself is skipped):
+    the log names the line each rank waits on. Skipped where py-spy is not installed (it is not a dependency)."""
+    import shutil
+    if not (shutil.which("py-spy") or shutil.which("py-spy", path=os.path.dirname(sys.executable))):
+        pytest.skip("py-spy not installed (pip install py-spy)")
+    from solutions.lab4_debugging.run import Launch
+    marker = f"lab4-pyspy-{tmp_path.name}"
+    rank = ("import sys, time\n"
+            "def wait_for_peer():\n"
+            f"    time.sleep(60)  # {marker}\n"
+            "sys.stdout.write('started\\n'); sys.stdout.flush()\n"
+            "wait_for_peer()\n")
+    launcher = ("import os, subprocess, sys, time; "
+                f"subprocess.Popen([sys.executable, '-c', {rank!r}], env={{**os.environ, 'RANK': '0'}}); "
+                "time.sleep(60)")
+    with open(tmp_path / "job.log", "w") as log:
+        job = Launch([sys.executable, "-c", launcher], dict(os.environ), log)
+        while not any("started" in ln for ln in job.lines):
+            time.sleep(0.1)
+        assert job.wait(time.monotonic()) == "hung"
+    text = (tmp_path / "job.log").read_text()
+    assert text.count("# py-spy dump --pid") == 1 and "(rank 0)" in text  # the rank, not the launcher
+    assert "wait_for_peer" in text, text[-2000:]
+    assert processes_with(marker) == []
