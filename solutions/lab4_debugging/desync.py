@@ -19,10 +19,11 @@ SIGTERM from the launcher, or at a normal end. Run it:
 
 On gloo (measured here, torch 2.13), the faults end differently: `extra`, `order` and `behind` hang until the
 process group's timeout; `size` (a receive buffer longer than what was sent) and `dtype` (int32 and float32: the
-same 4 bytes) complete silently with wrong numbers, and the job ends with ranks that disagree. (A mismatch that
-sends a rank MORE bytes than it expects aborts that rank inside gloo, with no dump: the cases avoid it.) On
-NCCL all five hang, and the recorder is dumped by its watchdog (TORCH_NCCL_DUMP_ON_TIMEOUT=1,
-TORCH_FR_DUMP_TEMP_FILE=prefix); this job runs on the CPU to show the same evidence anywhere.
+same 4 bytes) complete silently: nothing the job prints shows them, only the recorder does. (A mismatch that
+sends a rank MORE bytes than it expects aborts that rank inside gloo, with no dump: the cases avoid it.) NCCL
+(not measured here) does not compare sizes either; a hung NCCL collective is ended by its watchdog, which dumps
+the recorder itself (TORCH_NCCL_DUMP_ON_TIMEOUT=1, TORCH_FR_DUMP_TEMP_FILE=prefix). This job runs on the CPU,
+to show the same evidence anywhere.
 """
 from __future__ import annotations
 
