@@ -84,6 +84,11 @@ CHECKS.append(Check(
     "slow pair, and how many bytes per second did those transfers move (GB/s: 10^9 bytes, not bits)? Try it on "
     "`python -m labs.lab4_debugging.linkprobe`'s traces (checker hint lab4 forensics.slow_rank)"))
 HINT_TASKS["slow_rank"] = "forensics.slow_rank"
+CHECKS.append(Check(
+    "slow_rank_found_netns", "forensics.slow_rank on the link probe over a real link: one network namespace per rank "
+    "on a bridge, one rank's cable tbf-shaped (hidden rank and rate): that rank, and the rate within a band",
+    "The same slow_rank as slow_rank_found, on traces of a real shaped link: a kernel-buffered send returns early; "
+    "which spans cover the whole transfer? (checker hint lab4 forensics.slow_rank)", needs=("root",)))
 
 
 def course_module(name: str):
@@ -219,9 +224,9 @@ def task_linkprobe(ctx, target, out, slow_rank, rate_gbps):
     return {"trace": path}
 
 
-def task_forensics(ctx, target, cases, traces):
+def task_forensics(ctx, target, cases, traces, netns_traces=()):
     """The learner's analysers on the evidence the checker made: find_desync on each case's dumps, slow_rank on the
-    link probe's traces; each call on its own (one that raises fails alone)."""
+    link probe's traces (emulated link; real link); each call on its own (one that raises fails alone)."""
     seam = seams.load(LAB, target)
 
     def call(fn, paths):
@@ -231,6 +236,8 @@ def task_forensics(ctx, target, cases, traces):
     out = {"answers": {name: call(seam.find_desync, paths) for name, paths in cases.items()}}
     if traces:
         out["slow_rank"] = call(seam.slow_rank, traces)
+    if netns_traces:
+        out["slow_rank_netns"] = call(seam.slow_rank, netns_traces)
     return out
 
 
@@ -338,6 +345,14 @@ def grade(h, checks):
     if link:
         phase1.append(dict(name="linkprobe", task="linkprobe", nproc=link.WORLD, budget_s=60,
                            args=dict(out=str(h.workdir / "link"), slow_rank=slow_at[0], rate_gbps=slow_at[1])))
+    real = course_module("linkprobe") if "slow_rank_found_netns" in names else None
+    real_at = real.netns_rates(v) if real else None
+    if real:  # it makes namespaces: the host's privileges, not the grade's sandbox (as lab 8's link)
+        phase1.append(dict(name="linkprobe_netns", task="", budget_s=90, sandbox=False,
+                           env={"PYTHONPATH": str(REPO_ROOT)},
+                           argv=[sys.executable, "-m", "solutions.lab4_debugging.linkprobe", "--slow-rank",
+                                 str(real_at[0]), "--netns-rate-mbit", str(real_at[1]),
+                                 "--out", str(h.workdir / "reallink")]))
     # Evidence is checked against the faulty job as the learner ran it (the public variant): a hidden variant
     # renames the interface or moves the NaN to another rank, and the error a learner quoted would change with it.
     logs, faulty, folder, key = faulty_specs(h, 0, diagnosed) if diagnosed else ({}, [], None, "")
@@ -353,13 +368,16 @@ def grade(h, checks):
         # The two jobs and the port's holder must share one network, as jobs on one node do: in a sandbox of
         # its own each job would have a loopback to itself, and no launch could ever clash.
         phase2 += [{**job_spec(7, f"fixed7_job{j}"), "launch": launch, "sandbox": False} for j in range(2)]
-    if desync or link:  # the learner's analysers, in one process, on the evidence that was produced
+    if desync or link or real:  # the learner's analysers, in one process, on the evidence that was produced
         dumps = {k: [str(h.workdir / "dumps" / k / f"rank{r}") for r in range(desync.WORLD)]
                  for k in (desync.KINDS if desync else ())}
         dumps = {k: p for k, p in dumps.items() if all(Path(x).exists() for x in p)}
         traces = [str(h.workdir / "link" / f"trace_rank{r}.json") for r in range(link.WORLD)] if link else []
         traces = traces if all(Path(t).exists() for t in traces) else []
-        phase2.append(dict(name="forensics", task="forensics", budget_s=60, args=dict(cases=dumps, traces=traces)))
+        netns = [str(h.workdir / "reallink" / f"trace_rank{r}.json") for r in range(real.WORLD)] if real else []
+        netns = netns if all(Path(t).exists() for t in netns) else []
+        phase2.append(dict(name="forensics", task="forensics", budget_s=60,
+                           args=dict(cases=dumps, traces=traces, netns_traces=netns)))
     try:
         runs.update(h.run_many(phase2, parallel=3))
     finally:
@@ -367,6 +385,8 @@ def grade(h, checks):
             busy.close()
     results = [lab4_forensics.desync_found(c, runs, desync.KINDS) if c.name == "desync_found"
                else lab4_forensics.slow_rank_found(c, runs, *slow_at) if c.name == "slow_rank_found"
+               else lab4_forensics.slow_rank_found(c, runs, real_at[0], real_at[1] / 8e3, "linkprobe_netns",
+                                                   "slow_rank_netns", command=True) if c.name == "slow_rank_found_netns"
                else lab4_eval.evaluate(c, runs, logs, diagnosis, sc.scenario, v, launch) for c in checks]
     return results, lab4_eval.info(runs, logs)
 
