@@ -292,8 +292,12 @@ def lab4_linkprobe(r):
     ax.set_xlabel("pair of ranks")
     ax.set_ylabel("GB/s (median of 12 spans)")
     a = probe["answer"]
+    real = r["lab4_forensics"].get("link_probe_netns")
+    more = (f"; over a real cable (namespaces, tbf {real['rate_mbit']:g} Mbit/s = {real['rate_mbit'] / 8e3:g} GB/s "
+            f"on rank {real['slow_rank']}): rank {real['answer']['rank']}, {real['answer']['gbps']:.4f} GB/s"
+            if real else "")
     return fig, (f"linkprobe.py: {probe['nbytes'] >> 20} MiB each way per pair, rank {probe['slow_rank']}'s link "
-                 f"emulated at {probe['rate_GBps']} GB/s. slow_rank: rank {a['rank']}, {a['gbps']:.4f} GB/s")
+                 f"emulated at {probe['rate_GBps']} GB/s. slow_rank: rank {a['rank']}, {a['gbps']:.4f} GB/s{more}")
 
 
 # ---------------------------------------------------------------- lab 5
