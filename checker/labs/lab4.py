@@ -338,6 +338,8 @@ def grade(h, checks):
     if desync:  # the faulty jobs of forensics.py: one per kind, at this grade's variant, all their dumps kept here
         for kind in desync.KINDS:
             c = desync.case(kind, v)
+            # a rank descheduled longer than the timeout in the job's healthy part would spoil the evidence
+            c.timeout_s *= float(os.environ.get("CHECKER_BUDGET_SCALE", "1"))
             phase1.append(dict(name=f"desync_{kind}", task="desync", nproc=desync.WORLD, budget_s=60,
                                args=dict(case=vars(c), out=str(h.workdir / "dumps" / kind))))
     link = course_module("linkprobe") if "slow_rank_found" in names else None

@@ -52,6 +52,7 @@ class Case:
     rank: int        # the rank that diverges
     step: int        # at this step
     steps: int = 8
+    timeout_s: float = TIMEOUT_S  # the checker stretches it on a loaded machine (CHECKER_BUDGET_SCALE)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -109,7 +110,7 @@ def train(c: Case, out: Path) -> dict:
 
     from labs.common import dist as cdist
 
-    env = cdist.init("cpu", timeout_s=TIMEOUT_S)  # gloo: the recorder's evidence, not speed, is the subject
+    env = cdist.init("cpu", timeout_s=c.timeout_s)  # gloo: the recorder's evidence, not speed, is the subject
     rank, world = env.rank, env.world_size
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
@@ -128,7 +129,7 @@ def train(c: Case, out: Path) -> dict:
         for step in range(1, c.steps + 1):
             faulty = rank == c.rank and step == c.step
             if diverge("behind", faulty):
-                _stall(out, rank, world)
+                _stall(out, rank, world, 10 * c.timeout_s)
                 raise Stalled("stalled before this step's collectives; the peers gave up")
             t0 = time.perf_counter()
             ids = torch.zeros(16 + (8 if diverge("size", faulty) else 0), dtype=torch.int64)
@@ -178,7 +179,7 @@ class Stalled(Exception):
     pass
 
 
-def _stall(out: Path, rank: int, world: int, cap_s: float = 10 * TIMEOUT_S) -> None:
+def _stall(out: Path, rank: int, world: int, cap_s: float) -> None:
     """A rank stuck outside any collective (a stand-in for a data loader waiting on a dead file server). Its peers
     time out in the next collective and dump; it waits until they have (or the launcher's SIGTERM), then dumps."""
     peers = [out / f"rank{r}" for r in range(world) if r != rank]
