@@ -5,6 +5,8 @@
 
 lab4.slow_link        all-reduce time vs size over incident 8's emulated link (scenarios.py: 0.01 GB/s + 2 ms),
                       by lab 4's bandwidth.py; the real link's curve is bench's "allreduce"
+lab4_forensics        lab 4's desync.py (extra, behind) and linkprobe.py at the public variant: each rank's last
+                      flight-recorder entries, find_desync's answer beside the injected fault, pair rates
 lab6.pipeline         lab 6's pp_timeline.py: the bubble of GPipe and 1F1B vs (p-1)/(m+p-1) on stages that
                       sleep 15 ms forward / 30 ms backward (the least idle of 3 steps), one timeline per
                       schedule at m = 4, and the activations autograd holds at peak on each GPT stage at m = 8
@@ -47,6 +49,53 @@ def lab4_figures() -> dict:
                           "backend": r["backend"], "rows": r["rows"],
                           "micro_batches": job["micro_batches"]},
             "measured_at": _now()}
+
+
+def lab4_forensics() -> dict:
+    """Lab 4's forensics evidence, public variant: each rank's last flight-recorder entries for two faulty jobs of
+    desync.py, the reference find_desync's answer beside the injected fault, and linkprobe.py's pair rates."""
+    import pickle
+    import statistics
+
+    from solutions.lab4_debugging import desync, linkprobe
+    from solutions.lab4_debugging.forensics import find_desync, probe_spans, slow_rank
+    out = {"desync": {}, "measured_at": _now()}
+    with tempfile.TemporaryDirectory() as d:
+        for kind in ("extra", "behind"):
+            folder = Path(d) / kind
+            subprocess.run([sys.executable, "-m", "solutions.lab4_debugging.desync", kind, "--out", str(folder)],
+                           check=True, capture_output=True, timeout=180)
+            paths = [str(folder / f"rank{r}") for r in range(desync.WORLD)]
+            answer, truth = find_desync(paths), json.loads((folder / "truth.json").read_text())
+            ranks = {}
+            for r, p in enumerate(paths):
+                entries = pickle.loads(Path(p).read_bytes())["entries"]
+                ranks[r] = [{"seq": e["collective_seq_id"], "op": e["profiling_name"].split(":")[-1],
+                             "sizes": e["input_sizes"], "dtypes": e["input_dtypes"]}
+                            for e in entries if e["collective_seq_id"] >= truth["seq"] - 2]
+            out["desync"][kind] = {"answer": answer, "truth": truth, "ranks": ranks}
+        slow, rate = linkprobe.rates(0)
+        link = Path(d) / "link"
+        subprocess.run([sys.executable, "-m", "solutions.lab4_debugging.linkprobe", "--out", str(link)],
+                       check=True, capture_output=True, timeout=180)
+        traces = [str(link / f"trace_rank{r}.json") for r in range(linkprobe.WORLD)]
+        pairs: dict[str, list[float]] = {}
+        for t in traces:
+            for src, dst, nbytes, seconds in probe_spans(t):
+                pairs.setdefault("-".join(map(str, sorted((src, dst)))), []).append(nbytes / seconds / 1e9)
+        out["link_probe"] = {"slow_rank": slow, "rate_GBps": rate, "nbytes": linkprobe.NBYTES,
+                             "pairs": {k: round(statistics.median(v), 5) for k, v in sorted(pairs.items())},
+                             "answer": slow_rank(traces)}
+        from solutions.lab4_debugging.slowlink import netns_available
+        if netns_available()[0]:  # root: the same probe over a real tbf-shaped cable (slowlink.Star)
+            slow, mbit = linkprobe.netns_rates(0)
+            real = Path(d) / "real"
+            subprocess.run([sys.executable, "-m", "solutions.lab4_debugging.linkprobe", "--slow-rank", str(slow),
+                            "--netns-rate-mbit", str(mbit), "--out", str(real)], check=True, capture_output=True,
+                           timeout=180)
+            traces = [str(real / f"trace_rank{r}.json") for r in range(linkprobe.WORLD)]
+            out["link_probe_netns"] = {"slow_rank": slow, "rate_mbit": mbit, "answer": slow_rank(traces)}
+    return out
 
 
 def _rel(events: list[dict], t0: float) -> list[dict]:
@@ -119,6 +168,7 @@ def main() -> None:
     path = RUN_OUT / "results.json"
     results = json.loads(path.read_text()) if path.exists() else {}
     results["lab4"] = lab4_figures()
+    results["lab4_forensics"] = lab4_forensics()
     results["lab6"] = lab6_figures()
     path.write_text(json.dumps(results, indent=1) + "\n")
     if "models" in results:  # a full bench has run: RESULTS.md can be rewritten from the merged file

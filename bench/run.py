@@ -36,7 +36,7 @@ from .lab9_figures import lab9_figures
 from .lab9_figures import markdown as lab9_markdown
 from .lab10_figures import lab10_figures
 from .lab10_figures import markdown as lab10_markdown
-from .lab_figures import lab4_figures, lab6_figures
+from .lab_figures import lab4_figures, lab4_forensics, lab6_figures
 from .lab_figures import markdown as lab_figures_markdown
 from .profiler_bench import overhead as profiler_overhead
 from .sandbox_bench import markdown as sandbox_markdown
@@ -136,6 +136,7 @@ def main() -> None:
         "grades": [grade_time("lab1"), grade_time("lab2"), grade_time("lab3")],
         "sandbox": sandbox_figures(),
         "lab4": lab4_figures(),
+        "lab4_forensics": lab4_forensics(),
         "lab5": lab5_figures(),
         "lab6": lab6_figures(),
         "lab7": lab7_figures(),

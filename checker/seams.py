@@ -92,6 +92,11 @@ SEAMS: dict[str, Seam] = {
         "Job": "Job(**settings): one run's settings (steps, sizes, the incident's conditions); the checker sets them",
         "run": "run(job, on_saved=None) -> {losses, model, env, ...}; every rank: the whole job, calling the "
                "functions above through their incidentN modules (so the checker can time after_step and train_step)",
+        "find_desync": "find_desync(dump_paths) -> {rank, seq, kind}; flight-recorder dumps (one per rank, file "
+                       "names ending in the rank): the rank that diverged, the first collective_seq_id where the ranks "
+                       "disagree, and 'op' | 'size' | 'dtype' | 'missing'",
+        "slow_rank": "slow_rank(trace_paths) -> {rank, gbps}; linkprobe.py's profiler traces, one per rank: the rank "
+                     "whose link is slow and its rate in GB/s (10^9 bytes/s)",
     }),
     "lab5": Seam("lab5", "lab5_scheduler", "Training under a scheduler: Slurm and Kubernetes", {
         "train.sbatch": "the batch script (a file, not a function): #SBATCH --requeue, --open-mode=append, "

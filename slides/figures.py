@@ -260,6 +260,46 @@ def lab4_links(r):
                  f"each of {k} micro-batches; no_sync on the first {k - 1} pays it once per step")
 
 
+@table("lab4_desync", "lab4_forensics")
+def lab4_desync(r):
+    """Each rank's last flight-recorder entries for two of desync.py's faulty jobs: the first row where they differ."""
+    cases = need(r, "lab4_forensics", "desync")
+    rows = []
+    for kind, c in cases.items():
+        ranks = {int(k): {e["seq"]: e for e in v} for k, v in c["ranks"].items()}
+        for seq in sorted(set().union(*ranks.values())):
+            cells = [f"{e['op']} {e['sizes'][0]} {e['dtypes'][0]}" if e else "—"
+                     for e in (ranks[k].get(seq) for k in sorted(ranks))]
+            mark = " ←" if seq == c["truth"]["seq"] else ""
+            rows.append([kind, f"{seq}{mark}", *cells])
+    answers = "; ".join(f"{k}: rank {c['answer']['rank']}, seq {c['answer']['seq']}, {c['answer']['kind']} "
+                        f"(injected: rank {c['truth']['rank']})" for k, c in cases.items())
+    return (["case", "collective_seq_id", *(f"rank {k}" for k in sorted(next(iter(cases.values()))["ranks"]))],
+            rows), f"The ranks' flight recorders side by side (desync.py, 3 ranks, gloo). find_desync: {answers}"
+
+
+@figure("lab4_linkprobe", "lab4_forensics")
+def lab4_linkprobe(r):
+    probe = need(r, "lab4_forensics", "link_probe")
+    pairs = probe["pairs"]
+    fig, ax = plt.subplots(figsize=(9, 3.2))
+    names = list(pairs)
+    colours = [ORANGE if str(probe["slow_rank"]) in k.split("-") else GREEN for k in names]
+    ax.bar(names, [pairs[k] for k in names], color=colours)
+    for i, k in enumerate(names):
+        ax.text(i, pairs[k], f"{pairs[k]:.3f} GB/s", ha="center", va="bottom", fontsize=10)
+    ax.set_yscale("log")
+    ax.set_xlabel("pair of ranks")
+    ax.set_ylabel("GB/s (median of 12 spans)")
+    a = probe["answer"]
+    real = r["lab4_forensics"].get("link_probe_netns")
+    more = (f"; over a real cable (namespaces, tbf {real['rate_mbit']:g} Mbit/s = {real['rate_mbit'] / 8e3:g} GB/s "
+            f"on rank {real['slow_rank']}): rank {real['answer']['rank']}, {real['answer']['gbps']:.4f} GB/s"
+            if real else "")
+    return fig, (f"linkprobe.py: {probe['nbytes'] >> 20} MiB each way per pair, rank {probe['slow_rank']}'s link "
+                 f"emulated at {probe['rate_GBps']} GB/s. slow_rank: rank {a['rank']}, {a['gbps']:.4f} GB/s{more}")
+
+
 # ---------------------------------------------------------------- lab 5
 
 @figure("lab5_scaling", "lab5")

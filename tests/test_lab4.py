@@ -1,5 +1,6 @@
 """Lab 4's machinery, fast: starters that keep the fault, the diagnosis rules, the launch-args guard,
 the rank spawner. (End-to-end grades: tests/test_grades.py and tests/test_lab4_grade.py.)"""
+import os
 import subprocess
 import sys
 import time
@@ -151,3 +152,153 @@ def test_the_rendezvous_port_is_free_and_out_of_the_os_s_way(monkeypatch):
     assert all(spawn.LOWEST_PORT <= p < low for p in ports) and len(ports) > 1
     monkeypatch.setattr(spawn, "_ephemeral_low", lambda: spawn.LOWEST_PORT)
     assert spawn.free_port() >= 1024
+
+
+# ---------------------------------------------------------------- forensics: find_desync on flight-recorder dumps
+def _entry(seq, op="all_reduce", size=(4,), dtype="Float", t=0):
+    return {"collective_seq_id": seq, "p2p_seq_id": 0, "is_p2p": False, "profiling_name": f"gloo:{op}",
+            "input_sizes": [list(size)], "input_dtypes": [dtype], "time_created_ns": t, "state": "scheduled"}
+
+
+def _dumps(tmp_path, per_rank):
+    """Write one dump per rank, as desync.dump does (a pickled dict with `entries`), named rank<R>."""
+    import pickle
+    paths = []
+    for r, entries in enumerate(per_rank):
+        p = tmp_path / f"rank{r}"
+        p.write_bytes(pickle.dumps({"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": entries}))
+        paths.append(str(p))
+    return paths
+
+
+def _same(n):
+    return [_entry(s) for s in range(1, n + 1)]
+
+
+@pytest.mark.parametrize("case,want", [
+    # rank 2 broadcasts where the others all-reduce: an op mismatch at 4, whoever timed out first
+    ([_same(3) + [_entry(4, t=5)], _same(3) + [_entry(4, t=1)], _same(3) + [_entry(4, "broadcast", t=9)]],
+     {"rank": 2, "seq": 4, "kind": "op"}),
+    # rank 0 the odd one: a size mismatch at 2 that the job ran past (its last entries agree)
+    ([[_entry(1), _entry(2, size=(24,)), _entry(3)], _same(3), _same(3)], {"rank": 0, "seq": 2, "kind": "size"}),
+    ([_same(3), [_entry(1), _entry(2), _entry(3, dtype="Int")], _same(3)], {"rank": 1, "seq": 3, "kind": "dtype"}),
+    # rank 1 never reached 5; its peers entered it (and timed out first)
+    ([_same(5), _same(4), _same(5)], {"rank": 1, "seq": 5, "kind": "missing"}),
+    # the ring buffer dropped different early entries on each rank: compare from what every rank still holds
+    ([_same(6)[2:], _same(6)[1:5] + [_entry(6, "all_gather")], _same(6)], {"rank": 1, "seq": 6, "kind": "op"}),
+    ([_same(4), _same(4), _same(4)], {"rank": None, "seq": None, "kind": None}),
+])
+def test_find_desync_names_the_odd_rank_at_the_first_disagreement(tmp_path, case, want):
+    from solutions.lab4_debugging.forensics import find_desync
+    assert find_desync(_dumps(tmp_path, case)) == want
+
+
+def test_desync_cases_move_the_fault_and_keep_the_size_case_off_the_broadcasting_rank():
+    desync = lab4.course_module("desync")
+    cases = [[desync.case(k, v) for k in desync.KINDS] for v in range(12)]
+    for kind in desync.KINDS:
+        seen = {(c.rank, c.step) for row in cases for c in row if c.kind == kind}
+        assert len({r for r, _ in seen}) >= 2 and len({s for _, s in seen}) >= 2, (kind, seen)
+    assert all(c.rank != 0 for row in cases for c in row if c.kind == "size")  # rank 0 sends the broadcast
+    assert all(c.step % 2 == 0 for row in cases for c in row if c.kind == "order")  # a step with an all_gather
+    assert all(2 <= c.step < c.steps for row in cases for c in row)
+
+
+class _Runs(dict):
+    pass
+
+
+def _desync_runs(keys, answers):
+    from types import SimpleNamespace
+    runs = _Runs()
+    for kind, key in keys.items():
+        rs = [{"rank": r, "truth": key if r == key["rank"] else None} for r in range(3)]
+        runs[f"desync_{kind}"] = SimpleNamespace(results=rs, result=rs[0], killed_on_cue=False, error=lambda: None)
+    res = {"answers": {k: {"answer": a, "error": None} for k, a in answers.items()}}
+    runs["forensics"] = SimpleNamespace(results=[res], result=res, killed_on_cue=False, error=lambda: None)
+    return runs
+
+
+def test_desync_found_grades_every_field_against_the_checker_s_key():
+    from checker.labs import lab4_forensics
+    check = next(c for c in lab4.CHECKS if c.name == "desync_found")
+    keys = {"extra": {"rank": 2, "seq": 11, "kind": "op"}, "behind": {"rank": 1, "seq": 32, "kind": "missing"}}
+    assert lab4_forensics.desync_found(check, _desync_runs(keys, keys), list(keys)).passed
+    first_out = {**keys, "behind": {"rank": 0, "seq": 32, "kind": "missing"}}  # a peer that timed out first
+    r = lab4_forensics.desync_found(check, _desync_runs(keys, first_out), list(keys))
+    assert not r.passed and r.value == 1 and "behind case" in r.message and "wrong: rank" in r.message
+    assert "r1" not in r.message  # the key is not given away
+
+
+# ---------------------------------------------------------------- forensics: slow_rank on the link probe's traces
+def _traces(tmp_path, slow, world=3, fast_s=0.001, slow_s=0.021, nbytes=1 << 20):
+    """linkprobe.py's traces as the profiler writes them: a complete event per transfer on both of its ranks."""
+    import itertools
+    import json
+    events = {r: [{"ph": "M", "name": "process_name"}] for r in range(world)}
+    for i, j in itertools.combinations(range(world), 2):
+        for src, dst in ((i, j), (j, i)) * 3:
+            dur = 1e6 * (slow_s if slow in (src, dst) else fast_s)
+            events[src].append({"ph": "X", "cat": "user_annotation", "dur": dur,
+                                "name": f"probe send {src}->{dst} {nbytes} B"})
+            events[dst].append({"ph": "X", "cat": "user_annotation", "dur": dur * 1.02,
+                                "name": f"probe recv {src}->{dst} {nbytes} B"})
+    paths = []
+    for r, ev in events.items():
+        p = tmp_path / f"trace_rank{r}.json"
+        p.write_text(json.dumps({"traceEvents": ev}))
+        paths.append(str(p))
+    return paths
+
+
+@pytest.mark.parametrize("slow", [0, 1, 2])
+def test_slow_rank_names_the_rank_in_every_slow_pair_and_its_rate(tmp_path, slow):
+    from solutions.lab4_debugging.forensics import slow_rank
+    got = slow_rank(_traces(tmp_path, slow))
+    assert got["rank"] == slow and abs(got["gbps"] / ((1 << 20) / 0.021 / 1e9) - 1) < 0.03, got
+
+
+def test_slow_rank_found_passes_within_the_band_only():
+    from types import SimpleNamespace
+
+    from checker.labs import lab4_forensics
+    check = next(c for c in lab4.CHECKS if c.name == "slow_rank_found")
+
+    def runs(answer):
+        res = {"answers": {}, "slow_rank": {"answer": answer, "error": None}}
+        ok = SimpleNamespace(results=[{}], result={}, killed_on_cue=False, error=lambda: None)
+        return {"linkprobe": ok, "forensics": SimpleNamespace(results=[res], result=res, killed_on_cue=False,
+                                                             error=lambda: None)}
+    assert lab4_forensics.slow_rank_found(check, runs({"rank": 2, "gbps": 0.048}), 2, 0.05).passed
+    bits = lab4_forensics.slow_rank_found(check, runs({"rank": 2, "gbps": 0.4}), 2, 0.05)
+    assert not bits.passed and bits.value == 8.0 and "Bytes or bits" in bits.message
+    partner = lab4_forensics.slow_rank_found(check, runs({"rank": 1, "gbps": 0.05}), 2, 0.05)
+    assert not partner.passed and "not the rank" in partner.message
+
+
+@pytest.mark.timeout(60)
+def test_a_hung_job_s_ranks_are_read_by_py_spy_when_it_is_installed(tmp_path):
+    """run.py's Launch, past its deadline, asks py-spy for each rank's stack (the launcher itself is skipped):
+    the log names the line each rank waits on. Skipped where py-spy is not installed (it is not a dependency)."""
+    import shutil
+    if not (shutil.which("py-spy") or shutil.which("py-spy", path=os.path.dirname(sys.executable))):
+        pytest.skip("py-spy not installed (pip install py-spy)")
+    from solutions.lab4_debugging.run import Launch
+    marker = f"lab4-pyspy-{tmp_path.name}"
+    rank = ("import sys, time\n"
+            "def wait_for_peer():\n"
+            f"    time.sleep(60)  # {marker}\n"
+            "sys.stdout.write('started\\n'); sys.stdout.flush()\n"
+            "wait_for_peer()\n")
+    launcher = ("import os, subprocess, sys, time; "
+                f"subprocess.Popen([sys.executable, '-c', {rank!r}], env={{**os.environ, 'RANK': '0'}}); "
+                "time.sleep(60)")
+    with open(tmp_path / "job.log", "w") as log:
+        job = Launch([sys.executable, "-c", launcher], dict(os.environ), log)
+        while not any("started" in ln for ln in job.lines):
+            time.sleep(0.1)
+        assert job.wait(time.monotonic()) == "hung"
+    text = (tmp_path / "job.log").read_text()
+    assert text.count("# py-spy dump --pid") == 1 and "(rank 0)" in text  # the rank, not the launcher
+    assert "wait_for_peer" in text, text[-2000:]
+    assert processes_with(marker) == []

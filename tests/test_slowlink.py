@@ -192,3 +192,28 @@ def test_emulated_slow_link(tmp_path):
     assert r["sum"] == [3.0] * 4 and r["slow_s"] >= 0.05
     assert r["grad_diff"] < 1e-6  # the hook averages exactly as DDP's default all-reduce does
     assert r["hooked"] >= 1.5 * r["plain"] and r["hooked"] >= 0.045, r
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_star_s_one_shaped_cable_slows_every_pair_of_its_rank_and_no_other(netns, tmp_path):
+    """linkprobe.py over slowlink.Star: 3 namespaces on a bridge, rank 1's cable at 200 Mbit/s (0.025 GB/s). The
+    pairs with rank 1 move 1 MiB at about that rate, the other pair far faster; nothing is left behind."""
+    from solutions.lab4_debugging.forensics import probe_spans, slow_rank
+    before = set(slowlink._run("ip", "netns", "list").stdout.split())
+    r = subprocess.run([sys.executable, "-m", "solutions.lab4_debugging.linkprobe", "--slow-rank", "1",
+                        "--netns-rate-mbit", "200", "--out", str(tmp_path)], cwd=ROOT, capture_output=True,
+                       text=True, timeout=100)
+    assert r.returncode == 0, r.stderr[-2000:]
+    traces = [str(tmp_path / f"trace_rank{k}.json") for k in range(3)]
+    pairs = {}
+    for t in traces:
+        for src, dst, nbytes, seconds in probe_spans(t):
+            pairs.setdefault(frozenset((src, dst)), []).append(nbytes / seconds / 1e9)
+    rate = {tuple(sorted(p)): statistics.median(v) for p, v in pairs.items()}
+    assert 0.02 <= rate[(0, 1)] <= 0.026 and 0.02 <= rate[(1, 2)] <= 0.026, rate  # tbf: ~94-99% of 0.025
+    assert rate[(0, 2)] > 5 * rate[(0, 1)], rate
+    assert slow_rank(traces)["rank"] == 1
+    after = set(slowlink._run("ip", "netns", "list").stdout.split())
+    assert not {n for n in after - before if n.startswith(slowlink.PREFIX)}
+    assert processes_with(str(tmp_path)) == []

@@ -75,6 +75,39 @@ for _n in INCIDENTS:
                         starter_runs=True))
 
 
+# Forensics (forensics.py): the learner's analyser, graded on flight-recorder dumps of the course's faulty job
+# (desync.py), run by the checker at the grade's variant: which rank diverges, at which step, is hidden.
+CHECKS.append(Check(
+    "desync_found", "forensics.find_desync on the flight-recorder dumps of 5 faulty 3-rank jobs the checker ran "
+    "(hidden rank and step): the rank that diverged, the collective sequence number, the kind of mismatch",
+    f"{WHERE}/forensics.py find_desync(): lay the ranks' entries side by side by collective_seq_id; at the first "
+    "disagreement, which rank is the odd one out (not the first to time out, not the one with fewest entries)? "
+    "Try it on `python -m labs.lab4_debugging.desync KIND`'s dumps (checker hint lab4 forensics.find_desync)"))
+HINT_TASKS["desync"] = "forensics.find_desync"
+CHECKS.append(Check(
+    "slow_rank_found", "forensics.slow_rank on the profiler traces of linkprobe.py's 3 ranks, one rank's link "
+    "slowed (hidden rank and rate): that rank, and its link's rate within a band",
+    f"{WHERE}/forensics.py slow_rank(): a transfer is as slow as the slower of its two ends; which rank is in every "
+    "slow pair, and how many bytes per second did those transfers move (GB/s: 10^9 bytes, not bits)? Try it on "
+    "`python -m labs.lab4_debugging.linkprobe`'s traces (checker hint lab4 forensics.slow_rank)"))
+HINT_TASKS["slow_rank"] = "forensics.slow_rank"
+CHECKS.append(Check(
+    "slow_rank_found_netns", "forensics.slow_rank on the link probe over a real link: one network namespace per rank "
+    "on a bridge, one rank's cable tbf-shaped (hidden rank and rate): that rank, and the rate within a band",
+    "The same slow_rank as slow_rank_found, on traces of a real shaped link: a kernel-buffered send returns early; "
+    "which spans cover the whole transfer? (checker hint lab4 forensics.slow_rank)", needs=("root",)))
+
+
+def course_module(name: str):
+    """One of the course's own lab 4 modules (never the graded tree's copy: the faulty jobs are the checker's)."""
+    path = REPO_ROOT / "solutions" / "lab4_debugging" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_lab4_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def scenarios():
     """The course's own scenarios.py (never the graded tree's copy: the conditions are the checker's)."""
     path = REPO_ROOT / "solutions" / "lab4_debugging" / "scenarios.py"
@@ -191,7 +224,45 @@ def task_job(ctx, target, job, on_saved_cue=False, parts=()):
     return out
 
 
-TASKS = {"probe": task_probe, "job": task_job}
+def task_desync(ctx, target, case, out):
+    """The course's faulty job (desync.py, never the graded tree's) on every rank, its flight recorder dumped into
+    `out`; the faulty rank also returns where it diverged (the answer key). No learner code is imported here."""
+    desync = course_module("desync")
+    os.environ["TORCH_FR_BUFFER_SIZE"] = str(desync.BUFFER)  # read when the process group is created
+    res = desync.train(desync.Case(**case), Path(out))
+    import labs.common.dist as cdist
+    cdist.teardown(timeout_s=5)
+    return res
+
+
+def task_linkprobe(ctx, target, out, slow_rank, rate_gbps):
+    """The course's link probe (linkprobe.py) on every rank, one rank's link slowed; no learner code here."""
+    probe = course_module("linkprobe")
+    path = probe.probe(Path(out), slow_rank, rate_gbps)
+    import labs.common.dist as cdist
+    cdist.teardown(timeout_s=5)
+    return {"trace": path}
+
+
+def task_forensics(ctx, target, cases, traces, netns_traces=()):
+    """The learner's analysers on the evidence the checker made: find_desync on each case's dumps, slow_rank on the
+    link probe's traces (emulated link; real link); each call on its own (one that raises fails alone)."""
+    seam = seams.load(LAB, target)
+
+    def call(fn, paths):
+        answer, err = ctx.attempt(lambda: fn(list(paths)))
+        return {"answer": answer if isinstance(answer, dict) else {"returned": repr(answer)[:200]}, "error": err}
+
+    out = {"answers": {name: call(seam.find_desync, paths) for name, paths in cases.items()}}
+    if traces:
+        out["slow_rank"] = call(seam.slow_rank, traces)
+    if netns_traces:
+        out["slow_rank_netns"] = call(seam.slow_rank, netns_traces)
+    return out
+
+
+TASKS = {"probe": task_probe, "job": task_job, "desync": task_desync, "linkprobe": task_linkprobe,
+         "forensics": task_forensics}
 
 
 # ---------------------------------------------------------------- checker side
@@ -259,7 +330,7 @@ def keep_faulty_logs(h: Harness, logs: dict, specs: list[dict], folder: Path, ke
 
 
 def grade(h, checks):
-    from checker.labs import lab4_eval
+    from checker.labs import lab4_eval, lab4_forensics
 
     sc = scenarios()
     v = h.variant
@@ -284,6 +355,27 @@ def grade(h, checks):
                    dict(job_spec(5, "fixed5_preempted", ckpt=ckpt), kill_on="saved",
                         args=dict(job={**sc.scenario(5, v).job, "ckpt": ckpt, "save_every": 2}, on_saved_cue=True,
                                   parts=[]))]
+    desync = course_module("desync") if "desync_found" in names else None
+    if desync:  # the faulty jobs of forensics.py: one per kind, at this grade's variant, all their dumps kept here
+        for kind in desync.KINDS:
+            c = desync.case(kind, v)
+            # a rank descheduled longer than the timeout in the job's healthy part would spoil the evidence
+            c.timeout_s *= float(os.environ.get("CHECKER_BUDGET_SCALE", "1"))
+            phase1.append(dict(name=f"desync_{kind}", task="desync", nproc=desync.WORLD, budget_s=60,
+                               args=dict(case=vars(c), out=str(h.workdir / "dumps" / kind))))
+    link = course_module("linkprobe") if "slow_rank_found" in names else None
+    slow_at = link.rates(v) if link else None
+    if link:
+        phase1.append(dict(name="linkprobe", task="linkprobe", nproc=link.WORLD, budget_s=60,
+                           args=dict(out=str(h.workdir / "link"), slow_rank=slow_at[0], rate_gbps=slow_at[1])))
+    real = course_module("linkprobe") if "slow_rank_found_netns" in names else None
+    real_at = real.netns_rates(v) if real else None
+    if real:  # it makes namespaces: the host's privileges, not the grade's sandbox (as lab 8's link)
+        phase1.append(dict(name="linkprobe_netns", task="", budget_s=90, sandbox=False,
+                           env={"PYTHONPATH": str(REPO_ROOT)},
+                           argv=[sys.executable, "-m", "solutions.lab4_debugging.linkprobe", "--slow-rank",
+                                 str(real_at[0]), "--netns-rate-mbit", str(real_at[1]),
+                                 "--out", str(h.workdir / "reallink")]))
     # Evidence is checked against the faulty job as the learner ran it (the public variant): a hidden variant
     # renames the interface or moves the NaN to another rank, and the error a learner quoted would change with it.
     logs, faulty, folder, key = faulty_specs(h, 0, diagnosed) if diagnosed else ({}, [], None, "")
@@ -299,12 +391,26 @@ def grade(h, checks):
         # The two jobs and the port's holder must share one network, as jobs on one node do: in a sandbox of
         # its own each job would have a loopback to itself, and no launch could ever clash.
         phase2 += [{**job_spec(7, f"fixed7_job{j}"), "launch": launch, "sandbox": False} for j in range(2)]
+    if desync or link or real:  # the learner's analysers, in one process, on the evidence that was produced
+        dumps = {k: [str(h.workdir / "dumps" / k / f"rank{r}") for r in range(desync.WORLD)]
+                 for k in (desync.KINDS if desync else ())}
+        dumps = {k: p for k, p in dumps.items() if all(Path(x).exists() for x in p)}
+        traces = [str(h.workdir / "link" / f"trace_rank{r}.json") for r in range(link.WORLD)] if link else []
+        traces = traces if all(Path(t).exists() for t in traces) else []
+        netns = [str(h.workdir / "reallink" / f"trace_rank{r}.json") for r in range(real.WORLD)] if real else []
+        netns = netns if all(Path(t).exists() for t in netns) else []
+        phase2.append(dict(name="forensics", task="forensics", budget_s=60,
+                           args=dict(cases=dumps, traces=traces, netns_traces=netns)))
     try:
         runs.update(h.run_many(phase2, parallel=3))
     finally:
         if busy is not None:
             busy.close()
-    results = [lab4_eval.evaluate(c, runs, logs, diagnosis, sc.scenario, v, launch) for c in checks]
+    results = [lab4_forensics.desync_found(c, runs, desync.KINDS) if c.name == "desync_found"
+               else lab4_forensics.slow_rank_found(c, runs, *slow_at) if c.name == "slow_rank_found"
+               else lab4_forensics.slow_rank_found(c, runs, real_at[0], real_at[1] / 8e3, "linkprobe_netns",
+                                                   "slow_rank_netns", command=True) if c.name == "slow_rank_found_netns"
+               else lab4_eval.evaluate(c, runs, logs, diagnosis, sc.scenario, v, launch) for c in checks]
     return results, lab4_eval.info(runs, logs)
 
 

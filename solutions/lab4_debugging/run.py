@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -66,11 +67,38 @@ class Launch:
         except ProcessLookupError:
             pass
 
+    def py_spy(self) -> None:
+        """Where each rank waits, read from outside by py-spy (if installed: `pip install py-spy`; it needs ptrace
+        rights, root or ptrace_scope 0): what an on-call engineer runs on a job that has no faulthandler hook. Each
+        rank's stack goes into the log after a `# py-spy dump` line; a rank py-spy cannot read says why."""
+        exe = shutil.which("py-spy") or shutil.which("py-spy", path=os.path.dirname(sys.executable))  # the venv's
+        if exe is None:
+            return
+        from labs.instruments.proctree import descendants
+
+        for pid in descendants(self.proc.pid):
+            try:
+                env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            rank = next((e[5:].decode() for e in env if e.startswith(b"RANK=")), None)
+            if rank is None:  # torchrun's agent, not a rank
+                continue
+            try:
+                r = subprocess.run([exe, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=15)
+                text = r.stdout if r.returncode == 0 else f"py-spy failed: {r.stderr.strip()[:300]}\n"
+            except subprocess.TimeoutExpired:
+                text = "py-spy timed out\n"
+            self.log.write(f"{self.prefix}# py-spy dump --pid {pid} (rank {rank})\n")
+            self.log.write("".join(f"{self.prefix}{line}\n" for line in text.splitlines()))
+            self.log.flush()
+
     def wait(self, deadline: float) -> str:
         """'completed', 'failed (exit N)', 'preempted' or 'hung'."""
         try:
             rc = self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
+            self.py_spy()
             self.kill(signal.SIGUSR1)  # every rank's faulthandler writes its stack into the log
             time.sleep(1.5)
             self.kill(signal.SIGKILL)

@@ -57,6 +57,7 @@ class Link:
     veth: tuple[str, str] = field(init=False)
     addr: tuple[str, str] = field(init=False)
     rate_mbit: float | None = None
+    world: int = field(init=False, default=2)
 
     def __post_init__(self):
         self.ns = (f"{self.tag}-n0", f"{self.tag}-n1")
@@ -101,6 +102,72 @@ class Link:
         pair dies with either end. Idempotent: a missing namespace is not an error."""
         for ns in self.ns:
             _run("ip", "netns", "del", ns, check=False)
+
+
+@dataclass
+class Star:
+    """N "nodes" on one switch: a namespace per rank, each with a veth to a bridge in a hub namespace. Only the
+    slow rank's cable is shaped (tbf on both of its ends: a rank's egress, and the switch port's egress toward
+    it), so every transfer that touches that rank crosses a slow link and no other does: one bad NIC or cable
+    in a rack, where Link (two nodes) cannot say which end is slow."""
+    tag: str
+    world: int
+    slow_rank: int | None = None
+    rate_mbit: float | None = None
+    ns: tuple[str, ...] = field(init=False)
+    veth: tuple[str, ...] = field(init=False)
+    addr: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self):
+        if not 2 <= self.world <= 9:
+            raise ValueError("a star of 2-9 ranks (one digit in each interface's name)")
+        self.hub = f"{self.tag}-h"
+        self.ns = tuple(f"{self.tag}-n{r}" for r in range(self.world))
+        self.veth = tuple(f"{self.tag}v{r}" for r in range(self.world))   # the rank's end, in its namespace
+        self.port = tuple(f"{self.tag}p{r}" for r in range(self.world))   # the switch's end, in the hub
+        a, b = random.randrange(64, 250), random.randrange(0, 250)
+        self.addr = tuple(f"10.{a}.{b}.{r + 1}" for r in range(self.world))
+
+    def command(self, rank: int, argv: list[str]) -> list[str]:
+        return ["ip", "netns", "exec", self.ns[rank], *argv]
+
+    def env(self, rank: int, master_port: int) -> dict[str, str]:
+        return {"MASTER_ADDR": self.addr[0], "MASTER_PORT": str(master_port), "RANK": str(rank),
+                "WORLD_SIZE": str(self.world), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+                "GLOO_SOCKET_IFNAME": self.veth[rank]}
+
+    def create(self, burst_kb: int = 64, latency_ms: int = 50) -> None:
+        _run("ip", "netns", "add", self.hub)
+        _run("ip", "-n", self.hub, "link", "add", f"{self.tag}br", "type", "bridge")
+        _run("ip", "-n", self.hub, "link", "set", f"{self.tag}br", "up")
+        for r in range(self.world):
+            _run("ip", "netns", "add", self.ns[r])
+            _run("ip", "-n", self.ns[r], "link", "set", "lo", "up")
+            _run("ip", "-n", self.ns[r], "link", "add", self.veth[r], "type", "veth", "peer", "name", self.port[r])
+            _run("ip", "-n", self.ns[r], "link", "set", self.port[r], "netns", self.hub)
+            _run("ip", "-n", self.hub, "link", "set", self.port[r], "master", f"{self.tag}br")
+            _run("ip", "-n", self.hub, "link", "set", self.port[r], "up")
+            _run("ip", "-n", self.ns[r], "addr", "add", f"{self.addr[r]}/24", "dev", self.veth[r])
+            _run("ip", "-n", self.ns[r], "link", "set", self.veth[r], "up")
+            if self.rate_mbit and r == self.slow_rank:  # as Link.create: tbf shapes egress, so both ends
+                for ns, dev in ((self.ns[r], self.veth[r]), (self.hub, self.port[r])):
+                    _run("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{self.rate_mbit:g}mbit",
+                         "burst", f"{burst_kb}kb", "latency", f"{latency_ms}ms")
+
+    def close(self) -> None:
+        for ns in (*self.ns, self.hub):
+            _run("ip", "netns", "del", ns, check=False)
+
+
+@contextmanager
+def netns_star(world: int, slow_rank: int | None = None, rate_mbit: float | None = None):
+    """Yield a fresh Star; delete its namespaces however the body ends (cleanup_stale clears a SIGKILLed one's)."""
+    star = Star(_tag(), world, slow_rank, rate_mbit)
+    try:
+        star.create()
+        yield star
+    finally:
+        star.close()
 
 
 def netns_available() -> tuple[bool, str]:
@@ -158,9 +225,10 @@ def cleanup_stale(prefix: str = PREFIX, only_dead: bool = True) -> list[str]:
     return removed
 
 
-def run_two_nodes(link: Link, argv: list[str], timeout_s: float, env_extra: dict | None = None,
+def run_two_nodes(link: Link | Star, argv: list[str], timeout_s: float, env_extra: dict | None = None,
                   cwd: str | None = None, peer_grace_s: float = 5.0) -> list[subprocess.CompletedProcess]:
-    """Start rank 0 and rank 1 of `argv` in their namespaces (env:// rendezvous) and wait.
+    """Start every rank of `argv` in its namespace (env:// rendezvous: rank 0 and rank 1 of a Link, the
+    `world` ranks of a Star) and wait.
     Returns each rank's CompletedProcess, with `.killed` saying why we killed it ("" if we did not).
 
     The port needs no OS choice: namespace 0 was made moments ago and holds only our processes,
@@ -169,9 +237,9 @@ def run_two_nodes(link: Link, argv: list[str], timeout_s: float, env_extra: dict
     process groups, so no rank outlives the call.
     """
     port = random.randrange(20000, 60000)
-    procs, outs, killed = [], [], ["", ""]
+    procs, outs, killed = [], [], [""] * link.world
     try:
-        for rank in (0, 1):
+        for rank in range(link.world):
             outs.append((tempfile.TemporaryFile(), tempfile.TemporaryFile()))  # no pipe can fill and block
             procs.append(subprocess.Popen(link.command(rank, argv), cwd=cwd, stdout=outs[-1][0],
                                           stderr=outs[-1][1], start_new_session=True,

@@ -74,4 +74,38 @@ MUTANTS = [
            'evidence = "[rank=0] launch environment: RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=localhost '
            'MASTER_PORT=29500 COURSE_IFNAME=ib0"', "diagnosed_incident6",
            "a line that occurs in the log and names ib0, but does not show that ib0 is missing here"),
+    # forensics.py: analysers that read the dumps the way a hurried on-call engineer does
+    Mutant("desync_first_to_time_out", "forensics.py",
+           '            return {"rank": min(lacking), "seq": seq, "kind": "missing"}\n',
+           '            waited = [r for r in by_seq if seq in by_seq[r]]  # these ranks hung in collective seq\n'
+           '            first = min(waited, key=lambda r: by_seq[r][seq]["time_created_ns"])  # timed out first\n'
+           '            return {"rank": first, "seq": seq, "kind": "missing"}\n',
+           "desync_found", "blames the rank that entered the hung collective first (the first to time out), not the "
+           "one that never reached it"),
+    Mutant("desync_last_entries_only", "forensics.py",
+           '    for seq in sorted(s for s in set().union(*map(set, by_seq.values())) if s >= start):\n',
+           "    for seq in [min(max(s) for s in by_seq.values())]:  # where the job stopped\n",
+           "desync_found", "compares only where each rank stopped: a silent mismatch the job ran past is missed"),
+    Mutant("desync_sizes_first", "forensics.py",
+           '(("op", "profiling_name"), ("size", "input_sizes"), ("dtype", "input_dtypes"))',
+           '(("size", "input_sizes"), ("op", "profiling_name"), ("dtype", "input_dtypes"))',
+           "desync_found", "compares shapes before the collective's type: a different collective is called a size "
+           "mismatch"),
+    Mutant("desync_differs_from_rank0", "forensics.py",
+           "                odd = min(values, key=lambda r: (held[values[r]], r))  # the value no other rank shares\n",
+           "                odd = min(r for r in values if values[r] != values[0])  # the first rank unlike rank 0\n",
+           "desync_found", "blames the first rank that differs from rank 0: wrong whenever rank 0 is the one that "
+           "diverged"),
+    Mutant("slow_rank_in_gbit", "forensics.py",
+           "if slow in pair for x in v]) / 1e9\n",
+           "if slow in pair for x in v]) * 8 / 1e9  # link rates are quoted in Gbit/s\n",
+           "slow_rank_found", "reports the link in Gbit/s where GB/s is asked: 8x the rate"),
+    Mutant("slow_rank_mean_of_every_pair", "forensics.py",
+           "    gbps = statistics.median([x for pair, v in per_pair.items() if slow in pair for x in v]) / 1e9\n",
+           "    gbps = statistics.mean(rate.values()) / 1e9  # the job's average link\n",
+           "slow_rank_found", "estimates the slow link from every pair, the fast ones included"),
+    Mutant("slow_rank_first_of_slowest_pair", "forensics.py",
+           "    slow = min(ranks, key=lambda r: best[r])\n",
+           "    slow = min(min(rate, key=rate.get))  # a rank of the slowest pair\n",
+           "slow_rank_found", "blames the lower rank of the slowest pair: half the time its healthy partner"),
 ]

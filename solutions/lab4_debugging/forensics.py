@@ -1,0 +1,157 @@
+"""Forensics: read what the ranks recorded, and name the rank that went wrong.
+
+A hung job tells you little: every rank times out, each in whatever collective it happened to be in, and the
+first rank to report an error is rarely the one at fault. What does tell is the flight recorder: every rank keeps
+its last collectives (which one, in what order, on what shapes and dtypes), and dumps them when the job ends.
+Lay the ranks' records side by side by sequence number and the first place they disagree is where the job broke.
+
+    python -m labs.lab4_debugging.desync order          # a faulty job -> runs/lab4/dumps/order/rank0..2
+    python -m torch.distributed.flight_recorder.fr_trace runs/lab4/dumps/order --prefix rank   # torch's analyser
+    python -m labs.lab4_debugging.forensics runs/lab4/dumps/order                              # yours
+    python -m labs.lab4_debugging.linkprobe && python -m labs.lab4_debugging.forensics --link runs/lab4/link
+
+The checker runs the faulty job itself, with the faulty rank, step and collective moved (hidden variants), and
+grades what your function says about the dumps IT produced.
+"""
+from __future__ import annotations
+
+import pickle
+import re
+import sys
+from pathlib import Path
+
+KINDS = ("op", "size", "dtype", "missing")
+
+
+def load_dump(path) -> tuple[int, dict]:
+    """(rank, the recorder's dump) from one file. The rank is in the file's name (rank<R>, as fr_trace expects):
+    the dump itself does not say which rank wrote it."""
+    m = re.search(r"(\d+)$", Path(path).name)
+    if not m:
+        raise ValueError(f"{path}: a dump's file name ends in its rank (rank0, rank1, ...)")
+    with open(path, "rb") as f:
+        return int(m[1]), pickle.load(f)
+
+
+def find_desync(paths: list[str]) -> dict:
+    """Where the ranks of one job first stopped agreeing on their collectives.
+
+    `paths`: one flight-recorder dump per rank (the pickles torch writes; load_dump reads one). Each dump holds that
+    rank's entries: `collective_seq_id` (1, 2, ... per process group, on every rank: the k-th collective of the
+    group), `profiling_name` ("gloo:all_reduce"), `input_sizes`, `input_dtypes`, `time_created_ns`, ...
+
+    Returns {"rank": R, "seq": S, "kind": K}: S the smallest sequence number at which the ranks' records disagree,
+    R the rank that diverged there (the odd one out, never one that merely waited for it), K what disagreed:
+    "op" (a different collective), "size" (same collective, other shapes), "dtype" (same shapes, other dtypes), or
+    "missing" (R never issued collective S, which its peers did).
+    """
+    # BEGIN SOLUTION Returns the first disagreement in the ranks' collective records and the one rank that caused it,
+    #                whatever timing the hang left in the dumps: the first rank to time out, the rank with the most
+    #                or fewest entries and rank 0 are each sometimes not it. A silent mismatch (the job went on)
+    #                counts as much as a hang, and it may be far from the last entries.
+    # HINT 1         Index each rank's entries by collective_seq_id: entry S of every rank was meant to be the same
+    #                collective. Walk S upwards. What can differ between the ranks' entry S, and how do you tell the
+    #                rank that diverged from the ranks that merely waited for it, with three ranks?
+    # HINT 2         At the first S where the ranks differ: a rank without entry S, while others have it, never got
+    #                there ("missing"); otherwise compare profiling_name, then input_sizes, then input_dtypes, and the
+    #                diverging rank is the one whose value no other rank shares (the minority).
+    # HINT 3         entries = {rank: {e["collective_seq_id"]: e for e in dump["entries"] if not e.get("is_p2p")}};
+    #                for s in sorted(set().union(*entries.values())): ranks lacking s -> ("missing", that rank);
+    #                else for kind, key in (("op", "profiling_name"), ("size", "input_sizes"), ("dtype",
+    #                "input_dtypes")): values = {r: str(e[s][key])}; if len(set(values.values())) > 1, return the
+    #                rank whose value is held by the fewest ranks.
+    dumps = dict(load_dump(p) for p in paths)
+    # Collectives only: point-to-point sends have their own sequence (p2p_seq_id) and no counterpart on every rank.
+    by_seq = {r: {e["collective_seq_id"]: e for e in d["entries"] if not e.get("is_p2p")} for r, d in dumps.items()}
+    # The recorder is a ring buffer: a long job's early entries are gone. Compare from the first sequence number every
+    # rank still holds.
+    start = max(min(s, default=0) for s in by_seq.values())
+    for seq in sorted(s for s in set().union(*map(set, by_seq.values())) if s >= start):
+        lacking = [r for r, s in by_seq.items() if seq not in s]
+        if lacking:
+            # Those that lack it stopped before it (stuck outside any collective); when most lack it, the one that
+            # has it ran ahead alone, which only happens after an earlier disagreement, so it is not reached here.
+            return {"rank": min(lacking), "seq": seq, "kind": "missing"}
+        for kind, key in (("op", "profiling_name"), ("size", "input_sizes"), ("dtype", "input_dtypes")):
+            values = {r: repr(s[seq].get(key)) for r, s in by_seq.items()}
+            if len(set(values.values())) > 1:
+                held = {v: sum(1 for w in values.values() if w == v) for v in values.values()}
+                odd = min(values, key=lambda r: (held[values[r]], r))  # the value no other rank shares
+                return {"rank": odd, "seq": seq, "kind": kind}
+    # END SOLUTION
+    return {"rank": None, "seq": None, "kind": None}  # the ranks agree on every recorded collective
+
+
+PROBE = re.compile(r"probe (send|recv) (\d+)->(\d+) (\d+) B$")
+
+
+def probe_spans(path) -> list[tuple[int, int, int, float]]:
+    """(src, dst, bytes, seconds) of every probe transfer in one rank's profiler trace (Chrome trace JSON: complete
+    events, "ph": "X", with "dur" in microseconds)."""
+    import json
+
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    spans = []
+    for e in events:
+        m = PROBE.match(str(e.get("name", "")))
+        if m and e.get("ph") == "X":
+            spans.append((int(m[2]), int(m[3]), int(m[4]), float(e["dur"]) / 1e6))
+    return spans
+
+
+def slow_rank(paths: list[str]) -> dict:
+    """The rank behind a slow link, and that link's rate.
+
+    `paths`: one profiler trace per rank from linkprobe.py (probe_spans reads one): every pair of ranks sent a
+    buffer both ways, each transfer a "probe send/recv SRC->DST BYTES B" span on both ends.
+
+    Returns {"rank": R, "gbps": G}: R the rank whose link is slow, G its rate in GB/s (10^9 bytes/s, as busbw is
+    printed in bandwidth.py), measured from the transfers.
+    """
+    # BEGIN SOLUTION Returns the one rank all of whose transfers are slow (not merely a rank in the slowest pair) and
+    #                that link's rate in GB/s, 10^9 bytes per second, within a quarter of the rate the checker set.
+    # HINT 1         A transfer between two ranks is only as fast as the slower of their links. Which rank is in every
+    #                slow transfer, and which transfers say how fast its link is?
+    # HINT 2         Rate of a pair = bytes / seconds of its transfers (a median over them: one may have been
+    #                descheduled). Each rank's best pair is limited by its own link only if that link is the slow
+    #                one: the slow rank is the one whose best pair is slowest. Bytes, not bits.
+    # HINT 3         spans = every probe_spans(p); pairs: frozenset({src, dst}) -> [bytes / seconds]; rate =
+    #                median per pair; for each rank, best = max rate of the pairs that include it; R = the rank with
+    #                the smallest best; G = median of all rates of R's pairs / 1e9.
+    import statistics
+
+    per_pair: dict[frozenset, list[float]] = {}
+    for p in paths:
+        for src, dst, nbytes, seconds in probe_spans(p):
+            per_pair.setdefault(frozenset((src, dst)), []).append(nbytes / seconds)
+    rate = {pair: statistics.median(v) for pair, v in per_pair.items()}
+    ranks = sorted(set().union(*rate))
+    # A fast rank has at least one fast pair (with another fast rank); the slow rank's every pair crosses its link.
+    best = {r: max(v for pair, v in rate.items() if r in pair) for r in ranks}
+    slow = min(ranks, key=lambda r: best[r])
+    gbps = statistics.median([x for pair, v in per_pair.items() if slow in pair for x in v]) / 1e9
+    return {"rank": slow, "gbps": gbps}
+    # END SOLUTION
+
+
+def main(argv=None) -> int:
+    """`python -m labs.lab4_debugging.forensics DIR`: find_desync on the dumps in DIR (files rank0, rank1, ...);
+    `... --link DIR`: slow_rank on linkprobe.py's traces in DIR."""
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        print(__doc__.split("\n\n")[2], file=sys.stderr)
+        return 2
+    if argv[0] == "--link":  # linkprobe.py's traces
+        folder = Path(argv[1])
+        paths = sorted(str(p) for p in folder.glob("trace_rank*.json"))
+        print(f"{len(paths)} traces in {folder}: {slow_rank(paths)}")
+        return 0
+    folder = Path(argv[0])
+    paths = sorted(str(p) for p in folder.glob("rank*") if re.search(r"\d+$", p.name))
+    print(f"{len(paths)} dumps in {folder}: {find_desync(paths)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
