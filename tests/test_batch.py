@@ -62,6 +62,7 @@ def test_batch_of_six(tmp_path):
     assert processes_with("checker-batch-lab1") == [] and processes_with(str(subs)) == []
 
 
+@pytest.mark.exhaustive  # a whole batch of two learners (~30 s): CI's second tier
 def test_a_symlink_to_its_parent_folder_does_not_stop_the_batch(tmp_path):
     subs = tmp_path / "hand-ins"
     _learner(subs, "ada")

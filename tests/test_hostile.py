@@ -98,6 +98,7 @@ def test_flooding_stdout_is_stopped(lab_tree):
     assert len(r.stdout) < 200_000  # the flood did not reach the learner's terminal
 
 
+@pytest.mark.exhaustive  # 12-22 s: CI's second tier keeps it (make test stays under 15 min)
 def test_two_grades_at_once_do_not_collide(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-m", "checker", "grade", "lab1", "--solutions", "--only",
                                "memory_reported", "--json", tmp_path / f"{i}.json"], cwd=ROOT,
@@ -143,6 +144,7 @@ def test_a_forged_perf_counter_does_not_hide_a_slow_step(lab_tree):
     assert r.returncode == 1 and not checks["throughput"]["passed"], checks["throughput"]
 
 
+@pytest.mark.exhaustive  # 12-22 s: CI's second tier keeps it (make test stays under 15 min)
 def test_an_atexit_rewrite_of_the_result_comes_too_late(lab_tree):
     tree = lab_tree()
     _slow_lab1(tree, '''
@@ -157,6 +159,7 @@ def test_an_atexit_rewrite_of_the_result_comes_too_late(lab_tree):
     assert r.returncode == 1 and not checks["throughput"]["passed"], checks["throughput"]
 
 
+@pytest.mark.exhaustive  # 12-22 s: CI's second tier keeps it (make test stays under 15 min)
 def test_wrapping_the_workers_result_writer_changes_nothing(lab_tree):
     tree = lab_tree()
     _slow_lab1(tree, '''
