@@ -116,3 +116,15 @@ def test_a_hidden_variant_at_two_ranks_with_top_1_passes(tmp_path):
     rep = load_json(tmp_path / "r.json")
     assert r.returncode == 0 and rep["passed"], r.stdout
     assert rep["seconds"] <= lab10.GRADE_SECONDS
+
+
+def test_the_last_complete_checkpoint_is_the_first_when_the_second_write_was_held():
+    """checker/labs/_held_save.py's reading of a killed run, shared by the resume checks of labs 1, 2, 3 and 10."""
+    from checker.labs._held_save import last_complete, wrong_start
+
+    assert last_complete([{"complete_at": 3, "held": False}, {"complete_at": 3, "held": True}]) == (3, True)
+    assert last_complete([{"complete_at": 3}]) == (5, False)  # nothing held: killed after the second save
+    assert wrong_start(3, True, [3]) is None and wrong_start(3, True, 3) is None
+    msg = wrong_start(3, True, [5, 5])
+    assert "last complete checkpoint is step 3" in msg and "step 5 was killed half-written" in msg
+    assert wrong_start(5, False, 6, "load_sharded").endswith("load_sharded returned step 6")

@@ -24,6 +24,26 @@ import time
 TORN = r"PytorchStreamReader|central directory|unexpected EOF|Ran out of input|invalid load key"
 
 
+def last_complete(killed: list[dict]) -> tuple[int, bool]:
+    """(the step of the last complete checkpoint, whether the kill landed inside a write), from the killed run's
+    ranks' reports: a first save completed at `complete_at`, two steps later a second one was held and killed,
+    so the first is the last complete; where no write could be held (no torch.save call), the kill came after the
+    second save, which is then the last complete."""
+    held = any(r.get("held") for r in killed)
+    first = killed[0]["complete_at"]
+    return (first if held else first + 2), held
+
+
+def wrong_start(saved_at: int, held: bool, got, load: str = "load_checkpoint") -> str | None:
+    """The failure message when a resume's load returned `got` (a step, or the steps the ranks returned) rather than
+    the last complete checkpoint's step; None when it is right."""
+    if got in (saved_at, [saved_at]):
+        return None
+    return (f"the last complete checkpoint is step {saved_at}"
+            + (f" (the one of step {saved_at + 2} was killed half-written)" if held else "")
+            + f"; {load} returned {'step ' if isinstance(got, int) else ''}{got}")
+
+
 class HeldSave:
     def __init__(self, ctx, out: dict, min_bytes: int = 0, together: bool = True):
         import torch

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from checker.labs._common import Check, error_result, every_rank, first_error, run_info
+from checker.labs._held_save import last_complete, wrong_start
 from checker.labs.lab10 import (
     BALANCE,
     BALANCED,
@@ -334,15 +335,10 @@ def ep_resume(c: Check, runs) -> CheckResult:
         return CheckResult(c.name, False, hint=c.hint, message="the run to be killed never reported its checkpoint "
                            "taken (save_checkpoint did not return on every rank)")
     full, r1, r2 = (runs[n].results for n in ("full", "resume_1", "resume_2"))
-    held = any(r.get("held") for r in r1)
-    # the kill landed inside the second save: the last complete checkpoint is the first one
-    saved_at = r1[0]["complete_at"] if held else r1[0]["complete_at"] + 2
+    saved_at, held = last_complete(r1)
     starts = sorted({r["start"] for r in r2})
-    if starts != [saved_at]:
-        return CheckResult(c.name, False, value=starts[0], threshold=saved_at, unit="step", hint=c.hint,
-                           message=f"the last complete checkpoint is step {saved_at}" + (
-                               f" (the one of step {saved_at + 2} was killed half-written)" if held else "")
-                           + f"; load_checkpoint returned {starts} on the ranks")
+    if msg := wrong_start(saved_at, held, starts):
+        return CheckResult(c.name, False, value=starts[0], threshold=saved_at, unit="step", hint=c.hint, message=msg)
     steps = len(full[0]["digests"])
     for rank in range(len(full)):
         saved, loaded = full[rank].get("marked", {}), r2[rank].get("loaded", {})

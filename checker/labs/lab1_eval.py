@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 from checker.labs._common import Check, diverged_at, error_result, first_error, profile_info, run_info
+from checker.labs._held_save import last_complete, wrong_start
 from checker.labs._windows import checked_rates, medians, paired_ratio
 from checker.report import CheckResult
 
@@ -54,15 +55,10 @@ def resume_exact(c: Check, runs) -> CheckResult:
     if not runs["resume_1"].killed_on_cue:
         return CheckResult(c.name, False, message="the first half never reported its checkpoint as saved",
                            hint=c.hint)
-    held = r1.get("held", False)
-    # the kill landed inside the second save: the last complete checkpoint is the first one
-    saved_at = r1["complete_at"] if held else r1["complete_at"] + 2
+    saved_at, held = last_complete([r1])
     start = r2["start"]
-    if start != saved_at:
-        return CheckResult(c.name, False, value=start, threshold=saved_at, unit="step", hint=c.hint,
-                           message=f"the last complete checkpoint is step {saved_at}" + (
-                               f" (the one of step {saved_at + 2} was killed half-written)" if held else "")
-                           + f"; load_checkpoint returned step {start}")
+    if msg := wrong_start(saved_at, held, start):
+        return CheckResult(c.name, False, value=start, threshold=saved_at, unit="step", hint=c.hint, message=msg)
     resumed = r1["losses"][:saved_at] + r2["losses"]
     same = resumed == a["losses"] and r2["digest"] == a["digest"]
     n = sum(x == y for x, y in zip(resumed, a["losses"]))

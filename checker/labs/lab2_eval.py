@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from checker.labs._common import Check, diverged_at, error_result, first_error, part, run_info
+from checker.labs._held_save import last_complete, wrong_start
 from checker.labs._windows import checked_rates, medians, paired_ratio
 from checker.labs.lab2 import N_STEPS, RUNS, SAVE_AT, TOL, WORLD_SIZE
 from checker.report import CheckResult
@@ -149,15 +150,10 @@ def resume_exact(c: Check, runs) -> CheckResult:
     full, r1, r2 = (runs[n].results for n in ("full", "resume_1", "resume_2"))
     if not runs_ok:
         return CheckResult(c.name, False, hint=c.hint, message="the first half never reported its checkpoint saved")
-    held = [r.get("rank", "?") for r in r1 if r.get("held")]
-    # the kill landed inside the second save: the last complete checkpoint is the first one
-    saved_at = r1[0]["complete_at"] if held else r1[0]["complete_at"] + 2
+    saved_at, held = last_complete(r1)
     starts = sorted({r["start"] for r in r2})
-    if starts != [saved_at]:
-        return CheckResult(c.name, False, value=starts[0], threshold=saved_at, unit="step", hint=c.hint,
-                           message=f"the last complete checkpoint is step {saved_at}" + (
-                               f" (the one of step {saved_at + 2} was killed half-written)" if held else "")
-                           + f"; load_checkpoint returned {starts} on the ranks")
+    if msg := wrong_start(saved_at, held, starts):
+        return CheckResult(c.name, False, value=starts[0], threshold=saved_at, unit="step", hint=c.hint, message=msg)
     for rank in range(len(full)):
         resumed = r1[rank]["losses"][:saved_at] + r2[rank]["losses"]
         if resumed != full[rank]["losses"] or r2[rank]["digest"] != full[rank]["digest"]:
@@ -165,8 +161,9 @@ def resume_exact(c: Check, runs) -> CheckResult:
                                message=f"resumed from step {saved_at}: rank {rank}'s run "
                                        f"{diverged_at(resumed, full[rank]['losses'])}")
     n = len(full[0]["losses"])
-    how = (f"killed while rank {held[0]} wrote step {saved_at + 2}'s weights (half of "
-           f"{next(r for r in r1 if r.get('held')).get('held_path', '?')} written)" if held else
+    holder = next((r for r in r1 if r.get("held")), {})
+    how = (f"killed while rank {holder.get('rank', '?')} wrote step {saved_at + 2}'s weights (half of "
+           f"{holder.get('held_path', '?')} written)" if held else
            "killed after the save (no torch.save of the weights for the checker to hold)")
     return CheckResult(c.name, True, value=n, threshold=n, unit="identical steps", hint=c.hint,
                        message=f"{len(full)} ranks: {how}, resumed from step {saved_at}: steps {saved_at + 1}-{n} "

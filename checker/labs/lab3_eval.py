@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from checker.labs._common import Check, diverged_at, error_result, first_error, part, run_info
+from checker.labs._held_save import last_complete
 from checker.labs._windows import checked_rates, medians, paired_ratio
 from checker.report import CheckResult
 
@@ -197,9 +198,7 @@ def sharded_resume(c: Check, runs) -> CheckResult:
     full, r1, r2, p2, w1 = (runs[n].result for n in names)
     if not runs["resume_1"].killed_on_cue:
         return CheckResult(c.name, False, hint=c.hint, message="the first half never reported its checkpoint saved")
-    held = r1.get("held", False)
-    # the kill landed inside the second save: the last complete checkpoint is the first one
-    saved_at = r1["complete_at"] if held else r1["complete_at"] + 2
+    saved_at, held = last_complete([r1])
     for name, r in (("2 ranks", r2), ("2 ranks, dropout off", p2), ("1 rank", w1)):
         if r["start"] != saved_at:
             return CheckResult(c.name, False, hint=c.hint, value=r["start"], threshold=saved_at, unit="step",
