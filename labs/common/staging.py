@@ -11,7 +11,7 @@ answers (losses, gradients, bytes held) are the same; its speed is not:
   - two copies per call over PCIe, each one a synchronisation of the host with the GPU: S bytes in, S out
     (ZeRO-2's step: a reduce-scatter of 4Ψ bytes in and 4Ψ/N out, an all-gather of 4Ψ/N in and 4Ψ out);
   - no overlap: a collective finishes before its call returns, async_op=True included, so a reduce-scatter
-    launched from a backward hook no longer runs behind the rest of backward. Only point-to-point sends and
+    launched from a backward hook runs before the rest of backward instead of beside it. Only point-to-point sends and
     receives stay asynchronous (a send waits for its peer's receive: holding it would deadlock a pipeline); a
     receive's data reaches the GPU tensor at wait().
 STATS counts the calls, bytes and host seconds; the checker shows them under each run (info rows), and says NOT
