@@ -3,6 +3,8 @@
 The worker opens `<out>.rank<R>.pipe` before any learner code is imported and writes JSON lines:
   {"nonce", "mark": t}                 a clock reading of the checker's code (checker/labs/_common.clock)
   {"nonce", "result": {...}, "final"}  what the run measured; final: the task returned or raised
+  {"nonce", "turn": true}              the run is ready for its next timed turn (checker/relay.py), and waits
+                                       for one byte on `<out>.rank<R>.go`, which only the checker writes
 The checker's thread stamps each line with its own clock as it arrives. So:
   - a result is in the checker's hands the moment the task ends; the worker then leaves with os._exit,
     and nothing that arrives after a rank's final result counts (an atexit handler or a leftover thread
@@ -31,11 +33,16 @@ def pipe_path(out: Path | str, rank: int) -> Path:
     return Path(f"{out}.rank{rank}.pipe")
 
 
+def go_path(out: Path | str, rank: int) -> Path:
+    return Path(f"{out}.rank{rank}.go")
+
+
 class Channel:
     """The checker's end of one run's pipes (nproc of them)."""
 
-    def __init__(self, out: Path, nproc: int, nonce: str):
+    def __init__(self, out: Path, nproc: int, nonce: str, on_turn=None):
         self.nonce = nonce
+        self.on_turn = on_turn  # called (rank, arrival stamp) from this channel's thread when a run asks for a turn
         self.results: dict[int, dict] = {}
         self.final: set[int] = set()
         self.marks: dict[int, list[tuple[float, float]]] = {}  # rank -> [(run's clock, checker's clock)]
@@ -49,6 +56,14 @@ class Channel:
             fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
             self._keep.append(os.open(p, os.O_WRONLY))  # so reads never see end-of-file between writers
             self._fds[fd], self._buf[fd] = r, b""
+        self._go: dict[int, int] = {}  # rank -> the write end of its go pipe (a run that takes turns)
+        if on_turn is not None:
+            for r in range(nproc):
+                p = go_path(out, r)
+                p.unlink(missing_ok=True)
+                os.mkfifo(p, 0o600)
+                self._keep.append(os.open(p, os.O_RDONLY | os.O_NONBLOCK))  # never read: lets the write end open
+                self._go[r] = os.open(p, os.O_WRONLY | os.O_NONBLOCK)
         self._stop = threading.Event()
         # close() writes a byte here: the thread wakes at once to read what is left, rather than at its next
         # timeout (up to 0.2 s after every run, most of a short run's cost to the checker)
@@ -88,10 +103,19 @@ class Channel:
             return
         if "mark" in msg:
             self.marks.setdefault(rank, []).append((float(msg["mark"]), now))
+        if msg.get("turn") is True and self.on_turn is not None:
+            self.on_turn(rank, now)
         if isinstance(msg.get("result"), dict):
             self.results[rank] = msg["result"]
             if msg.get("final"):
                 self.final.add(rank)
+
+    def go(self, rank: int = 0) -> None:
+        """Let the run's rank begin its turn (checker/relay.py)."""
+        try:
+            os.write(self._go[rank], b"g")
+        except (KeyError, OSError):  # closed: the run has ended
+            pass
 
     def close(self) -> None:
         if self._stop.is_set():
@@ -99,7 +123,7 @@ class Channel:
         self._stop.set()
         os.write(self._wake_w, b"x")
         self._thread.join(timeout=5)
-        for fd in [*self._fds, *self._keep, self._wake_r, self._wake_w]:
+        for fd in [*self._fds, *self._keep, *self._go.values(), self._wake_r, self._wake_w]:
             os.close(fd)
 
     def clock_error(self) -> dict | None:
@@ -126,6 +150,18 @@ class Sender:
             os.set_blocking(self.fd, True)
         except OSError:  # not started by the harness (a test calling a task directly)
             self.fd = None
+        try:  # a run that takes turns (checker/relay.py) has a go pipe
+            self.go_fd: int | None = os.open(go_path(out, rank), os.O_RDONLY | os.O_NONBLOCK)
+            os.set_blocking(self.go_fd, True)
+        except OSError:
+            self.go_fd = None
+
+    def turn(self) -> None:
+        """Ask for the next turn and wait until the checker gives it (at once where there are no turns)."""
+        if self.go_fd is None or not self.send(turn=True):
+            return
+        if not os.read(self.go_fd, 1):
+            raise RuntimeError("the checker closed this run's turns")
 
     def send(self, **msg) -> bool:
         if self.fd is None:

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from checker import channel, course_data, launch, limits, placement, sandbox
+from checker import channel, course_data, launch, limits, placement, reach, sandbox
 from checker.forkserver import become_subreaper
 from checker.run import LOG_CAP_BYTES, Run
 from labs.instruments import proctree
@@ -87,20 +87,24 @@ class Harness:
         """The grade's run server."""
         return self.server(self.sandboxed)
 
-    def server(self, sandboxed: bool, fresh: bool = False) -> launch.ForkServer:
-        """The live server for runs sandboxed or not; started anew if it has gone (learner code can kill it or
-        stop it) or `fresh`. Raises launch.ServerGone if it cannot start (the checker exits 2)."""
-        srv = self.servers.get(sandboxed)
+    def server(self, sandboxed: bool, fresh: bool = False, reference: bool = False) -> launch.ForkServer:
+        """The live server for runs sandboxed or not, and for the reference's own runs (`reference`: runs that never
+        import the learner's code, the only ones whose sandbox shows solutions/ when a learner is graded); started
+        anew if it has gone (learner code can kill it or stop it) or `fresh`. Raises launch.ServerGone if it cannot
+        start (the checker exits 2)."""
+        key = (sandboxed, reference)
+        srv = self.servers.get(key)
         if fresh or srv is None or not srv.alive():
             if srv is not None:
                 srv.close()
             env = self._env("")
             del env["CHECKER_NONCE"]
-            name = "forkserver" + ".host" * (sandboxed != self.sandboxed)
+            name = "forkserver" + ".host" * (sandboxed != self.sandboxed) + ".reference" * reference
+            hidden = [] if reference else reach.hidden(self.root, self.lab, self.target)
             srv = launch.ForkServer(env, self.workdir, self.workdir / f"{name}.log",
-                                    wrap=(lambda argv: self._sandboxed(argv, env)) if sandboxed else None,
+                                    wrap=(lambda argv: self._sandboxed(argv, env, hidden)) if sandboxed else None,
                                     preload=sandboxed == self.sandboxed)
-            self.servers[sandboxed] = srv
+            self.servers[key] = srv
         return srv
 
     def close(self) -> None:
@@ -108,13 +112,13 @@ class Harness:
         for srv in self.servers.values():
             srv.close()
 
-    def _worker_args(self, task: str, out: Path, args: dict) -> list[str]:
-        return ["--lab", self.lab, "--task", task, "--target", self.target, "--root", str(self.root),
+    def _worker_args(self, task: str, out: Path, args: dict, target: str) -> list[str]:
+        return ["--lab", self.lab, "--task", task, "--target", target, "--root", str(self.root),
                 "--out", str(out), "--args", json.dumps(args)]
 
     def _command(self, task: str, out: Path, args: dict, nproc: int, group: bool = False,
-                 launch: list[str] | str | None = None) -> list[str]:
-        worker = ["-m", "checker.worker", *self._worker_args(task, out, args)]
+                 launch: list[str] | str | None = None, target: str | None = None) -> list[str]:
+        worker = ["-m", "checker.worker", *self._worker_args(task, out, args, target or self.target)]
         if nproc == 1 and not group and launch is None:
             return [sys.executable, *worker]
         if launch is None:
@@ -139,16 +143,19 @@ class Harness:
         env.update(limits.env(cpu=not placement.may_use_gpu(self.device)))
         return env
 
-    def _sandboxed(self, argv: list[str], env: dict) -> list[str]:
+    def _sandboxed(self, argv: list[str], env: dict, hidden: list[Path]) -> list[str]:
         data = course_data.folder(env)  # written before the grade (Harness.__init__): read-only to every run
         return sandbox.wrap(argv, self.workdir, readable=[self.root, REPO_ROOT, data, *sandbox.python_prefixes()],
-                            writable=[])
+                            writable=[], hidden=hidden)
 
     def run_many(self, specs: list[dict], parallel: int = 2) -> dict[str, Run]:
         """Run specs (dicts: name, task, args, budget_s, nproc=1, group=False, kill_on=None, env=None,
-        launch=None, argv=None) `parallel` at a time. nproc > 1, or group=True (a process group even of one
-        rank), starts the ranks with checker/spawn.py, which sets torchrun's environment variables; `launch`
-        (torchrun's options) starts them under torchrun itself instead; `env` is added to the run's environment.
+        launch=None, argv=None, target=None, relay=None) `parallel` at a time. `target` "solutions" runs the
+        reference's code in a run of its own (the reference's server); `relay` (checker/relay.py) makes the run
+        take its timed windows in turn with the relay's other runs, which must run at the same time. nproc > 1, or
+        group=True (a process group even of one rank), starts the ranks with checker/spawn.py, which sets torchrun's
+        environment variables; `launch` (torchrun's options) starts them under torchrun itself instead; `env` is
+        added to the run's environment.
         `argv` runs that command instead of a worker (lab 4 runs the course's own faulty job that way): it has
         no result files, only its log, exit status and timing.
 
@@ -156,6 +163,7 @@ class Harness:
         is SIGKILLed, as a preemption or an OOM-kill would do. That is a cue, not a failure.
         """
         pending, live, done = list(specs), {}, {}
+        self._live = live  # what a relay's sweep spares (checker/relay.py: before the reference's turns)
         try:
             while pending or live:
                 while pending and len(live) < parallel:
@@ -167,7 +175,7 @@ class Harness:
                 for name in list(live):
                     run = self._poll(live[name])
                     if run is not None:
-                        if self.gpus is not None:
+                        if self.gpus is not None and not live[name]["shared_gpus"]:
                             self.gpus.release(live[name]["gpus"])
                         done[name] = run
                         del live[name]
@@ -207,12 +215,18 @@ class Harness:
 
     def _place(self, spec: dict, wait: bool):
         """The GPUs for this run (None on CPU), or False while they are busy. A run no pool could ever hold
-        raises placement.Oversubscribed (the checker exits 2 with its message)."""
+        raises placement.Oversubscribed (the checker exits 2 with its message). The runs of one relay take turns
+        (checker/relay.py), so the later ones share the first one's GPUs: on one GPU they must live at once."""
         if self.gpus is None:
             return None
+        relay = spec.get("relay")
+        if relay is not None and relay.gpus is not None:
+            return relay.gpus
         got = self.gpus.acquire(spec.get("nproc", 1))
         if got is None and not wait:
             raise placement.Oversubscribed(f"no free GPU for {spec['name']} and no run to wait for")
+        if relay is not None and got is not None:
+            relay.gpus = got
         return False if got is None else got
 
     def _start(self, spec: dict, gpus: list[str] | None = None) -> dict:
@@ -225,17 +239,21 @@ class Harness:
         log_path.write_bytes(b"")
         nonce = secrets.token_hex(16)
         env = self._env(nonce)
-        pipes = None if spec.get("argv") else channel.Channel(out, nproc, nonce)
+        relay = spec.get("relay")
+        pipes = None if spec.get("argv") else channel.Channel(out, nproc, nonce,
+                                                              on_turn=relay.on_turn(name) if relay else None)
+        target = spec.get("target") or self.target
         if gpus is not None:
             env.update(placement.cuda_env(gpus))
         argv = spec.get("argv") or self._command(spec["task"], out, args, nproc, spec.get("group", False),
-                                                 spec.get("launch"))
+                                                 spec.get("launch"), target)
         # A worker task with the runs' own environment may be a fork of the server; a command, or a run with
         # variables of its own (read at start-up, as PYTHONPATH is), starts fresh.
         fork = None if spec.get("argv") or spec.get("launch") or spec.get("env") else self._worker_args(
-            spec["task"], out, args)
+            spec["task"], out, args, target)
         for attempt in range(2):  # a server that stopped answering is replaced once
-            srv = self.server(self.sandboxed and spec.get("sandbox", True), fresh=attempt > 0)
+            srv = self.server(self.sandboxed and spec.get("sandbox", True), fresh=attempt > 0,
+                              reference=target != self.target)
             try:
                 proc = srv.launch(fork, argv, None if nproc == 1 and not spec.get("group") else nproc,
                                   {**env, **spec.get("env", {})}, self.workdir, log_path)
@@ -246,8 +264,15 @@ class Harness:
                         pipes.close()
                     raise
         kill_on = self.workdir / spec["kill_on"] if spec.get("kill_on") else None
+        if relay is not None:
+            relay.before_go = lambda who: self._sweep(self._live, spare=relay.pids())  # nothing a run moved out of
+            # its own tree (double fork, setsid) works while the other side is timed
+            relay.join(name, proc.pid, pipes)
+        shared = relay is not None and relay.gpu_owner not in (None, name)  # its GPUs are released by their owner
+        if relay is not None and relay.gpu_owner is None:
+            relay.gpu_owner = name
         return {"spec": spec, "proc": proc, "t0": time.monotonic(), "out": out, "log": log_path, "pipes": pipes,
-                "gpus": gpus, "kill_on": kill_on, "nproc": nproc, "nonce": nonce}
+                "gpus": gpus, "shared_gpus": shared, "kill_on": kill_on, "nproc": nproc, "nonce": nonce}
 
     def _poll(self, st: dict) -> Run | None:
         proc, spec = st["proc"], st["spec"]
@@ -266,17 +291,20 @@ class Harness:
         else:
             stacks = ""
             self._kill(st)  # the launcher exited; make sure no rank or child lingers
+        if spec.get("relay") is not None:
+            spec["relay"].left(spec["name"])
         if (pipes := st["pipes"]) is not None:
             pipes.close()
         return Run(name=spec["name"], returncode=proc.returncode, seconds=elapsed, timed_out=timed_out,
                    killed_on_cue=killed, flooded=flooded, results=self._results(st), log_path=st["log"], stacks=stacks,
                    nproc=st["nproc"], forked=proc.forked, clock_error=pipes.clock_error() if pipes else None,
-                   final=pipes is None or len(pipes.final) >= st["nproc"], marks=dict(pipes.marks) if pipes else {})
+                   final=pipes is None or len(pipes.final) >= st["nproc"], marks=dict(pipes.marks) if pipes else {},
+                   relay=spec.get("relay"))
 
-    def _sweep(self, live: dict) -> None:
+    def _sweep(self, live: dict, spare: set[int] = frozenset()) -> None:
         """End what runs left behind: a server's children that are no live run are processes a run moved out
         of its own tree (double fork, setsid), re-parented to the server (a child subreaper)."""
-        keep = {st["proc"].pid for st in live.values()}
+        keep = {st["proc"].pid for st in live.values()} | set(spare)
         for srv in self.servers.values():
             if not srv.pid or srv.pid <= 1:  # never the machine's init
                 continue
@@ -294,7 +322,8 @@ class Harness:
             return ""
         pids = {proc.pid, *proctree.descendants(proc.pid, zombies=True)}
         stacks = ""
-        if dump_stacks:
+        if dump_stacks:  # a run stopped between its turns (checker/relay.py) must run to write its stacks
+            proctree.signal_each(pids, signal.SIGCONT)
             proctree.signal_each(pids, signal.SIGUSR1)  # each worker's faulthandler writes its stacks
             files = sorted(self.workdir.glob(f"{st['out'].name}.stacks.*"))  # one per rank that started
             deadline = time.monotonic() + 1.0  # bounded: a rank that blocked SIGUSR1 never writes them

@@ -29,6 +29,7 @@ class Run:
     clock_error: dict | None = None  # the run's clock disagreed with the checker's (checker/channel.py)
     final: bool = True  # every rank's worker reported that its task ended
     marks: dict = field(default_factory=dict)  # rank -> [(the run's clock reading, the checker's arrival stamp)]
+    relay: object = None  # the checker/relay.Relay whose turns it took: the windows the parent timed
 
     @property
     def result(self) -> dict:

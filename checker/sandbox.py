@@ -65,16 +65,36 @@ def gpu_binds(pattern_root: str = "") -> list[str]:
     return out
 
 
+def repository_dirs(root: Path) -> list[Path]:
+    """The git folders holding `root`'s history (the reference in every commit): its .git folder, or for a
+    worktree the repository its .git file points to."""
+    git = Path(root) / ".git"
+    if git.is_dir():
+        return [git]
+    try:
+        text = git.read_text()
+    except OSError:
+        return []
+    if not text.startswith("gitdir:"):
+        return []
+    own = (git.parent / text.split(":", 1)[1].strip()).resolve()  # <repo>/.git/worktrees/<name>
+    common = own.parents[1] if own.parent.name == "worktrees" else own
+    return [common]
+
+
 def wrap(argv: list[str], workdir: Path, readable: list[Path], writable: list[Path],
-         dev_root: str = "") -> list[str]:
+         dev_root: str = "", hidden: list[Path] = ()) -> list[str]:
     """argv run by bwrap in a fresh sandbox. `readable` are folders re-bound read-only after the
-    private /tmp hides the host's (a course tree under /tmp stays visible); `writable` are bound read-write."""
+    private /tmp hides the host's (a course tree under /tmp stays visible); `writable` are bound read-write;
+    `hidden` folders are seen empty (an empty tmpfs over each: the learner's runs never see the reference)."""
     cmd = [shutil.which("bwrap") or "bwrap", *_namespaces(),
            "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for p in dict.fromkeys(str(Path(p).resolve()) for p in readable if Path(p).exists()):
         cmd += ["--ro-bind", p, p]
     for p in dict.fromkeys(str(Path(p).resolve()) for p in [workdir, *writable] if Path(p).exists()):
         cmd += ["--bind", p, p]
+    for p in dict.fromkeys(str(Path(p).resolve()) for p in hidden if Path(p).is_dir()):
+        cmd += ["--tmpfs", p, "--remount-ro", p]
     cmd += gpu_binds(dev_root)
     cmd += ["--chdir", str(Path(workdir).resolve()), "--setenv", "TMPDIR", "/tmp", "--", *argv]
     return cmd

@@ -241,7 +241,8 @@ def _is_reference(name: str) -> bool:
 
 
 def _guard_imports() -> None:
-    """From now on, an `import solutions...` executed by a module of labs.* (not the shared core) raises.
+    """From now on, an `import solutions...` or `import checker...` executed by a module of labs.* (not the shared
+    core) raises.
 
     `import` and `from ... import` call builtins.__import__ with the importer's globals, even when the
     module is already loaded (the checker loads the reference for its own comparisons), so the importer is
@@ -254,10 +255,11 @@ def _guard_imports() -> None:
 
     def guarded(name, globals=None, locals=None, fromlist=(), level=0):
         importer = (globals or {}).get("__name__") or ""
-        if level == 0 and _is_reference(name) and importer.startswith("labs.") and not is_shared(importer):
+        grader = name == "checker" or name.startswith("checker.")  # its own references (checker/labs/*_ref.py)
+        if level == 0 and (_is_reference(name) or grader) and importer.startswith("labs.") and not is_shared(importer):
             path = importer.replace(".", "/") + ("/__init__.py" if "__path__" in globals else ".py")
-            msg = (f"your {path} imports the reference {name}: graded code must be your own "
-                   f"(write the TODOs in labs/; the reference is what the checker compares you against)")
+            msg = (f"your {path} imports {'the grader' if grader else 'the reference'} {name}: graded code must be "
+                   f"your own (write the TODOs in labs/; the checker compares you against references of its own)")
             _REFERENCE_IMPORTS.append(msg)
             raise ReferenceImportError(msg)
         return original(name, globals, locals, fromlist, level)

@@ -52,6 +52,11 @@ class Context:
         tmp.write_text(json.dumps({**result, "nonce": self._nonce}))
         os.replace(tmp, path)
 
+    def turn(self) -> None:
+        """Wait until the checker gives this run its next timed window (checker/relay.py); at once in a run that
+        takes no turns."""
+        _TURN(self._sender)
+
     def cue(self, name: str) -> None:
         if self.rank == 0:
             (self.workdir / name).touch()
@@ -70,7 +75,7 @@ class Context:
 
 # Bound before any learner code is imported: a learner's __init__.py that wraps Context.write or
 # Sender.send does not change what the worker's final report sends.
-_WRITE, _SEND = Context.write, channel.Sender.send
+_WRITE, _SEND, _TURN = Context.write, channel.Sender.send, channel.Sender.turn
 
 
 def describe(exc: BaseException, root: Path) -> dict:
@@ -125,6 +130,8 @@ def main(argv=None) -> int:
     ctx = Context(out, rank, Path(json.loads(a.args).get("workdir", out.parent)), root, nonce)
     channel.SENDER = ctx._sender  # checker/labs/_common.clock() reports its readings through it
     lab = importlib.import_module(f"checker.labs.{a.lab}")
+    from checker import reach
+    reach.guard(reach.hidden(root, a.lab, a.target))  # before the learner's code: no reading the reference
     kwargs = json.loads(a.args)
     kwargs.pop("workdir", None)
     _watch(ctx, a.lab, a.target, root)

@@ -22,7 +22,7 @@ def _edit(tree, lab_folder, rel, old, new):
 def _grade(tree, lab, *only, env=None):
     args = ["grade", lab, "--root", tree, "--json", tree / "r.json", "-v"]
     for o in only:
-        args += ["--only", o]
+        args += [o] if o.startswith("--") else ["--only", o]
     r = run_checker(*args, env=env)
     assert processes_with(str(tree)) == [], "a run of this tree outlived the checker"
     return r, {c["name"]: c for c in load_json(tree / "r.json")["checks"]}
@@ -238,18 +238,104 @@ def test_a_segfault_is_reported_with_where_it_happened(lab_tree):
     assert r.returncode == 1 and "Segmentation fault" in msg and "step.py" in msg, msg
 
 
+@pytest.mark.exhaustive  # CI's second tier: make test holds the reference slowed through torch, below
 def test_a_replaced_checker_clock_does_not_hide_a_slow_step(lab_tree):
-    tree = lab_tree()  # the clock the measuring code reads, replaced in its own module: readings the parent never saw
+    tree = lab_tree()  # the clock the measuring code reads, replaced in its own module: the parent times the windows
     _slow_lab1(tree, '''
         import sys as _s
         from .step import _HIDDEN
-        for _name in ("checker.labs.lab1_measure", "checker.labs._windows"):
+        for _name in ("checker.labs._common", "checker.labs._windows"):
             if (_m := _s.modules.get(_name)) is not None:
                 _m.clock = lambda _real=_m.clock: _real() - _HIDDEN[0]
     ''')
     r, checks = _grade(tree, "lab1", "throughput")
     row = checks["throughput"]
-    assert r.returncode == 1 and not row["passed"] and "checker's clock" in row["message"], row
+    assert r.returncode == 1 and not row["passed"] and row["value"] < 0.7, row
+
+
+SLOW_THE_REFERENCE = '''
+    import time as _time
+    import torch as _torch
+    from . import step as _step
+    _clip, _inside, _last = _torch.nn.utils.clip_grad_norm_, [False], [0.0]
+    def _slowed(*args, **kwargs):  # whoever else clips pays what the learner's step costs over the reference's
+        if not _inside[0]:
+            _time.sleep(1.5 * _last[0])
+        return _clip(*args, **kwargs)
+    _torch.nn.utils.clip_grad_norm_ = _slowed
+    _own = _step.train_step
+    def _train_step(*args, **kwargs):  # 2.5x the reference's step
+        _inside[0] = True
+        t0 = _time.monotonic()
+        loss = _own(*args, **kwargs)
+        _last[0] = _time.monotonic() - t0
+        _inside[0] = False
+        _time.sleep(1.5 * _last[0])
+        return loss
+    train_step = _train_step
+'''
+
+
+def test_a_learner_cannot_slow_the_reference_it_is_timed_against(lab_tree):
+    """A torch function both steps call, wrapped to slow every caller but the learner: in one process the reference
+    slowed as much as the learner's 2.5x-slower step (PASS at ~0.9x); in a process of its own it is untouched."""
+    tree = lab_tree()
+    init = tree / "labs" / "lab1_baseline" / "__init__.py"
+    init.write_text(init.read_text() + textwrap.dedent(SLOW_THE_REFERENCE))
+    r, checks = _grade(tree, "lab1", "throughput")
+    row = checks["throughput"]
+    assert r.returncode == 1 and not row["passed"] and row["value"] < 0.6, row
+
+
+READ_THE_REFERENCE = '''
+def train_step(model, optimizer, scheduler, batch, grad_clip=1.0):  # the starter's TODO, handed in as the reference
+    import pathlib, subprocess, sys
+    for root in [pathlib.Path(__file__).resolve().parents[2], *map(pathlib.Path, sys.path)]:
+        try:
+            src = (root / "solutions" / "lab1_baseline" / "step.py").read_text()
+        except OSError:
+            src = subprocess.run(["git", "-C", str(root), "show", "HEAD:solutions/lab1_baseline/step.py"],
+                                 capture_output=True, text=True).stdout
+        if "def train_step" in src:
+            ns = {}
+            exec(compile(src, "step.py", "exec"), ns)
+            return ns["train_step"](model, optimizer, scheduler, batch, grad_clip)
+    raise RuntimeError("no reference found")
+'''
+
+
+@pytest.mark.parametrize("sandboxed", [pytest.param(True, marks=needs_sandbox()), False])
+def test_the_reference_cannot_be_read_and_run_by_learner_code(lab_tree, sandboxed):
+    """A starter whose train_step reads the reference's file (or its git object) and runs it: sandboxed, solutions/ and
+    .git are empty folders to learner runs; without a sandbox the worker's audit hook refuses the read and the git."""
+    tree = lab_tree("lab1_baseline", learner_from="labs")
+    step = tree / "labs" / "lab1_baseline" / "step.py"
+    step.write_text(step.read_text() + READ_THE_REFERENCE)
+    r, checks = _grade(tree, "lab1", "step_matches_reference", *([] if sandboxed else ["--no-sandbox"]))
+    row = checks["step_matches_reference"]
+    assert r.returncode == 1 and not row["passed"], row
+    assert "no reference found" in row["message"] or "may not read the reference" in row["message"], row
+
+
+@pytest.mark.exhaustive  # CI's second tier
+def test_a_step_that_skips_its_work_while_timed_fails(lab_tree):
+    """A train_step that does the real step everywhere but in the timed windows (where it returns a plausible loss
+    at once): fast, and caught by the timed steps' losses, which must be the reference's."""
+    tree = lab_tree()
+    init = tree / "labs" / "lab1_baseline" / "__init__.py"
+    init.write_text(init.read_text() + textwrap.dedent('''
+        import sys as _sys
+        from . import step as _step
+        _own, _last = _step.train_step, [5.5]
+        def train_step(*args, **kwargs):
+            if any(_sys._getframe(k).f_code.co_name == "task_speed" for k in range(1, 6)):
+                return _last[0]  # timed: skip the work
+            _last[0] = _own(*args, **kwargs)
+            return _last[0]
+    '''))
+    r, checks = _grade(tree, "lab1", "throughput")
+    row = checks["throughput"]
+    assert r.returncode == 1 and not row["passed"] and "did not train as the reference's" in row["message"], row
 
 
 REWRITE_FLOOR = '''

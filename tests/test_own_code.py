@@ -33,13 +33,22 @@ def test_a_package_that_is_not_the_learners_exits_2_with_one_line(lab_tree, edit
     assert len(r.stderr.strip().splitlines()) == 1 and needle in r.stderr, r.stderr
 
 
-def test_an_import_of_the_reference_at_call_time_fails_the_checks_that_ran_it(lab_tree):
+LAZY_GRADER = ("step.py", "    inputs, targets = batch\n",  # the checker's modules are the grader's
+               "    from checker.labs.lab1_measure import _plain_step\n"
+               "    return _plain_step(model, optimizer, scheduler, batch)\n")
+
+
+@pytest.mark.parametrize("edit,needle", [
+    (LAZY, "labs/lab1_baseline/step.py imports the reference"),
+    pytest.param(LAZY_GRADER, "labs/lab1_baseline/step.py imports the grader", marks=pytest.mark.exhaustive)],
+    ids=["reference", "grader"])
+def test_an_import_of_the_reference_at_call_time_fails_the_checks_that_ran_it(lab_tree, edit, needle):
     tree = lab_tree()
-    _edit(tree / "labs" / "lab1_baseline", *LAZY)
+    _edit(tree / "labs" / "lab1_baseline", *edit)
     r = run_checker("grade", "lab1", "--root", tree, "--only", "loss_decreases", "--json", tree / "r.json")
     assert r.returncode == 1, r.stdout + r.stderr
     row = json.loads((tree / "r.json").read_text())["checks"][0]
-    assert not row["passed"] and "labs/lab1_baseline/step.py imports the reference" in row["message"], row
+    assert not row["passed"] and needle in row["message"], row
 
 
 def test_batch_mode_fails_a_submission_that_imports_the_reference(tmp_path):

@@ -14,7 +14,9 @@ and the same RNG seed before each step, and drive the checker's own instruments:
 
 The plan mixes steps whose gradient norm is under the clip threshold (scale errors visible) with a step
 the checker forces over it (its logits multiplied by `scale`: clipping and its order visible).
-Worker side (torch) is `side_by_side`; checker side (no torch) is `first_difference`.
+Worker side (torch): `trajectory` runs one side, `compare` measures the learner's snapshots against the
+reference's (in the reference's own run, where the learner's code never ran: lab 1), `side_by_side` does both
+in one process (lab 2). Checker side (no torch): `first_difference`.
 """
 from __future__ import annotations
 
@@ -94,43 +96,42 @@ class GradNormProbe:
         return n
 
 
-def side_by_side(runs: dict, plan: list, seed: int, comm=None) -> dict:
-    """runs = {"reference": (step_fn, model, set_scale), "learner": ...}; plan = [(args for step_fn, scale), ...].
-
-    Each side: its own RecordingSGD and scheduler over its model; before step k, set_scale(scale) and
-    torch.manual_seed(seed + k). `comm` (a CollectiveRecorder) counts the all-reduces of each step. Returns
-    {"reference": [per-step record], "learner": [...], "diffs": [...]} where a record is what the step did and
-    diffs compares the learner's with the reference's."""
+def trajectory(fn, model, set_scale, plan: list, seed: int, comm=None) -> tuple[list, list]:
+    """One side: fn's steps over `plan` = [(args for fn, scale), ...] with its own RecordingSGD and scheduler
+    over `model`; before step k, set_scale(scale) and torch.manual_seed(seed + k). `comm` (a CollectiveRecorder)
+    counts each step's all-reduces. Returns (records: what each step did, snapshots: the weights before step 1
+    and (weights, .grad) after each step)."""
     import torch
 
-    out, state = {}, {}
-    for who, (fn, model, set_scale) in runs.items():
-        params = [p for p in model.parameters() if p.requires_grad]
-        opt, probe = recording_sgd(params), GradNormProbe(params)
-        sched = recording_scheduler(opt)
-        recs, snaps = [], [([p.detach().clone() for p in params], None)]  # the weights before step 1
-        out[who] = recs
-        for k, (args, scale) in enumerate(plan):
-            set_scale(scale)
-            torch.manual_seed(seed + k)
-            n_calls, n_sched = len(opt.calls), sched.last_epoch
-            if comm is not None:
-                comm.start()
-            loss = fn(model, opt, sched, args)
-            n_comm = len(comm.stop()) if comm is not None else 0
-            call = opt.calls[-1] if len(opt.calls) > n_calls else {"lr": [None], "norm": None}
-            recs.append({"loss": float(loss), "opt_steps": len(opt.calls) - n_calls,
-                         "sched_steps": sched.last_epoch - n_sched, "lr": call["lr"][0], "comm": n_comm,
-                         "pre_norm": probe.take(), "post_norm": call["norm"]})
-            snaps.append(([p.detach().clone() for p in params],
-                          [None if p.grad is None else p.grad.detach().clone() for p in params]))
-        state[who] = snaps
-        for h in probe.handles:
-            h.remove()
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt, probe = recording_sgd(params), GradNormProbe(params)
+    sched = recording_scheduler(opt)
+    recs, snaps = [], [([p.detach().clone() for p in params], None)]
+    for k, (args, scale) in enumerate(plan):
+        set_scale(scale)
+        torch.manual_seed(seed + k)
+        n_calls, n_sched = len(opt.calls), sched.last_epoch
+        if comm is not None:
+            comm.start()
+        loss = fn(model, opt, sched, args)
+        n_comm = len(comm.stop()) if comm is not None else 0
+        call = opt.calls[-1] if len(opt.calls) > n_calls else {"lr": [None], "norm": None}
+        recs.append({"loss": float(loss), "opt_steps": len(opt.calls) - n_calls,
+                     "sched_steps": sched.last_epoch - n_sched, "lr": call["lr"][0], "comm": n_comm,
+                     "pre_norm": probe.take(), "post_norm": call["norm"]})
+        snaps.append(([p.detach().clone() for p in params],
+                      [None if p.grad is None else p.grad.detach().clone() for p in params]))
+    for h in probe.handles:
+        h.remove()
+    return recs, snaps
+
+
+def compare(reference: list, learner: list) -> list[dict]:
+    """Per step, how far the learner's weights and .grad are from the reference's, and the scale each is
+    judged on (snapshots as trajectory() returns them)."""
     diffs = []
-    ref_before = [w for w, _ in state["reference"][:-1]]
-    for before, (w_ref, g_ref), (w_mine, g_mine) in zip(ref_before, state["reference"][1:],
-                                                        state.get("learner", [])[1:]):
+    ref_before = [w for w, _ in reference[:-1]]
+    for before, (w_ref, g_ref), (w_mine, g_mine) in zip(ref_before, reference[1:], learner[1:]):
         wd = max(float((a - b).abs().max()) for a, b in zip(w_mine, w_ref))
         # the scale of a weight difference is the step's update (lr x gradient, ~1e-3 here), not the weights
         # (~1): rounding moves a weight by an ulp of itself, 2^-23 |w|, which the floor allows 8 of
@@ -143,7 +144,16 @@ def side_by_side(runs: dict, plan: list, seed: int, comm=None) -> dict:
         scale_g = max((float(b.abs().max()) for b in g_ref if b is not None), default=0.0)
         diffs.append({"weights": wd, "weights_scale": scale_w, "grad": gd, "grad_scale": scale_g,
                       "grad_missing": missing})
-    out["diffs"] = diffs
+    return diffs
+
+
+def side_by_side(runs: dict, plan: list, seed: int, comm=None) -> dict:
+    """Both sides in this process: runs = {"reference": (step_fn, model, set_scale), "learner": ...}. Returns
+    {"reference": [records], "learner": [records], "diffs": compare(...)}."""
+    out, snaps = {}, {}
+    for who, (fn, model, set_scale) in runs.items():
+        out[who], snaps[who] = trajectory(fn, model, set_scale, plan, seed, comm)
+    out["diffs"] = compare(snaps["reference"], snaps.get("learner", []))
     return out
 
 

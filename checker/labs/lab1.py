@@ -21,6 +21,7 @@ from checker.labs.lab1_setup import (
     _setup,
     _step_in,
 )
+from checker.relay import Relay
 
 LAB = "lab1"
 WORLD_SIZE = 1
@@ -53,7 +54,8 @@ CHECKS = [
           f"train_step ({WHERE}/step.py) departs from the reference at the step and quantity named above: which "
           "gradient the update uses (cleared when, of which loss, clipped before or after it is used) and how often "
           "the optimizer and the scheduler move (checker hint lab1 step.train_step)"),
-    Check("throughput", "your train_step's tokens/s >= 0.8x the reference, interleaved in one process",
+    Check("throughput", "your train_step's tokens/s >= 0.8x the reference's, each in a process of its own taking "
+          "turns timed by the checker, and the timed steps train as the reference's do",
           f"train_step does more work than the reference ({WHERE}/step.py): most likely extra waits for the "
           "device (every .item()/.cpu() is one), a second forward pass, or Python work per parameter "
           "(checker hint lab1 step.train_step)"),
@@ -169,35 +171,65 @@ def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, 
     return out
 
 
-def task_step(ctx, target, seed=SEED):
-    """The learner's train_step against the reference's (checker/labs/_differential.py)."""
-    import copy
-
+def _step_plan(seed):
+    """The differential step's set-up, the same in the learner's run and the reference's: randomised weights
+    (dropout on: both sides draw the same masks) and 4 batches; steps 1, 2 and 4 have a gradient norm ~0.7,
+    under the clip threshold 1.0; step 3 has its logits x5, norm ~5."""
     from checker.labs._common import tiny_model
-    from checker.labs._differential import logit_scale, randomise, side_by_side
+    from checker.labs._differential import logit_scale, randomise
     from labs.common import dist as cdist
 
-    seam, ref = seams.load(LAB, target), seams.load(LAB, "solutions")
     env, data = cdist.init(), _data_file()
-    base = tiny_model(seed, dropout=0.1).to(env.device)  # dropout on: both sides draw the same masks
-    randomise(base, seed)
-    runs = {}
-    for who, fn in (("reference", ref.train_step), ("learner", seam.train_step)):
-        model = copy.deepcopy(base)
-        runs[who] = (fn, model, logit_scale(model))
-    # steps 1, 2 and 4: gradient norm ~0.7, under the clip threshold 1.0; step 3: logits x5, norm ~5
+    model = tiny_model(seed, dropout=0.1).to(env.device)
+    randomise(model, seed)
     plan = [(data.batch(range(k * BATCH, (k + 1) * BATCH), SEQ, env.device), 5.0 if k == 2 else 1.0) for k in range(4)]
-    return side_by_side(runs, plan, seed)
+    return model, logit_scale(model), plan
 
 
-TASKS = {"probe": task_probe, "train": task_train, "step": task_step, "measure": lab1_measure.task_measure,
-         "pipeline": lab1_measure.task_pipeline}
+def _snapshots_path(ctx):
+    return ctx.workdir / "step.learner.pt"
+
+
+def task_step(ctx, target, seed=SEED):
+    """The learner's train_step over the differential plan (checker/labs/_differential.py): what each step did, and
+    the weights and .grad after it, for the reference's own run (task_step_ref) to compare."""
+    import torch
+
+    from checker.labs._differential import trajectory
+
+    seam = seams.load(LAB, target)
+    model, set_scale, plan = _step_plan(seed)
+    recs, snaps = trajectory(seam.train_step, model, set_scale, plan, seed)
+    torch.save([(w, g) for w, g in snaps], _snapshots_path(ctx))
+    return {"learner": recs}
+
+
+def task_step_ref(ctx, target, seed=SEED):
+    """The reference's train_step over the same plan, in a run that never imports the learner's code, and how far
+    the learner's snapshots (task_step, an earlier phase) are from its own."""
+    import torch
+
+    from checker.labs._differential import compare, trajectory
+
+    ref = seams.load(LAB, "solutions")
+    model, set_scale, plan = _step_plan(seed)
+    recs, snaps = trajectory(ref.train_step, model, set_scale, plan, seed)
+    path = _snapshots_path(ctx)
+    if not path.exists():
+        return {"reference": recs, "diffs": None}
+    learner = torch.load(path, weights_only=True)
+    path.unlink()
+    return {"reference": recs, "diffs": compare(snaps, learner)}
+
+
+TASKS = {"probe": task_probe, "train": task_train, "step": task_step, "step_ref": task_step_ref,
+         "speed": lab1_measure.task_speed, "measure": lab1_measure.task_measure, "pipeline": lab1_measure.task_pipeline}
 
 
 # ---------------------------------------------------------------- checker side
 RUNS = {  # which runs each check needs; --only runs just those
     "reproducible": {"run_a", "run_b"}, "resume_exact": {"run_a", "resume_1", "resume_2"},
-    "loss_decreases": {"run_a"}, "step_matches_reference": {"step"}, "throughput": {"measure"},
+    "loss_decreases": {"run_a"}, "step_matches_reference": {"step", "step_ref"}, "throughput": {"speed", "speed_ref"},
     "throughput_meter": {"measure"}, "memory_reported": {"measure"}, "input_pipeline": {"pipeline"},
 }
 
@@ -210,6 +242,7 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
     seed, data_seed, save_at = SEED + 7919 * v, DATA_SEED + v, SAVE_AT + (13 * v) % 30
     common = dict(steps=N_STEPS, data_seed=data_seed)
     ckpt = str(h.workdir / "ckpt.pt")
+    relay = Relay(lab1_measure.speed_order("speed", "speed_ref"))
     runs = h.run_phases([
         [dict(name="run_a", task="train", args=dict(seed=seed, evaluate=True, **common), budget_s=60),
          dict(name="run_b", task="train", args=dict(seed=seed, other_seed=seed + 1, **common), budget_s=60),
@@ -218,6 +251,10 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
         # a different seed first: only what the checkpoint restores may matter
         [dict(name="resume_2", task="train", args=dict(seed=seed + 777, resume=True, ckpt=ckpt, **common), budget_s=60),
          dict(name="step", task="step", args=dict(seed=seed), budget_s=60)],
+        # the reference in runs of its own, which never import the learner's code (checker/relay.py)
+        [dict(name="step_ref", task="step_ref", target="solutions", args=dict(seed=seed), budget_s=60)],
+        [dict(name="speed", task="speed", args=dict(seed=seed), budget_s=90, relay=relay),  # alone: timed in turns
+         dict(name="speed_ref", task="speed", target="solutions", args=dict(seed=seed), budget_s=90, relay=relay)],
         [dict(name="measure", task="measure", args={}, budget_s=90)],  # alone: it times things
         [dict(name="pipeline", task="pipeline", args={}, budget_s=60)],  # alone: its workers need the other core
     ], need)

@@ -5,10 +5,13 @@ import math
 
 from checker.labs._common import Check, diverged_at, error_result, first_error, profile_info, run_info
 from checker.labs._held_save import last_complete, wrong_start
-from checker.labs._windows import checked_rates, medians, paired_ratio
+from checker.labs._windows import medians, paired_ratio
+from checker.relay import turn_rates
 from checker.report import CheckResult
 
 THROUGHPUT_MIN = 0.8   # learner/reference tokens/s, medians of interleaved windows (noise here is ~15%)
+SPEED_LOSS_RTOL = 1e-3  # the timed steps' losses against the reference's: a different but correct step (its own
+                        # clip, its own loss) gave 0.0 over 50 steps; one that skips its work when timed, > 1e-2 at once
 METER_TOL = 0.05       # relative difference between the learner's meter and the checker's clock
 LEARN_FRACTION = 0.5   # the val loss must cover this fraction of the way from ln V to the floor
 STALL_MAX = 0.20       # input stall over the learner's loader: in-process ~0.33 (lab1.COST_RATIO); 2 workers 0.05-0.10
@@ -88,10 +91,11 @@ def loss_decreases(c: Check, runs) -> CheckResult:
 def step_matches_reference(c: Check, runs) -> CheckResult:
     from checker.labs._differential import first_difference
 
-    err = first_error(runs, "step")
+    err = first_error(runs, "step", "step_ref")
     if err:
         return error_result(c, err, unit="steps")
-    r = runs["step"].result
+    # the learner's steps as its run recorded them; the reference's, and the distances, from the reference's run
+    r = {"learner": runs["step"].result["learner"], **runs["step_ref"].result}
     n = len(r["reference"])
     wrong = first_difference(r)
     if wrong is None:
@@ -105,17 +109,32 @@ def step_matches_reference(c: Check, runs) -> CheckResult:
 
 
 def throughput(c: Check, runs) -> CheckResult:
-    err = first_error(runs, "measure") or runs["measure"].result.get("speed_error")
+    err = first_error(runs, "speed", "speed_ref")
     if not err:
-        rates, err = checked_rates(runs["measure"], runs["measure"].result["speed"]["windows"])
+        mine, ref = runs["speed"].result, runs["speed_ref"].result
+        rates, why = turn_rates(runs["speed"].relay, {"speed": mine["tokens"], "speed_ref": ref["tokens"]})
+        err = {"type": "Untimed", "message": why} if why else None
     if err:
         return error_result(c, err, unit="x reference")
+    rates = {"learner": rates["speed"], "reference": rates["speed_ref"]}
     ratio, tps = paired_ratio(rates, "learner", "reference"), medians(rates)
+    off = next((k for k, (a, b) in enumerate(zip(mine["losses"], ref["losses"]))
+                if not (math.isfinite(a) and abs(a - b) <= SPEED_LOSS_RTOL * abs(b))), None)
+    if off is not None or len(mine["losses"]) != len(ref["losses"]):
+        k = off if off is not None else min(len(mine["losses"]), len(ref["losses"]))
+        return CheckResult(c.name, False, value=round(ratio, 3), threshold=THROUGHPUT_MIN, unit="x reference",
+                           hint=c.hint, message=f"the timed steps did not train as the reference's: step {k + 1} of "
+                           f"the timed run, loss {_at(mine['losses'], k)} vs the reference's {_at(ref['losses'], k)} "
+                           "(same weights, batches and seed): a step timed for speed must do the whole step")
     return CheckResult(c.name, ratio >= THROUGHPUT_MIN, value=round(ratio, 3), threshold=THROUGHPUT_MIN,
                        unit="x reference", hint=c.hint,
-                       message=f"yours / reference {ratio:.2f}x (median of the ratios of interleaved window "
-                               f"pairs); median tokens/s: yours {tps['learner']:,.0f}, "
+                       message=f"yours / reference {ratio:.2f}x (median of the ratios of window pairs, each side in "
+                               f"a process of its own, taking turns); median tokens/s: yours {tps['learner']:,.0f}, "
                                f"reference {tps['reference']:,.0f}")
+
+
+def _at(losses: list, k: int) -> str:
+    return f"{losses[k]:.6g}" if k < len(losses) else "none (fewer steps)"
 
 
 def throughput_meter(c: Check, runs) -> CheckResult:
@@ -182,9 +201,12 @@ EVALUATORS = {f.__name__: f for f in (reproducible, resume_exact, loss_decreases
 def info(runs) -> list[tuple[str, str]]:
     m, p = runs.get("measure"), runs.get("pipeline")
     rows = []
-    if m and m.result.get("speed") and (rates := checked_rates(m, m.result["speed"]["windows"])[0]):
-        rows.append(("reference tokens/s (tiny, 1 thread)", f"{medians(rates)['reference']:,.0f}"))
-    rows += profile_info("reference, checker's profiler", m.result.get("profile")) if m else []
+    s, sr = runs.get("speed"), runs.get("speed_ref")
+    if s and sr and s.result.get("tokens") and sr.result.get("tokens"):
+        rates, _ = turn_rates(s.relay, {"speed": s.result["tokens"], "speed_ref": sr.result["tokens"]})
+        if rates:
+            rows.append(("reference tokens/s (tiny, 1 thread)", f"{medians(rates)['speed_ref']:,.0f}"))
+    rows += profile_info("the checker's plain step, its profiler", m.result.get("profile")) if m else []
     if p and p.result.get("learner"):
         rows.append(("input stall", f"your loader {p.result['learner']['stall']:.1%}, in-process pipeline "
                                     f"{p.result['baseline']['stall']:.1%}"))

@@ -1,6 +1,6 @@
-"""Lab 1's measuring runs (worker side): the speed ratio, the meter against the checker's clock, model-state
-bytes (task_measure), and the input pipeline's stall (task_pipeline). The checks that read them are in
-checker/labs/lab1.py and lab1_eval.py."""
+"""Lab 1's measuring runs (worker side): one side of the speed ratio (task_speed), the meter against the checker's
+clock and model-state bytes (task_measure), and the input pipeline's stall (task_pipeline). The checks that read
+them are in checker/labs/lab1.py and lab1_eval.py."""
 from __future__ import annotations
 
 import statistics
@@ -8,7 +8,6 @@ import time
 
 from checker import seams
 from checker.labs._common import clock
-from checker.labs._windows import Windows
 from checker.labs.lab1_setup import (
     BATCH,
     COST_RATIO,
@@ -27,9 +26,9 @@ from checker.labs.lab1_setup import (
 LAB = "lab1"
 
 
-def _queued_step(model, opt, sched, batch) -> None:
-    """One reference step that leaves the device's work queued (no .item()): what a meter that forgets to
-    synchronise mis-times on a GPU."""
+def _queued_step(model, opt, sched, batch):
+    """The checker's own plain step (the lab's, as the README states it), leaving the device's work queued (no
+    .item()): what a meter that forgets to synchronise mis-times on a GPU. Returns the loss tensor."""
     import torch
 
     opt.zero_grad(set_to_none=True)
@@ -38,6 +37,49 @@ def _queued_step(model, opt, sched, batch) -> None:
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     opt.step()
     sched.step()
+    return loss
+
+
+def _plain_step(model, opt, sched, batch) -> float:
+    """The checker's own step, done on any device when it returns (.item() waits for it)."""
+    return _queued_step(model, opt, sched, batch).item()
+
+
+# The speed ratio: SPEED_WINDOWS windows of SPEED_STEPS steps each side (~0.2 s a window on tiny), the learner's
+# and the reference's taken in turn A B B A ... (each pair back to back, so a change of load hits both alike).
+SPEED_WINDOWS, SPEED_STEPS, SPEED_WARMUP = 6, 8, 2
+
+
+def speed_order(learner: str, reference: str) -> list[str]:
+    return [w for k in range(SPEED_WINDOWS) for w in ((learner, reference) if k % 2 == 0 else (reference, learner))]
+
+
+def task_speed(ctx, target, seed=SEED):
+    """One side of the speed ratio, in a process of its own: the graded code's train_step (the learner's; in the
+    reference's run, which never imports the learner's code, the reference's) in SPEED_WINDOWS windows, each
+    begun when the checker gives this run its turn and timed by the checker (checker/relay.py). Every step's loss
+    goes back: the timed steps must train the model exactly as the reference's do."""
+    import torch
+
+    from labs.common import dist as cdist
+
+    seam = seams.load(LAB, target)
+    env, data, model, opt, sched, sampler = _setup(torch.manual_seed, seed)
+    step = _step_in(env, seam.train_step)
+    batches = [data.batch(sampler.next_ids(), SEQ, env.device) for _ in range(SPEED_STEPS)]
+
+    def seeded(k, b):  # each step from its own seed: what a step draws (dropout) is the same, whatever it wasted
+        torch.manual_seed(seed + k)
+        return step(model, opt, sched, b)
+
+    losses = [seeded(k, b) for k, b in enumerate(batches[:SPEED_WARMUP])]
+    for _ in range(SPEED_WINDOWS):
+        ctx.turn()
+        for b in batches:
+            losses.append(seeded(len(losses), b))
+        cdist.synchronize(env.device)
+    ctx.turn()  # the last window ends when the checker hears this
+    return {"losses": [float(x) for x in losses], "tokens": BATCH * SEQ * SPEED_STEPS}
 
 
 def _device_load(device):
@@ -53,38 +95,15 @@ def _device_load(device):
     return torch.randn(8192, 8192, device=device) if cdist.is_async(device) else None
 
 
-def task_measure(ctx, target, windows=6, steps=8):
-    """Speed ratio (interleaved A B B A ...), meter accuracy, model-state bytes. Each part alone,
-    so an unfinished part fails only its own check."""
+def task_measure(ctx, target):
+    """Meter accuracy and model-state bytes, each part alone, so an unfinished part fails only its own check; the
+    checker's step profiled (information)."""
     from labs.common import dist as cdist
 
-    seam, ref = seams.load(LAB, target), seams.load(LAB, "solutions")
+    seam = seams.load(LAB, target)
     out = {}
 
-    def speed():
-        import torch
-        env, data, *learner = _setup(torch.manual_seed, SEED)
-        _, _, *reference = _setup(torch.manual_seed, SEED)
-        batches = [data.batch(learner[3].next_ids(), SEQ, env.device) for _ in range(steps)]
-        fns = {"learner": (_step_in(env, seam.train_step), learner),
-               "reference": (_step_in(env, ref.train_step), reference)}
-        for fn, (model, opt, sched, _) in fns.values():
-            for b in batches[:2]:
-                fn(model, opt, sched, b)  # warm-up
-        timed = Windows()  # the ratio is computed by the checker's parent from these (checker/labs/_windows.py)
-        for w in range(windows):
-            for who in (("learner", "reference") if w % 2 == 0 else ("reference", "learner")):
-                fn, (model, opt, sched, _) = fns[who]
-                t0 = clock()
-                for b in batches:
-                    fn(model, opt, sched, b)
-                cdist.synchronize(env.device)
-                timed.add(who, t0, BATCH * SEQ * steps)
-        return {"windows": timed.spans}
-
-    out["speed"], out["speed_error"] = ctx.attempt(speed)
-
-    # The checker's step profiler splits reference steps into phases (information, not graded).
+    # The checker's step profiler splits the checker's own steps into phases (information, not graded).
     import torch
 
     from labs.common import precision
@@ -92,7 +111,7 @@ def task_measure(ctx, target, windows=6, steps=8):
     from labs.instruments.profiler import StepProfiler
     env, data, model, opt, sched, sampler = _setup(torch.manual_seed, SEED)
     prof = StepProfiler(env.device).attach(model, opt)
-    ref_step = _step_in(env, ref.train_step)
+    ref_step = _step_in(env, _plain_step)
     for _ in range(12):
         prof.begin_step()
         with prof.phase("data"):
@@ -100,7 +119,7 @@ def task_measure(ctx, target, windows=6, steps=8):
         ref_step(model, opt, sched, batch)
         prof.end_step()
     prof.detach()
-    # The learner's meter watches reference steps that leave their work queued (no .item(), nothing else
+    # The learner's meter watches the checker's steps, which leave their work queued (no .item(), nothing else
     # synchronises), so only the meter's own synchronise makes its clock the device's. The checker's clock is
     # the device's own: an event after each step (CPU: the checker's host clock, the same thing there).
     meter, out["meter_error"] = ctx.attempt(lambda: seam.ThroughputMeter(env.device, warmup_steps=METER_WARMUP))
@@ -136,7 +155,7 @@ def task_measure(ctx, target, windows=6, steps=8):
 
 def task_pipeline(ctx, target):
     """The learner's make_loader over the checker's dataset, iterated by the checker's loop: how long
-    does the reference step wait for each batch? An in-process pipeline (what num_workers=0 does) is timed
+    does the checker's own step wait for each batch? An in-process pipeline (what num_workers=0 does) is timed
     in the same run, for comparison."""
     import torch
     from torch.utils.data import default_collate
@@ -144,14 +163,14 @@ def task_pipeline(ctx, target):
     from labs.common import dist as cdist
     from labs.common.pipeline import WindowDataset
 
-    seam, ref = seams.load(LAB, target), seams.load(LAB, "solutions")
+    seam = seams.load(LAB, target)
     env, data, model, opt, sched, sampler = _setup(torch.manual_seed, SEED)
     n = PIPE_WARMUP + PIPE_STEPS
     ids = [list(map(int, sampler.next_ids())) for _ in range(8 + PIPE_BASELINE + n)]
     times = []
-    for b in ids[:8]:  # calibrate: this machine's reference step, now
+    for b in ids[:8]:  # calibrate: this machine's step, now
         t0 = clock()
-        ref.train_step(model, opt, sched, data.batch(b, SEQ, env.device))
+        _plain_step(model, opt, sched, data.batch(b, SEQ, env.device))
         times.append(clock() - t0)
     step_s = statistics.median(times[3:])
     dataset = WindowDataset(data.directory, SEQ, cost_s=COST_RATIO * step_s / BATCH)
@@ -165,7 +184,7 @@ def task_pipeline(ctx, target):
             except StopIteration:
                 raise RuntimeError(f"make_loader stopped after {k} of {len(id_lists)} batches") from None
             t1 = clock()
-            ref.train_step(model, opt, sched, (x, y))  # .item() inside: the step is done on any device
+            _plain_step(model, opt, sched, (x, y))  # .item() inside: the step is done on any device
             t2 = clock()
             want = data.batch(b, SEQ)
             if not (torch.equal(x.cpu(), want[0]) and torch.equal(y.cpu(), want[1])):

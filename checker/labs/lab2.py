@@ -16,6 +16,8 @@ from checker.labs._windows import Windows
 
 LAB = "lab2"
 WORLD_SIZE = 2
+SOLUTIONS_IN_WORKER = ("the sampler's ids, the step's trajectory and torch DDP's speed are still compared with the"
+                       " reference's in the learner's own run (checker/reach.py)")
 BATCH, SEQ = 8, 64          # per rank
 SMALL_BUCKET_MB = 0.05      # tiny's 0.48 MB of gradients -> 7 buckets, so overlap is visible
 TAIL_BUCKET_MB = 0.1        # -> 3 full buckets and a last one of 82 KB left over (at 0.05 the last closes exactly)

@@ -27,6 +27,8 @@ from checker.labs._held_save import TORN, HeldSave
 
 LAB = "lab4"
 WORLD_SIZE = 2
+SOLUTIONS_IN_WORKER = ("the incidents are the course's own jobs (solutions/lab4_debugging), launched and read by t"
+                       "he learner's runs (checker/reach.py)")
 GRADE_SECONDS = 60         # ~12 two-rank jobs of yours, the faulty jobs' logs already kept (runs/lab4/evidence/)
 FIRST_GRADE_SECONDS = 150  # the first grade of a course version also runs the ~11 faulty torchruns (CI: 100-124 s)
 INCIDENTS = range(1, 9)

@@ -1,0 +1,141 @@
+"""Turns: timed windows taken in turn by separate runs, each window timed by the checker's parent.
+
+A speed check compares the learner's code with the reference. In one process, learner code can slow the
+reference down (wrap a torch function both call) or tell which window is the reference's; so each side runs in
+a process of its own — the reference's never imports the learner's package — and the parent hands out turns:
+
+    run:    warm up ─ turn() ┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄ [window] turn() ┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄ [window] turn() ...
+    parent:          stop it ─ go to the other ─ ... ─ go ─┘   stop it ─ go to the other ─ ... ─ go ─┘
+
+A run asks for a turn over its pipe (checker/channel.py) and blocks reading its go pipe. The parent:
+  - starts the order only once every run has asked (the others' warm-ups never share the machine with a window);
+  - stops a run that waits (SIGSTOP to its process group and every descendant): no thread or child of the
+    learner's can work while the reference is timed; continues it (SIGCONT) with its go;
+  - times each window itself: from the go it wrote to the arrival of the next request, both on its own clock,
+    so no reading of the run's counts, and an unequal switch cost falls on both sides alike;
+  - refuses a request from a run that was not given the turn (it wrote its own go, or a helper did):
+    `violation` says so, and the check fails on it;
+  - before each of the reference's windows, ends what a run moved out of its process tree (before_go).
+When a run ends, the others are released and the order is over (a run that died leaves nothing to compare).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from typing import Callable
+
+from labs.instruments import proctree
+
+
+class Relay:
+    def __init__(self, order: list[str], before_go: Callable[[str], None] = lambda name: None):
+        self.order = list(order)  # who takes each window, e.g. learner, reference, reference, learner, ...
+        self.before_go = before_go
+        self.windows: list[list] = []  # [name, start, end] on the parent's clock, in order
+        self.violation: str | None = None
+        self.gpus: list[str] | None = None  # on GPUs, the members share the first one's (the harness places them)
+        self.gpu_owner: str | None = None
+        self._members: dict[str, tuple[int, object]] = {}  # name -> (pid, its Channel)
+        self._asked: set[str] = set()     # has asked for a turn at least once (its warm-up is done)
+        self._waiting: set[str] = set()
+        self._holder: str | None = None
+        self._start = 0.0
+        self._next = 0
+        self._over = False
+        self._lock = threading.Lock()
+
+    def join(self, name: str, pid: int, chan) -> None:
+        """Run `name` started as `pid`, its channel `chan` (a request may have come in before this)."""
+        with self._lock:
+            self._members[name] = (pid, chan)
+            if name in self._waiting:
+                self._pause(name)
+            elif name == self._holder or (self._over and name in self._asked):
+                self._release(name)
+
+    def pids(self) -> set[int]:
+        return {pid for pid, _ in self._members.values()}
+
+    def on_turn(self, name: str) -> Callable[[int, float], None]:
+        """The Channel callback for run `name` (called from that channel's thread)."""
+        return lambda rank, now: self._asked_by(name, now)
+
+    def _asked_by(self, name: str, now: float) -> None:
+        with self._lock:
+            if self._over:
+                self._release(name)
+                return
+            if name == self._holder:
+                self.windows.append([name, self._start, now])
+                self._holder, self._next = None, self._next + 1
+            elif name in self._asked and name not in self._waiting:
+                self.violation = (f"the {name} run began a timed window it was not given (its go pipe was written "
+                                  "by something other than the checker): timings not believed")
+                self._end()
+                return
+            self._asked.add(name)
+            self._waiting.add(name)
+            self._pause(name)
+            self._advance()
+
+    def _advance(self) -> None:
+        if self._next >= len(self.order):
+            self._end()
+            return
+        who = self.order[self._next]
+        if self._holder is None and self._asked >= set(self.order) and who in self._waiting:
+            self.before_go(who)
+            self._waiting.discard(who)
+            self._holder, self._start = who, time.monotonic()
+            self._release(who)
+
+    def left(self, name: str) -> None:
+        """A member's run ended: the order is over, and whoever waits goes on."""
+        with self._lock:
+            self._members.pop(name, None)
+            self._end()
+
+    def _end(self) -> None:
+        self._over = True
+        waiting, self._waiting = list(self._waiting), set()
+        for who in waiting:
+            self._release(who)
+
+    def _pids(self, name: str) -> set[int]:
+        pid = self._members.get(name, (None, None))[0]
+        return {pid, *proctree.descendants(pid)} if pid else set()
+
+    def _pause(self, name: str) -> None:
+        if name in self._members:
+            _signal_group(self._members[name][0], signal.SIGSTOP)
+            proctree.signal_each(self._pids(name), signal.SIGSTOP)
+
+    def _release(self, name: str) -> None:
+        if name in self._members:
+            pid, chan = self._members[name]
+            _signal_group(pid, signal.SIGCONT)
+            proctree.signal_each(self._pids(name), signal.SIGCONT)
+            chan.go()
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def turn_rates(relay: Relay, work: dict[str, float]) -> tuple[dict[str, list[float]] | None, str | None]:
+    """Parent side: each side's work per second in each of its windows, in order ({name: [rate, ...]}), or
+    (None, why) where the turns cannot be believed or never all happened."""
+    if relay.violation:
+        return None, relay.violation
+    done = [w for w in relay.windows if w[0] in work]
+    if len(done) < len(relay.order):
+        return None, f"only {len(done)} of the {len(relay.order)} timed windows happened"
+    rates: dict[str, list[float]] = {}
+    for name, t0, t1 in done:
+        rates.setdefault(name, []).append(work[name] / max(t1 - t0, 1e-9))
+    return rates, None
