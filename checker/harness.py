@@ -112,8 +112,8 @@ class Harness:
         for srv in self.servers.values():
             srv.close()
 
-    def _worker_args(self, task: str, out: Path, args: dict, target: str) -> list[str]:
-        return ["--lab", self.lab, "--task", task, "--target", target, "--root", str(self.root),
+    def _worker_args(self, task: str, out: Path, args: dict, target: str | None = None) -> list[str]:
+        return ["--lab", self.lab, "--task", task, "--target", target or self.target, "--root", str(self.root),
                 "--out", str(out), "--args", json.dumps(args)]
 
     def _command(self, task: str, out: Path, args: dict, nproc: int, group: bool = False,

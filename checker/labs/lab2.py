@@ -16,8 +16,6 @@ from checker.labs._windows import Windows
 
 LAB = "lab2"
 WORLD_SIZE = 2
-SOLUTIONS_IN_WORKER = ("the sampler's ids, the step's trajectory and torch DDP's speed are still compared with the"
-                       " reference's in the learner's own run (checker/reach.py)")
 BATCH, SEQ = 8, 64          # per rank
 SMALL_BUCKET_MB = 0.05      # tiny's 0.48 MB of gradients -> 7 buckets, so overlap is visible
 TAIL_BUCKET_MB = 0.1        # -> 3 full buckets and a last one of 82 KB left over (at 0.05 the last closes exactly)
@@ -47,8 +45,8 @@ CHECKS = [
           f"BucketedDDP ({WHERE}/bucketed.py): communication inside no_sync(), or an update that is not one big "
           "batch's: micro-steps before the last must stay local, and the last one's backward must carry all "
           "that was accumulated (checker hint lab2 bucketed.grad_ready)"),
-    Check("step_matches_reference", "your train_step and the reference's side by side on every rank (the "
-          "reference's BucketedDDP, the checker's SGD and scheduler, random weights): 4 steps of 3, 1, 3 and 2 "
+    Check("step_matches_reference", "your train_step and the reference's, each in runs of its own, on every rank "
+          "(the checker's own DDP wrapper, SGD and scheduler, random weights): 4 steps of 3, 1, 3 and 2 "
           "micro-batches, one forced over the clip threshold: loss, all-reduces, lr, grad norms, .grad, weights",
           f"train_step ({WHERE}/step.py) departs from the reference at the step and quantity named above: the "
           "update must use the gradient of the mean loss over all micro-batches, averaged over ranks before it "
@@ -89,8 +87,22 @@ def task_probe(ctx, target):
     return probe(LAB, target)
 
 
+def _sampler_ids(mod, n, b, world):
+    """Every rank's ids across two epoch ends with a ragged tail (100 windows are not a multiple of 8 or 12),
+    compared in the checker with the reference's own run's: whatever a learner does with the tail, it must be what
+    DDP's equivalence needs, the global batch of BatchSampler split in rank order."""
+    samplers = [mod.ShardedSampler(n, b, r, world, seed=5) for r in range(world)]
+    return [[list(map(int, s.next_ids())) for _ in range(2 * (n // (b * world)) + 3)] for s in samplers]
+
+
+def task_sharding_ref(ctx, target):
+    """The reference's ids for the same samplers, in a run that never imports the learner's code."""
+    ref = seams.load(LAB, "solutions")
+    return {f"w{world}": {"ids": _sampler_ids(ref, 100, 4, world)} for world in (2, 3)}
+
+
 def task_sharding(ctx, target):
-    seam, ref = seams.load(LAB, target), seams.load(LAB, "solutions")
+    seam = seams.load(LAB, target)
     out = {}
     for world in (2, 3):
         def one(world=world):
@@ -105,17 +117,8 @@ def task_sharding(ctx, target):
             resumed.load_state_dict(ranks[0].state_dict())
             resumes = all(list(resumed.next_ids()) == list(ranks[0].next_ids()) for _ in range(3))
             ranks[0].set_epoch(0)
-            # every rank's ids against the reference's, across two epoch ends with a ragged tail (100 windows
-            # are not a multiple of 8 or 12): whatever a learner does with the tail, it must be what DDP's
-            # equivalence needs, the global batch of BatchSampler split in rank order
-            vs = None
-            for r in range(world):
-                mine, theirs = seam.ShardedSampler(n, b, r, world, seed=5), ref.ShardedSampler(n, b, r, world, seed=5)
-                for step in range(2 * per_epoch + 3):
-                    a, t = list(map(int, mine.next_ids())), list(map(int, theirs.next_ids()))
-                    if a != t and vs is None:
-                        vs = {"rank": r, "step": step + 1, "yours": a, "reference": t, "tail": n % (b * world)}
-            return {"unique": len(set(ids)), "seen": len(ids), "expected": per_epoch * b * world, "vs_reference": vs,
+            return {"unique": len(set(ids)), "seen": len(ids), "expected": per_epoch * b * world,
+                    "ids": _sampler_ids(seam, n, b, world), "tail": n % (b * world),
                     "sizes_ok": sizes_ok, "reshuffled": next_epoch[0] != epoch0[0][0],
                     "set_epoch": list(map(int, ranks[0].next_ids())) == epoch0[0][0], "resumes": resumes}
         out[f"w{world}"], out[f"w{world}_error"] = ctx.attempt(one)
@@ -217,32 +220,78 @@ def task_correctness(ctx, target):
     return out
 
 
-def task_step(ctx, target, seed=7):
-    """The learner's train_step against the reference's, both around the reference's BucketedDDP (the
-    learner's wrappers have their own checks), with accumulation (checker/labs/_differential.py)."""
-    from checker.labs._differential import logit_scale, randomise, side_by_side
-    from labs.common import dist as cdist
+def _step_plan(seed, env):
+    """The differential step's set-up, the same in the learner's run and the reference's: randomised weights
+    (dropout on: both sides draw the same masks) inside the checker's own wrapper (checker/labs/_plain_ddp.py: the
+    learner's wrappers have their own checks), and this rank's micro-batches of each step, disjoint from the other
+    ranks'."""
+    from checker.labs._differential import logit_scale, randomise
+    from checker.labs._plain_ddp import plain_ddp
 
-    env = cdist.init(timeout_s=30)
-    rec = CollectiveRecorder()  # before the learner's code is imported
-    seam, ref = seams.load(LAB, target), seams.load(LAB, "solutions")
     data, rank = _data(), env.rank
-    base = tiny_model(seed, dropout=0.1).to(env.device)  # the same on every rank; dropout: same seeds both sides
-    randomise(base, seed)
-    runs = {}
-    for who, fn in (("reference", ref.train_step), ("learner", seam.train_step)):
-        model = copy.deepcopy(base)
-        set_scale = logit_scale(model)
-        runs[who] = (fn, ref.BucketedDDP(model, bucket_cap_mb=SMALL_BUCKET_MB), set_scale)
+    model = tiny_model(seed, dropout=0.1).to(env.device)  # the same on every rank
+    randomise(model, seed)
+    set_scale = logit_scale(model)
     plan, n = [], 0
-    for k, scale in STEP_PLAN:  # this rank's k micro-batches of each step, disjoint from the other ranks'
+    for k, scale in STEP_PLAN:
         plan.append(([data.batch(range((n + i) * BATCH * env.world_size + rank * BATCH,
                                        (n + i) * BATCH * env.world_size + (rank + 1) * BATCH), SEQ, env.device)
                       for i in range(k)], scale))
         n += k
-    out = side_by_side(runs, plan, seed + 1000 * rank, comm=rec)
+    return plain_ddp(model), set_scale, plan
+
+
+def _snapshots_path(ctx, rank):
+    return ctx.workdir / f"step.learner.rank{rank}.pt"
+
+
+def task_step(ctx, target, seed=7):
+    """The learner's train_step over the differential plan with accumulation (checker/labs/_differential.py):
+    what each step did, and the weights and .grad after it, for the reference's own run (task_step_ref)."""
+    import torch
+
+    from checker.labs._differential import trajectory
+    from labs.common import dist as cdist
+
+    env = cdist.init(timeout_s=30)
+    rec = CollectiveRecorder()  # before the learner's code is imported
+    seam = seams.load(LAB, target)
+    model, set_scale, plan = _step_plan(seed, env)
+    recs, snaps = trajectory(seam.train_step, model, set_scale, plan, seed + 1000 * env.rank, comm=rec)
+    torch.save(snaps, _snapshots_path(ctx, env.rank))
     cdist.teardown()
-    return out
+    return {"learner": recs}
+
+
+def task_step_ref(ctx, target, seed=7):
+    """The reference's train_step over the same plan, in runs that never import the learner's code, and how far each
+    rank's snapshots of the learner's run (task_step, an earlier phase) are from its own."""
+    import torch
+
+    from checker.labs._differential import compare, trajectory
+    from labs.common import dist as cdist
+
+    env = cdist.init(timeout_s=30)
+    rec = CollectiveRecorder()
+    ref = seams.load(LAB, "solutions")
+    model, set_scale, plan = _step_plan(seed, env)
+    recs, snaps = trajectory(ref.train_step, model, set_scale, plan, seed + 1000 * env.rank, comm=rec)
+    path = _snapshots_path(ctx, env.rank)
+    diffs = None
+    if path.exists():
+        diffs = compare(snaps, torch.load(path, weights_only=True))
+        path.unlink()
+    cdist.teardown()
+    return {"reference": recs, "diffs": diffs}
+
+
+def _torch_ddp(module, device):
+    """torch's DistributedDataParallel with its default 25 MB buckets, built by the checker."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    from labs.common import dist as cdist
+
+    return DistributedDataParallel(module, device_ids=cdist.ddp_device_ids(device))
 
 
 def task_throughput(ctx, target, windows=20, steps=4):
@@ -250,9 +299,9 @@ def task_throughput(ctx, target, windows=20, steps=4):
     from labs.common.optim import make_optimizer
 
     env = cdist.init(timeout_s=30)
-    seam, ref = seams.load(LAB, target), seams.load(LAB, "solutions")
+    seam = seams.load(LAB, target)
     data = _data()
-    kinds = {"bucketed": lambda m: seam.BucketedDDP(m), "torch": lambda m: ref.make_torch_ddp(m, env.device),
+    kinds = {"bucketed": lambda m: seam.BucketedDDP(m), "torch": lambda m: _torch_ddp(m, env.device),
              "naive": lambda m: seam.NaiveDDP(m)}
     setups = {}
     for name, make in kinds.items():
@@ -340,10 +389,12 @@ def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, 
     return out
 
 
-TASKS = {"probe": task_probe, "sharding": task_sharding, "correctness": task_correctness, "step": task_step,
-         "throughput": task_throughput, "train": task_train}
+TASKS = {"probe": task_probe, "sharding": task_sharding, "sharding_ref": task_sharding_ref,
+         "correctness": task_correctness, "step": task_step, "step_ref": task_step_ref, "throughput": task_throughput,
+         "train": task_train}
 
 # ---------------------------------------------------------------- checker side
-RUNS = {"sharding": {"sharding"}, "grad_equivalence": {"correctness"}, "ranks_in_sync": {"correctness"},
-        "no_sync_accumulation": {"correctness"}, "step_matches_reference": {"step"}, "overlap": {"correctness"},
+RUNS = {"sharding": {"sharding", "sharding_ref"}, "grad_equivalence": {"correctness"},
+        "ranks_in_sync": {"correctness"}, "no_sync_accumulation": {"correctness"},
+        "step_matches_reference": {"step", "step_ref"}, "overlap": {"correctness"},
         "throughput": {"throughput"}, "resume_exact": {"full", "resume_1", "resume_2"}}

@@ -32,13 +32,25 @@ def sharding(c: Check, runs) -> CheckResult:
                           ("resumes", "a sampler loaded from state_dict() reads other ids")):
             if not r[key]:
                 problems.append(f"world {world}: {what}")
-        vs = r.get("vs_reference")
+        theirs, ref_err = part(runs, "sharding_ref", w)
+        if ref_err:
+            return error_result(c, ref_err)
+        vs = _first_other_ids(r["ids"], theirs["ids"], r["tail"])
         if vs and not problems:
             problems.append(f"world {world}, rank {vs['rank']}, step {vs['step']} (100 windows: each epoch ends with "
                             f"{vs['tail']} left over): yours {vs['yours']} vs reference {vs['reference']}; rank r's "
                             "ids are the r-th block of BatchSampler's global batch")
     return CheckResult(c.name, not problems, hint=c.hint,
                        message="; ".join(problems) or "world sizes 2 and 3: disjoint, complete, reshuffled, resumable")
+
+
+def _first_other_ids(mine: list, ref: list, tail: int) -> dict | None:
+    """The first (rank, step) whose ids differ from the reference's run's."""
+    for rank, (a, t) in enumerate(zip(mine, ref)):
+        for step, (x, y) in enumerate(zip(a, t)):
+            if x != y:
+                return {"rank": rank, "step": step + 1, "yours": x, "reference": y, "tail": tail}
+    return None
 
 
 def grad_equivalence(c: Check, runs) -> CheckResult:
@@ -86,12 +98,12 @@ def step_matches_reference(c: Check, runs) -> CheckResult:
     from checker.labs._differential import first_difference
     from checker.labs.lab2 import STEP_PLAN
 
-    err = first_error(runs, "step")
+    err = first_error(runs, "step", "step_ref")
     if err:
         return error_result(c, err, unit="steps")
     n = len(STEP_PLAN)
-    for rank, r in enumerate(runs["step"].results):
-        wrong = first_difference(r)
+    for rank, (mine, ref) in enumerate(zip(runs["step"].results, runs["step_ref"].results)):
+        wrong = first_difference({"learner": mine["learner"], **ref})
         if wrong is not None:
             step, what, measured, fix = wrong
             k, scale = STEP_PLAN[step - 1]
@@ -210,13 +222,16 @@ def grade(h, checks):
     common = dict(steps=N_STEPS, data_seed=v)
     phases = [
         [dict(name="correctness", task="correctness", nproc=ranks, budget_s=90),
-         dict(name="sharding", task="sharding", budget_s=60)],
+         dict(name="sharding", task="sharding", budget_s=60),
+         # the reference in runs of its own, which never import the learner's code (checker/reach.py)
+         dict(name="sharding_ref", task="sharding_ref", target="solutions", budget_s=60)],
         [dict(name="full", task="train", nproc=2, budget_s=90, args=dict(seed=seed, **common)),
          dict(name="resume_1", task="train", nproc=2, budget_s=90, kill_on="saved",
               args=dict(seed=seed, save_at=save_at, ckpt=ckpt, **common))],
         [dict(name="resume_2", task="train", nproc=2, budget_s=90,
               args=dict(seed=seed + 777, resume=True, ckpt=ckpt, **common)),
          dict(name="step", task="step", nproc=2, budget_s=90, args=dict(seed=seed))],  # neither is timed
+        [dict(name="step_ref", task="step_ref", target="solutions", nproc=2, budget_s=90, args=dict(seed=seed))],
         [dict(name="throughput", task="throughput", nproc=2, budget_s=120)],
     ]
     runs = h.run_phases(phases, need)
