@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DURATIONS ?= 25  # the slowest tests make test lists at the end (0: every one)
 
-.PHONY: setup data demo test test-exhaustive test-fast bench lab starters slides slurm-up slurm-down clean
+.PHONY: setup data demo test test-exhaustive test-fast bench lab starters slides handout slurm-up slurm-down clean
 
 # The torch release CI grades on (labs/common/compat.py: TESTED), installed only into a venv without a torch: one
 # that has a torch of the supported range keeps it (VENV_ARGS=--system-site-packages uses a GPU node's own torch).
@@ -49,6 +49,9 @@ lab: setup data  ## JupyterLab on the labs
 
 starters: setup  ## regenerate labs/*/*.py from solutions/ (never edit starters by hand)
 	$(BIN)/python -m checker.starters
+
+handout:  ## the course without solutions/ and tests/, for a graded class: make handout DEST=folder (checker/handout.py)
+	python3 -m checker.handout $(or $(DEST),build/handout)
 
 slides: setup  ## one self-contained HTML deck per lab -> build/slides/ (figures from bench/results.json)
 	$(BIN)/python slides/build.py

@@ -36,7 +36,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from checker import class_html, hints, placement, sandbox, seams, watchdog
+from checker import class_html, hints, likeness, placement, sandbox, seams, watchdog
 from checker.harness import REPO_ROOT
 
 LEARNER_BUDGET_S = 600  # one learner's whole grade: above the sum of any lab's run budgets (lab 2: 450 s)
@@ -226,6 +226,8 @@ def grade_learner(lab: str, submission: Path, variant: int, workdir: Path, trust
     if changed:
         rep = failed(lab, f"the course's files changed during this grade ({', '.join(changed[:3])}): "
                           "learner code wrote to the grader or the reference", only)
+    folder = seams.SEAMS[lab].folder  # for the instructor to look at: a hand-in that holds the reference's code
+    rep["reference_code"] = likeness.copied(submission / folder, REPO_ROOT / "solutions" / folder)
     return with_hints(lab, submission, rep, no_hints), changed
 
 
@@ -258,6 +260,8 @@ def learner_line(name: str, rep: dict, no_hints: bool = False) -> str:
             why.append(f"{said}: {', '.join(names)}" + (f" ({where})" if cause == "hang" and where else ""))
     opened = (f"; hints opened{' (hints were off)' if no_hints else ''}: {rep['hints_opened']}"
               if rep.get("hints_opened") else "")
+    if rep.get("reference_code"):
+        opened += f"; holds the reference's code: {', '.join(rep['reference_code'])}"
     return (f"  {name}: {statuses.count('pass')}/{len(statuses)}{not_run} in {rep.get('seconds', 0):.0f} s"
             + "".join(f"; {w}" for w in why) + opened)
 
@@ -324,12 +328,13 @@ def write_csv(reports: dict, path: Path) -> None:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["learner", "check", "passed", "value", "threshold", "unit", "message", "status", "hints_opened",
-                    "hint", "cause", "frames"])
+                    "hint", "cause", "frames", "reference_code"])
         for learner, rep in reports.items():
             for c in rep["checks"]:  # the hint where the learner has something to fix (a NOT RUN's: how to run it)
                 w.writerow([learner, c["name"], c["passed"], c["value"], c["threshold"], c["unit"], c["message"],
                             _status(c), rep.get("hints_opened", ""), "" if c["passed"] else c.get("hint", ""),
-                            c.get("cause", ""), "; ".join(c.get("frames") or [])])
+                            c.get("cause", ""), "; ".join(c.get("frames") or []),
+                            "; ".join(rep.get("reference_code") or [])])
 
 
 def write_junit(lab: str, reports: dict, path: Path) -> None:

@@ -123,7 +123,7 @@ def page(lab: str, variant: int, reports: dict[str, dict]) -> str:
             if c["name"] not in names:
                 names.append(c["name"])
     by = {learner: {c["name"]: c for c in rep.get("checks", [])} for learner, rep in reports.items()}
-    head = ['<th>learner</th><th>score</th><th>hints opened</th>']
+    head = ['<th>learner</th><th>score</th><th>hints opened · the reference\'s code</th>']
     for n in names:
         cells = [by[le].get(n) for le in reports]
         points = [(_num(c["value"]), bool(c["passed"])) for c in cells if c and _num(c["value"]) is not None]
@@ -145,6 +145,10 @@ def page(lab: str, variant: int, reports: dict[str, dict]) -> str:
         score = f"{sum(bool(c['passed']) for c in checks.values())}/{len(names)}"
         opened = reports[learner].get("hints_opened", "")
         flag = "⚑ " if reports[learner].get("hints_flagged") else ""
+        copied = reports[learner].get("reference_code")
+        if copied:  # the reference's own code in the hand-in, token for token: for the instructor to look at
+            opened = f"{opened}{'; ' if opened else ''}holds the reference's code: {', '.join(copied)}"
+            flag += "⚠ "
         rows.append(f'<tr><td class="learner">{html.escape(learner)}</td><td class="score">{score}</td>'
                     f'<td class="hints">{flag}{html.escape(opened) or "none"}</td>' + "".join(cells) + "</tr>")
     passed = sum(bool(r.get("passed")) for r in reports.values())

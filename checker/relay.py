@@ -13,8 +13,9 @@ A run asks for a turn over its pipe (checker/channel.py) and blocks reading its 
     learner's can work while the reference is timed; continues it (SIGCONT) with its go;
   - times each window itself: from the go it wrote to the arrival of the next request, both on its own clock,
     so no reading of the run's counts, and an unequal switch cost falls on both sides alike;
-  - refuses a request from a run that was not given the turn (it wrote its own go, or a helper did):
-    `violation` says so, and the check fails on it;
+  - refuses a request from a run that is neither the one timed nor one it stopped waiting (a helper moved out
+    of the run's tree that wrote its go): `violation` says so, and the check fails on it. A run that writes
+    its own go gains only the moment between its request and its stop (~1 ms here; under load, tens);
   - before each of the reference's windows, ends what a run moved out of its process tree (before_go).
 When a run ends, the others are released and the order is over (a run that died leaves nothing to compare).
 """

@@ -62,5 +62,8 @@ def test_batch_mode_fails_a_submission_that_imports_the_reference(tmp_path):
     assert r.returncode == 1, r.stdout + r.stderr
     reports = json.loads((tmp_path / "rep" / "class.json").read_text())["reports"]
     assert reports["own"]["passed"], reports["own"]
+    # a hand-in that is the reference's code passes (the checker grades behaviour) and is flagged for the instructor
+    assert "step.train_step" in reports["own"]["reference_code"], reports["own"].get("reference_code")
+    assert "holds the reference&#x27;s code: " in (tmp_path / "rep" / "class.html").read_text()
     copied = reports["copied"]["checks"][0]
     assert not copied["passed"] and "imports the reference solutions.lab1_baseline" in copied["message"], copied

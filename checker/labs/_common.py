@@ -90,8 +90,17 @@ def _staged(device: str) -> str | None:
     return staging.why() if staging.wanted(os.environ, device_type, os.environ.get("COURSE_BACKEND", "")) else None
 
 
+def _no_reference(device) -> str | None:
+    """A class handout (`make handout`) has no solutions/: checks that compare with the reference's runs can't run."""
+    root = Path(__file__).resolve().parents[2]
+    return None if (root / "solutions" / "__init__.py").exists() else \
+        "this copy of the course has no reference (solutions/): a class handout"
+
+
 # need -> (why it is missing here, or None, given the grade's --device; how to run a check that needs it)
 NEEDS = {
+    "reference": (_no_reference, "your instructor grades this check, with the course's full copy "
+                                 "(`checker grade LAB --submissions DIR`)"),
     "slurm": (lambda device: slurm.unavailable(), slurm.HINT_START),
     "root": (lambda device: None if os.geteuid() == 0 else "not root (network namespaces need it)",
              "grade as root: `sudo .venv/bin/checker grade ...`, or in a container where you are root"),

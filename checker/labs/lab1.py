@@ -53,12 +53,14 @@ CHECKS = [
           "clipping (one step forced over the threshold), .grad and weights after each of 4 steps",
           f"train_step ({WHERE}/step.py) departs from the reference at the step and quantity named above: which "
           "gradient the update uses (cleared when, of which loss, clipped before or after it is used) and how often "
-          "the optimizer and the scheduler move (checker hint lab1 step.train_step)"),
+          "the optimizer and the scheduler move (checker hint lab1 step.train_step)",
+          needs=("reference",)),
     Check("throughput", "your train_step's tokens/s >= 0.8x the reference's, each in a process of its own taking "
           "turns timed by the checker, and the timed steps train as the reference's do",
           f"train_step does more work than the reference ({WHERE}/step.py): most likely extra waits for the "
           "device (every .item()/.cpu() is one), a second forward pass, or Python work per parameter "
-          "(checker hint lab1 step.train_step)"),
+          "(checker hint lab1 step.train_step)",
+          needs=("reference",)),
     Check("throughput_meter", "ThroughputMeter(warmup_steps=3) agrees with the checker's clock over the same steps "
           "(5%), warm-up steps unlike the window's",
           f"ThroughputMeter ({WHERE}/meters.py) times other steps than the checker: a window that opens a "

@@ -29,7 +29,8 @@ CHECKS = [
           "per epoch, set_epoch reshuffles, state_dict resumes",
           f"ShardedSampler ({WHERE}/sharding.py): the ranks' ids must be the rank-ordered blocks of the one "
           "global batch a single process would read (disjoint is not enough), and an epoch must restart from "
-          "its beginning (checker hint lab2 sharding.next_ids)"),
+          "its beginning (checker hint lab2 sharding.next_ids)",
+          needs=("reference",)),
     Check("grad_equivalence", "NaiveDDP and BucketedDDP (0.05 and 0.1 MB buckets): gradients and weights after "
           "each of 3 SGD steps equal one process on the concatenated global batch (atol 1e-5)",
           f"Not the global batch's gradient ({WHERE}/naive.py, bucketed.py): most likely a sum where the mean "
@@ -51,7 +52,8 @@ CHECKS = [
           f"train_step ({WHERE}/step.py) departs from the reference at the step and quantity named above: the "
           "update must use the gradient of the mean loss over all micro-batches, averaged over ranks before it "
           "is clipped; only the last micro-step may communicate; one optimizer and one scheduler step "
-          "(checker hint lab2 step.train_step)"),
+          "(checker hint lab2 step.train_step)",
+          needs=("reference",)),
     Check("overlap", "BucketedDDP launches its all-reduces during backward, and backward does not wait for them "
           "(checker's timestamps: bytes launched, all-reduce time hidden)",
           f"No overlap ({WHERE}/bucketed.py): the all-reduces start after backward, or backward waits for them. "

@@ -11,6 +11,7 @@ learner runs it, at the public variant (what the learner saw); its log is kept u
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import os
@@ -27,8 +28,8 @@ from checker.labs._held_save import TORN, HeldSave
 
 LAB = "lab4"
 WORLD_SIZE = 2
-SOLUTIONS_IN_WORKER = ("the incidents are the course's own jobs (solutions/lab4_debugging), launched and read by t"
-                       "he learner's runs (checker/reach.py)")
+SOLUTIONS_IN_WORKER = ("the incidents are the course's own jobs (solutions/lab4_debugging), launched and read "
+                       "by the learner's runs (checker/reach.py)")
 GRADE_SECONDS = 60         # ~12 two-rank jobs of yours, the faulty jobs' logs already kept (runs/lab4/evidence/)
 FIRST_GRADE_SECONDS = 150  # the first grade of a course version also runs the ~11 faulty torchruns (CI: 100-124 s)
 INCIDENTS = range(1, 9)
@@ -98,6 +99,8 @@ CHECKS.append(Check(
     "on a bridge, one rank's cable tbf-shaped (hidden rank and rate): that rank, and the rate within a band",
     "The same slow_rank as slow_rank_found, on traces of a real shaped link: a kernel-buffered send returns early; "
     "which spans cover the whole transfer? (checker hint lab4 forensics.slow_rank)", needs=("root",)))
+# every check runs the course's own jobs and conditions (solutions/lab4_debugging): none runs in a class handout
+CHECKS = [dataclasses.replace(c, needs=(*c.needs, "reference")) for c in CHECKS]
 
 
 def course_module(name: str):

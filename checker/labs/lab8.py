@@ -24,8 +24,6 @@ from checker.labs._common import Check, probe
 
 LAB = "lab8"
 WORLD_SIZE = 4
-SOLUTIONS_IN_WORKER = ("the slow link is the course's own (solutions/lab4_debugging/slowlink.py), set up by a run "
-                       "of the grade (checker/reach.py)")
 GRADE_SECONDS = 120  # two 4-rank torchrun jobs (one restarts its workers) and two 2-rank runs
 WHERE = "labs/lab8_multinode"
 SEED, STEPS, KILL_AFTER = 21, 8, 5

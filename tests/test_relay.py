@@ -1,0 +1,109 @@
+"""Turns (checker/relay.py) between real processes, and the audit hook that keeps the reference out of a learner
+run's reach (checker/reach.py)."""
+import os
+import secrets
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from checker.channel import Channel
+from checker.relay import Relay, turn_rates
+from conftest import ROOT
+
+pytestmark = pytest.mark.timeout(60)
+
+SIDE = textwrap.dedent('''
+    import os, sys, time
+    from checker.channel import Sender
+    out, nonce, windows, dies = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "dies"
+    s = Sender(out, 0, nonce)
+    s.turn()  # warmed up
+    for w in range(windows):
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 0.05:  # 50 ms of work
+            pass
+        if dies and w == 1:
+            os._exit(3)
+        s.turn()
+''')
+
+
+def _side(tmp_path, name, nonce, windows, dies=False):
+    out = tmp_path / f"{name}.result.json"
+    return out, [sys.executable, "-c", SIDE, str(out), nonce, str(windows), "dies" if dies else "lives"]
+
+
+def _race(tmp_path, order, dies=()):
+    relay, procs, chans = Relay(order), {}, []
+    try:
+        for name in dict.fromkeys(order):
+            nonce = secrets.token_hex(8)
+            out, argv = _side(tmp_path, name, nonce, order.count(name), dies=name in dies)
+            chan = Channel(out, 1, nonce, on_turn=relay.on_turn(name))
+            proc = subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True)
+            relay.join(name, proc.pid, chan)
+            procs[name], chans = proc, chans + [chan]
+        deadline = time.monotonic() + 30
+        while any(p.poll() is None for p in procs.values()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+            for name, p in procs.items():
+                if p.poll() is not None:
+                    relay.left(name)
+        return relay, {n: p.poll() for n, p in procs.items()}
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        for c in chans:
+            c.close()
+
+
+def test_turns_alternate_in_order_timed_by_the_parent_without_overlap(tmp_path):
+    order = ["a", "b", "b", "a", "a", "b"]
+    relay, codes = _race(tmp_path, order)
+    assert codes == {"a": 0, "b": 0} and relay.violation is None
+    assert [w[0] for w in relay.windows] == order
+    for (_, _, end), (_, start, _) in zip(relay.windows, relay.windows[1:]):
+        assert start >= end  # one window at a time
+    rates, why = turn_rates(relay, {"a": 1.0, "b": 1.0})
+    assert why is None and all(1 / r >= 0.045 for r in rates["a"] + rates["b"])  # each window held its 50 ms
+
+
+def test_a_run_that_dies_mid_order_releases_the_other(tmp_path):
+    relay, codes = _race(tmp_path, ["a", "b", "b", "a", "a", "b"], dies=("a",))
+    assert codes == {"a": 3, "b": 0}  # b was stopped waiting for a's turn: let go when a died, it finished
+    assert turn_rates(relay, {"a": 1.0, "b": 1.0}) == (None, "only 3 of the 6 timed windows happened")
+
+
+GUARDED = textwrap.dedent('''
+    import os, subprocess, sys
+    from checker import reach
+    hidden, other = sys.argv[1], sys.argv[2]
+    reach.guard([hidden])
+    def refused(fn):
+        try:
+            fn()
+        except PermissionError as e:
+            return "may not read the reference" in str(e)
+        return False
+    os.symlink(os.path.join(hidden, "step.py"), os.path.join(other, "link.py"))
+    print(refused(lambda: open(os.path.join(hidden, "step.py")).read()),
+          refused(lambda: open(os.path.join(other, "link.py")).read()),
+          refused(lambda: subprocess.run(["git", "show", "HEAD:x"])),
+          refused(lambda: subprocess.run(["cat", os.path.join(hidden, "step.py")])),
+          open(os.path.join(other, "mine.py")).read() == "mine")
+''')
+
+
+def test_the_audit_hook_refuses_the_hidden_folder_and_nothing_else(tmp_path):
+    hidden, other = tmp_path / "solutions", tmp_path / "labs"
+    hidden.mkdir(), other.mkdir()
+    (hidden / "step.py").write_text("reference")
+    (other / "mine.py").write_text("mine")
+    r = subprocess.run([sys.executable, "-c", GUARDED, str(hidden), str(other)], cwd=ROOT, capture_output=True,
+                       text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=30)
+    assert r.stdout.split() == ["True"] * 5, r.stdout + r.stderr
