@@ -107,3 +107,18 @@ def test_the_audit_hook_refuses_the_hidden_folder_and_nothing_else(tmp_path):
     r = subprocess.run([sys.executable, "-c", GUARDED, str(hidden), str(other)], cwd=ROOT, capture_output=True,
                        text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=30)
     assert r.stdout.split() == ["True"] * 5, r.stdout + r.stderr
+
+
+def test_on_one_gpu_the_runs_of_a_relay_share_it_and_others_wait():
+    """The sides of a relay live at once, taking turns: on one GPU the second shares the first's, where any other
+    run waits for it (Harness._place)."""
+    from types import SimpleNamespace
+
+    from checker.harness import Harness
+    from checker.placement import GpuPool
+
+    h = SimpleNamespace(gpus=GpuPool(["0"], 1))
+    relay = Relay(["a", "b"])
+    assert Harness._place(h, {"name": "a", "relay": relay}, wait=False) == ["0"]
+    assert Harness._place(h, {"name": "b", "relay": relay}, wait=True) == ["0"]
+    assert Harness._place(h, {"name": "c"}, wait=True) is False  # not of the relay: waits for a free GPU
