@@ -265,7 +265,7 @@ def cp_resume(c: Check, runs) -> CheckResult:
     if decided:
         return CheckResult(c.name, False, unit=unit, hint=c.hint, message=decided)
     killed_res = runs["cp_killed"].results
-    held = next(r["held"] for r in killed_res if r.get("held"))
+    held = next(f"{r.get('held_path', 'its file')} half-written" for r in killed_res if r.get("held"))
     save_at, kill_at = killed_res[0]["save_at"], killed_res[0]["kill_at"]
     err = _cp_run_error(runs, "cp_resumed", "the resumed job")
     if err:
