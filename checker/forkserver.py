@@ -25,7 +25,7 @@ What makes the fork safe and the run faithful:
   - a request that arrives while the server is still importing is served between two imports: the first
     run of a grade does not wait for the whole preload, and brings up the rest itself;
   - the server's environment is the runs' own (libgomp reads OMP_NUM_THREADS when torch loads it);
-    a worker run with extra environment is started fresh;
+    a worker run with extra environment is started fresh, unless the harness says only the run's code reads it;
   - Python reseeds `random` in a forked child; torch's default generator is untouched, as fresh;
   - the server wakes when a run ends (a SIGCHLD handler writing to a pipe, so the harness hears of the exit at
     once, not at the next 50 ms poll); G undoes both before the run starts: SIGCHLD as a fresh process has it;

@@ -150,12 +150,12 @@ class Harness:
 
     def run_many(self, specs: list[dict], parallel: int = 2) -> dict[str, Run]:
         """Run specs (dicts: name, task, args, budget_s, nproc=1, group=False, kill_on=None, env=None,
-        launch=None, argv=None, target=None, relay=None) `parallel` at a time. `target` "solutions" runs the
-        reference's code in a run of its own (the reference's server); `relay` (checker/relay.py) makes the run
-        take its timed windows in turn with the relay's other runs, which must run at the same time. nproc > 1, or
-        group=True (a process group even of one rank), starts the ranks with checker/spawn.py, which sets torchrun's
-        environment variables; `launch` (torchrun's options) starts them under torchrun itself instead; `env` is
-        added to the run's environment.
+        env_read_late=False, launch=None, argv=None, target=None, relay=None) `parallel` at a time. `target`
+        "solutions" runs the reference's code in a run of its own (the reference's server); `relay` (checker/relay.py)
+        makes the run take its timed windows in turn with the relay's other runs, which must run at the same time.
+        nproc > 1, or group=True (a process group even of one rank), starts the ranks with checker/spawn.py, which
+        sets torchrun's environment variables; `launch` (torchrun's options) starts them under torchrun itself
+        instead; `env` is added to the run's environment.
         `argv` runs that command instead of a worker (lab 4 runs the course's own faulty job that way): it has
         no result files, only its log, exit status and timing.
 
@@ -248,9 +248,10 @@ class Harness:
         argv = spec.get("argv") or self._command(spec["task"], out, args, nproc, spec.get("group", False),
                                                  spec.get("launch"), target)
         # A worker task with the runs' own environment may be a fork of the server; a command, or a run with
-        # variables of its own (read at start-up, as PYTHONPATH is), starts fresh.
-        fork = None if spec.get("argv") or spec.get("launch") or spec.get("env") else self._worker_args(
-            spec["task"], out, args, target)
+        # variables of its own that may be read at start-up (as PYTHONPATH is), starts fresh. `env_read_late`: its
+        # variables are read only by the run's code as it runs (lab 4's SLURM_NTASKS), so a fork carries them.
+        fresh = spec.get("argv") or spec.get("launch") or (spec.get("env") and not spec.get("env_read_late"))
+        fork = None if fresh else self._worker_args(spec["task"], out, args, target)
         for attempt in range(2):  # a server that stopped answering is replaced once
             srv = self.server(self.sandboxed and spec.get("sandbox", True), fresh=attempt > 0,
                               reference=target != self.target)

@@ -167,3 +167,55 @@ def test_the_watchdog_keeps_no_learner_frame_alive(tmp_path):
     assert refs[0]() is None, "the watchdog kept a returned learner frame (and its locals) alive"
     done.set()
     assert isinstance(refs[0], weakref.ref)
+
+
+def _info_seconds(report: dict, run: str) -> float | None:
+    row = next((r for r in report["info"] if r["name"] == f"run {run}"), None)
+    return float(row["value"].split()[0]) if row else None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+def test_lab4_a_rank_skipping_a_collective_fails_at_the_graded_timeout_naming_each_ranks_line(lab_tree):
+    """Rank 0 waits in a barrier its peer never calls. Before: the job's own process-group timeout (30 s) in each of
+    the grade's jobs; now the grade's (lab4.FIXED_TIMEOUT_S, 10 s), and the message says where each rank waited."""
+    root = lab_tree("lab4_debugging")
+    path = root / "labs" / "lab4_debugging" / "incident3.py"
+    text, line = path.read_text(), "    if step % job.eval_every:\n"
+    assert text.count(line) == 1
+    path.write_text(text.replace(line, "    if env.rank == 0:\n        torch.distributed.barrier()\n" + line))
+    t0 = time.monotonic()
+    r = run_checker("grade", "lab4", "--root", root, "--only", "fixed_incident3", "--json", root / "r.json",
+                    timeout=180)
+    seconds = time.monotonic() - t0
+    assert r.returncode == 1, r.stdout + r.stderr
+    report = load_json(root / "r.json")
+    (c,) = report["checks"]
+    assert not c["passed"] and "waited for each other" in c["message"], c
+    assert "rank 0 at labs/lab4_debugging/incident3.py" in c["message"], c
+    ran = _info_seconds(report, "fixed3")
+    assert ran is not None and ran < 30, f"the job ran {ran} s: it waited out the job's own 30 s timeout"
+    assert seconds < 60, f"took {seconds:.0f} s to fail"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+def test_lab9_a_save_whose_barrier_only_rank0_calls_fails_without_the_resumed_job(lab_tree):
+    """The barrier of save_cp_checkpoint moved inside rank 0's branch: its peers train on and wait in the ring's
+    transfers. The watchdog ends the killed job at 10 s; the check names where rank 0 was, and the resumed job (the
+    grade's last phase) is not started, since nothing it could show would change the FAIL."""
+    root = lab_tree("lab9_long_context")
+    path = root / "labs" / "lab9_long_context" / "cp_checkpoint.py"
+    text, lines = path.read_text(), "        ckpt.atomic_save(state, path)\n    dist.barrier(group=group)\n"
+    assert text.count(lines) == 1
+    path.write_text(text.replace(lines, "        ckpt.atomic_save(state, path)\n        dist.barrier(group=group)\n"))
+    t0 = time.monotonic()
+    r = run_checker("grade", "lab9", "--root", root, "--only", "cp_resume", "--json", root / "r.json", timeout=180)
+    seconds = time.monotonic() - t0
+    assert r.returncode == 1, r.stdout + r.stderr
+    report = load_json(root / "r.json")
+    (c,) = report["checks"]
+    assert not c["passed"] and "the job to be killed" in c["message"], c
+    assert "rank 0 was at labs/lab9_long_context/cp_checkpoint.py" in c["message"], c
+    assert _info_seconds(report, "cp_killed") is not None and _info_seconds(report, "cp_resumed") is None, report
+    assert seconds < 60, f"took {seconds:.0f} s to fail"

@@ -127,7 +127,8 @@ class _Held(Exception):
 def test_a_held_write_leaves_half_a_file_and_only_an_atomic_save_keeps_the_last_checkpoint(tmp_path, atomic):
     """cp_resume's kill inside a write: the checker's torch.save, once armed, puts half the bytes on disk and stops.
     After it, an atomic save's target still loads as the previous checkpoint; a plain torch.save's does not load."""
-    from checker.labs.lab9_resume import HeldWrite
+    from checker.labs._held_save import HeldSave
+    from checker.labs.lab9_resume import KILL
     from labs.common import checkpoint as ckpt
 
     class Ctx:
@@ -136,21 +137,21 @@ def test_a_held_write_leaves_half_a_file_and_only_an_atomic_save_keeps_the_last_
         def write(self, result):
             pass
 
-    def hold(how):
-        raise _Held(how)
-
     path = tmp_path / "state.pt"
-    save = torch.save
-    held = HeldWrite(Ctx(), {})
+    save, out = torch.save, {}
+    held = HeldSave(Ctx(), out, together=False, cue=KILL)  # as lab9_resume installs it
+
+    def hold():  # the held rank cues the kill, then the harness's SIGKILL would land: here, leave the save
+        raise _Held(held.cue)
     held._hold = hold
     try:
         ckpt.atomic_save({"step": 3, "w": torch.ones(1000)}, path)
         held.armed = True
-        with pytest.raises(_Held, match="torch.save"):
+        with pytest.raises(_Held, match=KILL):
             (ckpt.atomic_save if atomic else torch.save)({"step": 5, "w": torch.zeros(1000)}, path)
     finally:
         held.uninstall()
-    assert torch.save is save
+    assert torch.save is save and out["held"] and out["held_path"]
     if atomic:
         assert ckpt.load(path)["step"] == 3
     else:

@@ -237,7 +237,9 @@ def every_rank(runs, run: str, part: str):
     results = r.results if r else []
     if r and len(results) == r.nproc and all(x.get(part) is not None and not x.get(f"{part}_error") for x in results):
         return [x[part] for x in results], None
-    errors = [x[f"{part}_error"] for x in results if x.get(f"{part}_error")]
+    # a rank's run-ending error (the watchdog's Stuck, a raise outside the parts) beside the part's: a peer it left
+    # waiting reports only "closed by peer"
+    errors = [e for x in results for e in (x.get(f"{part}_error"), x.get("error")) if e]
     if errors:
         return None, min(errors, key=lambda e: ("closed by peer" in e.get("message", ""), e.get("t", 0)))
     err = first_error(runs, run)

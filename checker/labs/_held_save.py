@@ -11,7 +11,8 @@ Two options for checkpoints of several files. `min_bytes`: a save whose bytes ar
 hold waits for a bigger one (a rank's RNG file of a few KB passes; the file with the weights is held). `together`
 (the default): each rank holds a write of its own and waits for every other before the cue; False: only some ranks
 write (rank 0 writes the replicated state), and the rank that holds cues the kill itself, with no barrier: a barrier
-there would release the other ranks from the learner's own, and let them go on as no killed job would.
+there would release the other ranks from the learner's own, and let them go on as no killed job would. `cue`: the
+name of the file that tells the harness to kill (its spec's kill_on; "saved", as Context.await_kill cues).
 """
 from __future__ import annotations
 
@@ -45,11 +46,11 @@ def wrong_start(saved_at: int, held: bool, got, load: str = "load_checkpoint") -
 
 
 class HeldSave:
-    def __init__(self, ctx, out: dict, min_bytes: int = 0, together: bool = True):
+    def __init__(self, ctx, out: dict, min_bytes: int = 0, together: bool = True, cue: str = "saved"):
         import torch
 
         self._torch, self._orig, self._ctx, self._out = torch, torch.save, ctx, out
-        self.min_bytes, self.together = min_bytes, together
+        self.min_bytes, self.together, self.cue = min_bytes, together, cue
         self.armed = False
         torch.save = self._save
 
@@ -75,14 +76,18 @@ class HeldSave:
             name = getattr(f, "name", None)  # an open temporary file's name is its full path
             self._out["held_path"] = os.path.basename(name) if isinstance(name, str) else "an open file"
         self._out["held"] = True
+        self._hold()
+
+    def _hold(self) -> None:
+        """Report, cue the kill, and wait for it."""
         self._ctx.write(self._out)
         import torch.distributed as dist
         if not self.together:
-            (self._ctx.workdir / "saved").touch()  # this rank's cue, whichever rank it is
+            (self._ctx.workdir / self.cue).touch()  # this rank's cue, whichever rank it is
         else:
             if dist.is_initialized():
                 dist.barrier()  # every rank is inside its own write before the kill (or in the checker's barrier after)
-            self._ctx.cue("saved")
+            self._ctx.cue(self.cue)
         time.sleep(3600)
 
     def uninstall(self) -> None:
@@ -98,11 +103,11 @@ class HeldDCPWrite:
     `latest`) only once it is complete still offers the previous one; one that names the new folder first does not.
     """
 
-    def __init__(self, ctx, out: dict):
+    def __init__(self, ctx, out: dict, cue: str = "saved"):
         from torch.distributed.checkpoint import FileSystemWriter
 
         self._cls, self._orig, self._ctx, self._out = FileSystemWriter, FileSystemWriter.write_data, ctx, out
-        self.armed = False
+        self.armed, self.cue = False, cue
         held = self
 
         def write_data(writer, *args, **kwargs):
@@ -123,7 +128,7 @@ class HeldDCPWrite:
         self._ctx.write(self._out)
         if dist.is_initialized():
             dist.barrier()  # every rank has written its shards (the gather that precedes .metadata never comes)
-        self._ctx.cue("saved")
+        self._ctx.cue(self.cue)
         time.sleep(3600)
 
     def uninstall(self) -> None:

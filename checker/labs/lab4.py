@@ -33,6 +33,12 @@ SOLUTIONS_IN_WORKER = ("the incidents are the course's own jobs (solutions/lab4_
 GRADE_SECONDS = 60         # ~12 two-rank jobs of yours, the faulty jobs' logs already kept (runs/lab4/evidence/)
 FIRST_GRADE_SECONDS = 150  # the first grade of a course version also runs the ~11 faulty torchruns (CI: 100-124 s)
 INCIDENTS = range(1, 9)
+# The process-group timeout of your jobs in the grade (Job.timeout_s, lower where the incident's own is): a step of
+# the tiny model takes milliseconds and every collective of a working job finds its peer within one, so a rank
+# that waits 10 s is waiting for a collective its peer never calls (the reference passes at a load of 15 on 2 cores).
+# With the job's default (30 s) a rank of yours skipping a collective cost each of the grade's 10 jobs 30 s, 3 jobs
+# at a time: measured, one job 34 s to FAIL, now 16 s.
+FIXED_TIMEOUT_S = 10.0
 WHERE = "labs/lab4_debugging"
 
 HINT_TASKS = {1: "incident1.join", 2: "incident2.skip_step", 3: "incident3.after_step", 4: "incident4.shard_indices",
@@ -345,10 +351,19 @@ def grade(h, checks):
     # Only a diagnosis that names the right cause needs the faulty job's log to check its evidence against.
     diagnosed = {n for n in INCIDENTS if f"diagnosed_incident{n}" in names and lab4_eval.needs_log(n, diagnosis)}
 
+    # A collective that waits longer than this for its peer is a hang (scaled as the run budgets are)
+    wait_s = FIXED_TIMEOUT_S * float(os.environ.get("CHECKER_BUDGET_SCALE", "1"))
+
+    def job(n, **over):
+        s = sc.scenario(n, v).job
+        return {**s, "timeout_s": min(s.get("timeout_s", wait_s), wait_s), **over}
+
     def job_spec(n, name=None, parts=(), **over):
         s = sc.scenario(n, v)
-        return dict(name=name or f"fixed{n}", task="job", nproc=s.nproc, budget_s=60, env=s.env,
-                    args=dict(job={**s.job, **over}, parts=list(parts)))
+        # s.env (SLURM_NTASKS, COURSE_IFNAME) is read by the job's code: a fork of the run server carries it,
+        # where a fresh start costs each job two imports of torch (incidents 1 and 6: 20-40 s on 2 loaded cores)
+        return dict(name=name or f"fixed{n}", task="job", nproc=s.nproc, budget_s=60, env=s.env, env_read_late=True,
+                    args=dict(job=job(n, **over), parts=list(parts)))
 
     ckpt = str(h.workdir / "incident5.ckpt.pt")
     side = {4: ["shards"], 3: ["launch_args"] if 7 in fixed else []}
@@ -358,7 +373,7 @@ def grade(h, checks):
     if 5 in fixed:
         phase1 += [job_spec(5, "fixed5_full", save_at=None),
                    dict(job_spec(5, "fixed5_preempted", ckpt=ckpt), kill_on="saved",
-                        args=dict(job={**sc.scenario(5, v).job, "ckpt": ckpt, "save_every": 2}, on_saved_cue=True,
+                        args=dict(job=job(5, ckpt=ckpt, save_every=2), on_saved_cue=True,
                                   parts=[]))]
     desync = course_module("desync") if "desync_found" in names else None
     if desync:  # the faulty jobs of forensics.py: one per kind, at this grade's variant, all their dumps kept here

@@ -117,6 +117,22 @@ def _job_problems(run_name: str, runs, nproc: int) -> tuple[list[str], dict | No
     return problems, None
 
 
+def _job_error(c: Check, err: dict, run) -> CheckResult:
+    """A job that raised: a collective's timeout (gloo: "Timed out waiting") says where each rank waited, for the
+    cause is their disagreement, not the line where the first of them gave up."""
+    errors = {i: r.get("error") or {} for i, r in enumerate(run.results if run else [])}
+    if not any("Timed out waiting" in e.get("message", "") for e in errors.values()):
+        return error_result(c, err)
+    # a peer of the rank that gave up first sees its connection close, or is ended before it reports
+    where = ", ".join(f"rank {i} at {errors[i].get('where') or 'a line outside your code'}"
+                      if re.search(r"Timed out waiting|closed by peer", errors.get(i, {}).get("message", ""))
+                      else f"rank {i} ended before it said where" for i in range(run.nproc))
+    return error_result(c, {**err, "message": (
+        f"the ranks waited for each other until the process group's timeout ({where}): a collective one rank called "
+        "and its peer never did (a rank skipped it, or called another first). Every rank must call the same "
+        "collectives in the same order"), "where": ""})
+
+
 def fixed(c: Check, n: int, runs, scenario, variant: int, launch) -> CheckResult:
     sc = scenario(n, variant)
     if n == 5:
@@ -131,7 +147,7 @@ def fixed(c: Check, n: int, runs, scenario, variant: int, launch) -> CheckResult
     for name in names:
         problems, err = _job_problems(name, runs, sc.nproc)
         if err:
-            return error_result(c, err)
+            return _job_error(c, err, runs.get(name))
         if problems:
             return CheckResult(c.name, False, message="; ".join(problems), hint=c.hint)
         extra.append(runs[name].results)
@@ -196,9 +212,10 @@ def fixed(c: Check, n: int, runs, scenario, variant: int, launch) -> CheckResult
 
 
 def _resume(c: Check, runs, sc) -> CheckResult:
-    err = first_error(runs, "fixed5_full", "fixed5_preempted", "fixed5_resumed")
-    if err:
-        return error_result(c, err)
+    for name in ("fixed5_full", "fixed5_preempted", "fixed5_resumed"):
+        err = first_error(runs, name)
+        if err:
+            return _job_error(c, err, runs.get(name))
     full, resumed = runs["fixed5_full"].results, runs["fixed5_resumed"].results
     held = [r for r in runs["fixed5_preempted"].results if r.get("held")]
     # the kill landed inside the second checkpoint (save_every 2): the last complete one is the first

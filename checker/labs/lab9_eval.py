@@ -227,32 +227,46 @@ def _cp_run_error(runs, name: str, label: str):
     """The first error of one of the resume check's runs, as its part reported it (build, load, train), or None."""
     rs = runs[name].results if name in runs else []
     for part in ("build", "load", "train"):
-        errs = [r[f"{part}_error"] for r in rs if r.get(f"{part}_error")]
-        if errs:
-            err = min(errs, key=lambda e: ("closed by peer" in e.get("message", ""), e.get("t", 0)))
-            return {**err, "message": f"{label}: {err.get('message', '')}"}
+        if any(r.get(f"{part}_error") for r in rs):
+            # with any rank's run-ending error (the watchdog's Stuck): the peers it left waiting say "closed by peer"
+            errs = [(i, e) for i, r in enumerate(rs) for e in (r.get(f"{part}_error"), r.get("error")) if e]
+            first, err = min(errs, key=lambda x: ("closed by peer" in x[1].get("message", ""), x[1].get("t", 0)))
+            # a rank that waited for ever: where its peers were is the other half of the mismatch
+            peers = "; ".join(f"rank {i} was at {e['where']}" for i, e in errs if i != first and e.get("where")
+                              and e["where"] != err.get("where")) if err.get("type") == "Stuck" else ""
+            return {**err, "message": f"{label}: rank {first}: {err.get('message', '')}"
+                                      + (f" ({peers})" if peers else "")}
     err = first_error(runs, name)
     return {**err, "message": f"{label}: {err.get('message', '')}"} if err else None
 
 
-def cp_resume(c: Check, runs) -> CheckResult:
-    unit = "steps bit-identical after the resume"
+def _resume_decided(runs) -> dict | str | None:
+    """The error, or the message, that fails cp_resume where the uninterrupted and the killed jobs decide
+    it already: no resumed job is then started (the grade's last phase, ~10 s on 2 cores)."""
     for name, label in (("cp_full", "the uninterrupted job"), ("cp_killed", "the job to be killed")):
         err = _cp_run_error(runs, name, label)
         if err:
-            return error_result(c, err, unit)
+            return err
     if not runs["cp_killed"].killed_on_cue:
-        return CheckResult(c.name, False, unit=unit, hint=c.hint, message="the job to be killed never reached the "
-                           "write of its second checkpoint")
+        return "the job to be killed never reached the write of its second checkpoint"
     killed_res = runs["cp_killed"].results
-    held = next((r["held"] for r in killed_res if r.get("held")), None)
+    if not any(r.get("held") for r in killed_res):
+        return (f"the save after step {killed_res[0]['kill_at']} wrote nothing through torch.save or "
+                "torch.distributed.checkpoint, so the checker could not kill the job inside its write to prove it "
+                "atomic: write the checkpoint with one of them (labs.common.checkpoint.atomic_save calls torch.save)")
+    return None
+
+
+def cp_resume(c: Check, runs) -> CheckResult:
+    unit = "steps bit-identical after the resume"
+    decided = _resume_decided(runs)
+    if isinstance(decided, dict):
+        return error_result(c, decided, unit)
+    if decided:
+        return CheckResult(c.name, False, unit=unit, hint=c.hint, message=decided)
+    killed_res = runs["cp_killed"].results
+    held = next(f"{r.get('held_path', 'its file')} half-written" for r in killed_res if r.get("held"))
     save_at, kill_at = killed_res[0]["save_at"], killed_res[0]["kill_at"]
-    if not held:
-        return CheckResult(c.name, False, unit=unit, hint=c.hint,
-                           message=f"the save after step {kill_at} wrote nothing through torch.save or "
-                                   "torch.distributed.checkpoint, so the checker could not kill the job inside its "
-                                   "write to prove it atomic: write the checkpoint with one of them "
-                                   "(labs.common.checkpoint.atomic_save calls torch.save)")
     err = _cp_run_error(runs, "cp_resumed", "the resumed job")
     if err:
         if any(r.get("load_error") for r in runs["cp_resumed"].results):
@@ -322,7 +336,7 @@ def grade(h, checks):
          dict(name="ring", task="ring", nproc=n, args=dict(ring=ring, seed=SEED + v), budget_s=60),
          dict(name="ulysses", task="ulysses", nproc=n, args=dict(ulysses=ulysses, seed=SEED + v), budget_s=60),
          dict(name="cp", task="cp", nproc=CP["dp"] * CP["cp"], args=dict(seed=SEED + v), budget_s=60),
-         *resume_first],
-        resume_then,  # fresh processes, after the kill
-    ], need, parallel=3)
+         *resume_first]], need, parallel=3)
+    if "cp_resumed" in need and _resume_decided(runs) is None:  # fresh processes, after the kill
+        runs.update(h.run_phases([resume_then], need))
     return [EVALUATORS[c.name](c, runs) for c in checks], info(runs)

@@ -5,9 +5,9 @@ Three jobs train the tiny GPT (dropout 0) with the learner's apply_context_paral
 warm-up schedule, on zig-zag tokens of the checker's own sampler and split:
   cp_full     uninterrupted, STEPS steps.
   cp_killed   saves after step save_at (that save completes), trains on, and saves again after step kill_at: the
-              checker holds that second write half done (torch.save: half the bytes on disk, flushed; DCP: before
-              its files are written) and SIGKILLs every rank (kill_on). A save that writes straight to its file
-              leaves a torn checkpoint; an atomic one leaves the step-save_at checkpoint whole.
+              checker holds that second write half done (checker/labs/_held_save.py; torch.save: half the bytes on
+              disk, flushed; DCP: the shards written, not .metadata) and SIGKILLs every rank (kill_on). A save that
+              writes straight to its file leaves a torn checkpoint; an atomic one leaves the step-save_at one whole.
   cp_resumed  fresh processes, other initial weights (the load must win): load, then train to STEPS.
 What is compared is measured by the checker beneath the learner's code: a digest of every weight after every step
 (bit-identical means equal digests), and the loss each step returned, shown only.
@@ -18,62 +18,12 @@ import time
 
 from checker import seams
 from checker.labs._common import digest, tiny_model
+from checker.labs._held_save import HeldDCPWrite, HeldSave
 from checker.labs.lab9_measure import shard
 
 LAB = "lab9"
 RESUME = dict(dp=2, cp=2, batch=4, warmup=2, save_at=3, kill_at=5, steps=8)  # hidden variants move save_at, kill_at
 KILL = "cp_killme"  # the cue file: the harness kills the run when it appears
-
-
-class HeldWrite:
-    """Once armed, the next checkpoint write in this process is held half done and the run is killed there: torch.save
-    (every way of calling it: installed before the learner's code is imported) writes the first half of its bytes,
-    flushed to disk, then stops; DCP's FileSystemWriter.write_data stops before writing (as lab 8 holds it). Either
-    way the rank reports, touches the cue and sleeps until the harness's SIGKILL lands."""
-
-    def __init__(self, ctx, out: dict):
-        import torch
-        from torch.distributed.checkpoint import FileSystemWriter
-
-        self.armed, self._ctx, self._out = False, ctx, out
-        self._torch_save, self._write_data = torch.save, FileSystemWriter.write_data
-        held = self
-
-        def save(obj, f, *args, **kwargs):
-            if not held.armed:
-                return held._torch_save(obj, f, *args, **kwargs)
-            import io
-            import os
-
-            buf = io.BytesIO()
-            held._torch_save(obj, buf, *args, **kwargs)
-            half = buf.getvalue()[:len(buf.getvalue()) // 2]
-            if isinstance(f, (str, os.PathLike)):
-                with open(f, "wb") as fh:
-                    fh.write(half)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-            else:
-                f.write(half)
-                f.flush()
-            held._hold("torch.save")
-
-        def write_data(writer, *args, **kwargs):
-            if held.armed:
-                held._hold("DCP")
-            return held._write_data(writer, *args, **kwargs)
-        torch.save, FileSystemWriter.write_data = save, write_data
-
-    def uninstall(self) -> None:
-        import torch
-        from torch.distributed.checkpoint import FileSystemWriter
-
-        torch.save, FileSystemWriter.write_data = self._torch_save, self._write_data
-
-    def _hold(self, how: str) -> None:
-        self._ctx.write({**self._out, "held": how})
-        (self._ctx.workdir / KILL).touch()  # whichever rank writes: ctx.cue is rank 0's only
-        time.sleep(3600)
 
 
 def task_cp_train(ctx, target, ckpt, seed, steps, save_at=None, kill_at=None, resume=False, cp=RESUME):
@@ -88,7 +38,9 @@ def task_cp_train(ctx, target, ckpt, seed, steps, save_at=None, kill_at=None, re
     env = cdist.init(timeout_s=20)
     out = ctx.partial
     out.update(trained=[], start=0, save_at=save_at, kill_at=kill_at)
-    held = HeldWrite(ctx, out)  # before the learner's code is imported
+    # Before the learner's code is imported. torch.save: the rank that writes cues the kill (rank 0 alone writes the
+    # replicated state, its peers wait in the learner's barrier); DCP: every rank writes its shards
+    held = (HeldSave(ctx, out, together=False, cue=KILL), HeldDCPWrite(ctx, out, cue=KILL))
     n_cp, n_dp = cp["cp"], cp["dp"]
     groups = [dist.new_group([d * n_cp + c for c in range(n_cp)]) for d in range(n_dp)]  # every rank makes each
     d, c = divmod(env.rank, n_cp)
@@ -127,11 +79,13 @@ def task_cp_train(ctx, target, ckpt, seed, steps, save_at=None, kill_at=None, re
         train(kill_at)
         ctx.write(out)
         dist.barrier()  # every rank has reported before any write is held
-        held.armed = True
+        for h in held:
+            h.armed = True
         seam.save_cp_checkpoint(ckpt, model, opt, sched, sampler, kill_at)
         # This rank's save returned: another rank's write is held (this barrier then waits for the kill), or no
         # write of this save went through torch.save or DCP, and the checker kills the job after it instead.
-        held.armed = False
+        for h in held:
+            h.armed = False
         out["returned"] = True
         ctx.write(out)
         dist.barrier()
