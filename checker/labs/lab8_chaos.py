@@ -170,6 +170,9 @@ def _child(body) -> int:
         return pid
     code = 0
     try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: a supervisor killed takes it along
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         body()
