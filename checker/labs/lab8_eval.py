@@ -276,7 +276,7 @@ def goodput_chaos(c: Check, runs, ctx) -> CheckResult:
         problems.append(f"measured goodput {m['goodput']:.3f}, your prediction {pred:.3f} (step "
                         f"{m['step_s'] * 1e3:.1f} ms, save {m['save_s'] * 1e3:.0f} ms, restart "
                         f"{m['restart_s'] * 1e3:.0f} ms, every {r['every']} steps, {m['failures']} failures in "
-                        f"{m['wall_s']:.1f} s)")
+                        f"{m['wall_s']:.1f} s: an MTBF of {m['mtbf_s']:.2f} s)")
     ok = not problems
     msg = (f"{m['failures']} failures in {m['wall_s']:.1f} s (one inside a save), {m['kept']} losses bit-identical; "
            f"goodput {m['goodput']:.3f} measured vs {pred:.3f} predicted; a save every {r['every']} steps "
