@@ -62,7 +62,7 @@ def speeds() -> dict:
     return {"rows": rows, "steps": STEPS, "repeats": REPEATS}
 
 
-MTBFS = (2.5, 5.0)           # seconds: the chaos check's, and twice it
+MTBFS = (4.0, 8.0)           # seconds: the chaos check's, and twice it
 INTERVALS = (0.5, 1.0, 2.0)  # x the Young-Daly interval for the timed save cost
 
 
