@@ -4,6 +4,7 @@ tests/test_grades.py; the mutants (mesh transposed, restart that re-initialises,
 without the save cost, a goodput without the restart, a resume of the newest folder) in tests/mutants/lab8.py, graded
 by tests/test_mutants.py. The goodput check's hidden cases, failure schedule and reading of a torn resume are below."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -146,11 +147,12 @@ def test_ctrl_c_during_the_chaos_run_leaves_no_process(tmp_path):
         log = None
         while time.monotonic() < deadline:
             found = list(tmp_path.glob("checker-lab8-*/goodput/chaos.jsonl"))
-            if found and '"a": 2' in found[0].read_text():  # two failures in: the third attempt is running
+            # two failures in (an attempt killed in its restart logs nothing): a later attempt is running
+            if found and re.search(r'"a": ([2-9]|\d\d),', found[0].read_text()):
                 log = found[0]
                 break
             time.sleep(0.2)
-        assert log is not None, "the chaos run never got to its third attempt"
+        assert log is not None, "the chaos run never got past its second failure"
         p.send_signal(signal.SIGINT)
         assert p.wait(timeout=60) == 130
     finally:
