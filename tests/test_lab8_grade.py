@@ -132,6 +132,10 @@ def test_a_torn_save_is_named_and_a_resume_from_it_fails_the_check():
     kills[1]["held"] = False
     late = lab8_eval._resume_problems({"events": ev + [{"a": 2, "ev": "ready", "resumed": 8}], "kills": kills})
     assert late == []
+    # the first attempt finds no checkpoint: it must start at 0, and a resume that raises there is named too
+    first = lab8_eval._resume_problems({"events": [{"a": 0, "ev": "error", "type": "FileNotFoundError",
+                                                    "message": "latest"}], "kills": []})
+    assert "attempt 0 failed: FileNotFoundError" in first[0]
 
 
 @pytest.mark.slow

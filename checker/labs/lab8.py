@@ -26,7 +26,7 @@ LAB = "lab8"
 WORLD_SIZE = 4
 SOLUTIONS_IN_WORKER = ("the slow link is the course's own (solutions/lab4_debugging/slowlink.py), set up by a run "
                        "of the grade (checker/reach.py)")
-GRADE_SECONDS = 120  # two 4-rank torchrun jobs (one restarts its workers) and two 2-rank runs
+GRADE_SECONDS = 120  # two 4-rank torchrun jobs (one restarts its workers), two 2-rank runs, the chaos job (~40 s)
 WHERE = "labs/lab8_multinode"
 SEED, STEPS, KILL_AFTER = 21, 8, 5
 RATE_MBIT = 400  # 50 MB/s: ~1.5 MB per FSDP step crosses in ~30 ms, small next to a step on a loaded CPU
