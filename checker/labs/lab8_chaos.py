@@ -156,11 +156,14 @@ def _step(model, opt, step: int) -> float:
     loss = (model(x) - x.flip(1)).square().mean()
     loss.backward()
     opt.step()
-    return float(loss)
+    return float(loss.detach())
 
 
 def _slow_storage() -> None:
-    """Every DCP file write waits WRITE_S first (installed in the supervisor: each attempt inherits it)."""
+    """Every DCP file write waits WRITE_S first (installed in the supervisor: each attempt inherits it). Also builds
+    the model and optimizer once, so that every fork inherits what their first use imports (1.3-1.8 s in a fresh
+    process, paid by each restart otherwise; the checker's fork server has most of it loaded already)."""
+    _model()
     from torch.distributed.checkpoint import FileSystemWriter
 
     orig = FileSystemWriter.write_data
