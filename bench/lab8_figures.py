@@ -124,7 +124,8 @@ def markdown(results: dict) -> list[str]:
         lines += ["", "Lab 8, goodput under chaos (checker/labs/lab8_chaos.py's job on the reference: "
                       f"{gp['step_s'] * 1e3:.0f} ms steps, a timed save of {gp['save_s'] * 1e3:.0f} ms, failures at "
                       "stratified exponential gaps): measured against the first-order prediction for the run's own "
-                      "times, and each failure's time (work redone, restart) with the save stalls per failure:", "",
+                      "times at the stated MTBF, and each failure's time (work redone, restart) with the save "
+                      "stalls per failure:", "",
                   "| MTBF | interval (x Young-Daly) | saves every | failures | goodput measured | predicted | "
                   "redone / failure | restart | save stalls / failure |", "|---|---|---|---|---|---|---|---|---|"]
         for r in gp["rows"]:
