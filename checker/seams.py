@@ -165,6 +165,10 @@ SEAMS: dict[str, Seam] = {
         "AsyncCheckpointer": "AsyncCheckpointer(); .save(root, state_dict, step) returns once staged, writes in the "
                              "background, commits atomically; .wait()",
         "blocking_save": "blocking_save(root, state_dict, step); every rank; returns once committed",
+        "checkpoint_interval": "checkpoint_interval(save_s, mtbf_s) -> seconds of training between saves that "
+                               "waste the least time (save_s: the stall training waits for)",
+        "predict_goodput": "predict_goodput(step_s, save_s, restart_s, mtbf_s, interval_steps) -> expected useful "
+                           "step time / wall time, first order in 1 / mtbf_s",
     }),
     "lab9": Seam("lab9", "lab9_long_context", "Long context: flash attention, ring, zig-zag, Ulysses", {
         "flash_attention": "flash_attention(q, k, v, causal=False, block_q=32, block_k=32) -> o; (b, h, s, d), any s; "

@@ -1,8 +1,10 @@
 """Lab 8: the formulas the checker grades bytes against, and a grade interrupted mid-run leaving nothing behind
 (no network namespace, no veth, no process). The reference passing and the starter failing are in
-tests/test_grades.py; the mutants (mesh transposed, restart that re-initialises, staging not awaited) in
-tests/mutants/lab8.py, graded by tests/test_mutants.py."""
+tests/test_grades.py; the mutants (mesh transposed, restart that re-initialises, staging not awaited, an interval
+without the save cost, a goodput without the restart, a resume of the newest folder) in tests/mutants/lab8.py, graded
+by tests/test_mutants.py. The goodput check's hidden cases, failure schedule and reading of a torn resume are below."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -58,4 +60,108 @@ def test_ctrl_c_during_the_two_node_run_leaves_no_namespace_and_no_process(tmp_p
             p.kill()
             p.wait()
     assert _our_namespaces(p.pid) == []
+    assert processes_with(str(tmp_path)) == []
+
+
+# ---------------------------------------------------------------- goodput
+def _shares(case):
+    step_s, save_s, restart_s, mtbf_s, k = case
+    period = k * step_s + save_s
+    return save_s / period, restart_s / mtbf_s, period / 2 / mtbf_s
+
+
+@pytest.mark.parametrize("variant", range(12))
+def test_hidden_goodput_cases_tell_each_cost_apart_and_accept_every_first_order_form(variant):
+    import math
+
+    from checker.labs import lab8_chaos as ch
+
+    def off(g, want):  # what goodput_formulas compares: the waste, relative
+        return abs((1 - g) / (1 - want) - 1)
+
+    for case in ch.unit_cases(variant):
+        step_s, save_s, restart_s, mtbf_s, k = case
+        want, tau = ch.goodput(*case), k * step_s
+        # a formula that leaves one cost out misses by more than the tolerance...
+        for name, wrong in (("no restart", ch.goodput(step_s, save_s, 0.0, mtbf_s, k)),
+                            ("no save stall", ch.goodput(step_s, 0.0, restart_s, mtbf_s, k)),
+                            ("no lost work", tau / (tau + save_s) * (1 - restart_s / mtbf_s))):
+            assert off(wrong, want) > 1.5 * lab8_eval.WASTE_TOL, (name, case)
+        # ...while the other first-order forms, and Daly's exact expectation, meet it
+        additive = 1 - save_s / (tau + save_s) - (restart_s + (tau + save_s) / 2) / mtbf_s
+        young = 1 - save_s / tau - (restart_s + tau / 2) / mtbf_s
+        exact = tau / (mtbf_s * math.exp(restart_s / mtbf_s) * (math.exp((tau + save_s) / mtbf_s) - 1))
+        for g in (additive, young, exact):
+            assert off(g, want) <= lab8_eval.WASTE_TOL / 1.5, case
+
+
+def test_young_daly_is_where_the_checkers_goodput_peaks():
+    from checker.labs import lab8_chaos as ch
+    step_s, save_s, restart_s, mtbf_s = 1.0, 30.0, 300.0, 86_400.0
+    best = max(range(1, 20_000), key=lambda k: ch.goodput(step_s, save_s, restart_s, mtbf_s, k))
+    assert best * step_s == pytest.approx(ch.young_daly(save_s, mtbf_s), rel=0.02)  # 2277 s; first order
+
+
+def test_failure_gaps_are_stratified_exponential_with_the_stated_mean():
+    import statistics
+
+    from checker.labs import lab8_chaos as ch
+    gaps = ch.schedule(0, 4 * ch.BLOCK)
+    for b in range(4):  # each block: the same 8 quantile midpoints, mean MTBF exactly, in the seed's order
+        block = gaps[b * ch.BLOCK:(b + 1) * ch.BLOCK]
+        assert statistics.mean(block) == pytest.approx(ch.MTBF_S)
+        assert sorted(block) == pytest.approx(sorted(gaps[:ch.BLOCK]))
+    assert statistics.median(gaps[:ch.BLOCK]) < ch.MTBF_S  # skewed as an exponential is: most gaps short
+    assert ch.schedule(0, 16) == gaps[:16] and ch.schedule(1, 16) != gaps[:16]
+
+
+def test_a_torn_save_is_named_and_a_resume_from_it_fails_the_check():
+    """_resume_problems on a hand-made log: attempt 1 saved step 4, was killed inside (held) its save of step 8;
+    attempt 2 resumed from 8 (the torn one) or crashed reading it."""
+    ev = [{"a": 0, "ev": "ready", "resumed": 0}, {"a": 1, "ev": "ready", "resumed": 0},
+          {"a": 1, "ev": "saved", "step": 4}, {"a": 1, "ev": "saving", "step": 8}]
+    kills = [{"a": 0, "held": False}, {"a": 1, "held": True}]
+    ok = lab8_eval._resume_problems({"events": ev + [{"a": 2, "ev": "ready", "resumed": 4}], "kills": kills})
+    assert ok == []
+    torn = lab8_eval._resume_problems({"events": ev + [{"a": 2, "ev": "ready", "resumed": 8}], "kills": kills})
+    assert "resumed from step 8" in torn[0] and "step 8 was killed half-written" in torn[0]
+    crash = lab8_eval._resume_problems({"events": ev + [{"a": 2, "ev": "error", "type": "CheckpointException",
+                                                        "message": ".metadata"}], "kills": kills})
+    assert "attempt 2 failed" in crash[0] and "newest complete checkpoint was step 4" in crash[0]
+    # a kill that was not held may land after the commit: the save it interrupted counts as complete
+    kills[1]["held"] = False
+    late = lab8_eval._resume_problems({"events": ev + [{"a": 2, "ev": "ready", "resumed": 8}], "kills": kills})
+    assert late == []
+    # the first attempt finds no checkpoint: it must start at 0, and a resume that raises there is named too
+    first = lab8_eval._resume_problems({"events": [{"a": 0, "ev": "error", "type": "FileNotFoundError",
+                                                    "message": "latest"}], "kills": []})
+    assert "attempt 0 failed: FileNotFoundError" in first[0]
+
+
+@pytest.mark.slow
+@pytest.mark.exhaustive  # 34-44 s loaded: CI's second tier; make test's lab 8 grade (test_grades) runs it whole
+@pytest.mark.timeout(180)
+def test_ctrl_c_during_the_chaos_run_leaves_no_process(tmp_path):
+    """The chaos run forks an attempt per failure: interrupted with attempts alive, none of them outlives the grade."""
+    p = subprocess.Popen([sys.executable, "-m", "checker", "grade", "lab8", "--solutions", "--only",
+                          "goodput_chaos"], cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp_path)},
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        log = None
+        while time.monotonic() < deadline:
+            found = list(tmp_path.glob("checker-lab8-*/goodput/chaos.jsonl"))
+            # two failures in (an attempt killed in its restart logs nothing): a later attempt is running
+            if found and re.search(r'"a": ([2-9]|\d\d),', found[0].read_text()):
+                log = found[0]
+                break
+            time.sleep(0.2)
+        assert log is not None, "the chaos run never got past its second failure"
+        p.send_signal(signal.SIGINT)
+        assert p.wait(timeout=60) == 130
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    time.sleep(0.5)  # PR_SET_PDEATHSIG's SIGKILL is delivered at once; its reaping by init may lag
     assert processes_with(str(tmp_path)) == []

@@ -19,12 +19,12 @@ import json
 import subprocess
 import sys
 
-from checker.labs import lab8_async, lab8_tasks
+from checker.labs import lab8_async, lab8_chaos, lab8_tasks
 from checker.labs._common import Check, probe
 
 LAB = "lab8"
 WORLD_SIZE = 4
-GRADE_SECONDS = 120  # two 4-rank torchrun jobs (one restarts its workers) and two 2-rank runs
+GRADE_SECONDS = 120  # two 4-rank torchrun jobs (one restarts its workers), two 2-rank runs, the chaos job (~40 s)
 WHERE = "labs/lab8_multinode"
 SEED, STEPS, KILL_AFTER = 21, 8, 5
 RATE_MBIT = 400  # 50 MB/s: ~1.5 MB per FSDP step crosses in ~30 ms, small next to a step on a loaded CPU
@@ -69,6 +69,26 @@ CHECKS = [
           "blocking one waits for its own write; a checkpoint holding a later step's weights was written from "
           "tensors training kept changing; save must return once its snapshot exists "
           "(checker hint lab8 async_ckpt.save)"),
+    Check("goodput_formulas", "checkpoint_interval and predict_goodput at a cluster's hidden numbers (saves of "
+          "5-60 s, restarts of 2-10 min, a failure every 4-48 h, intervals at half, once and twice the optimum)",
+          f"The message gives the inputs and the expected value ({WHERE}/goodput.py): an interval off by a factor "
+          "mostly leaves the save cost out of the balance, or balances the wrong costs (checker hint lab8 "
+          "goodput.checkpoint_interval); a goodput off by the restart's share, the save stalls' or half an "
+          "interval's share of the time leaves that cost out (checker hint lab8 goodput.predict_goodput)"),
+    Check("goodput_chaos", f"a job using your save_checkpoint and resume, killed at exponential times (MTBF "
+          f"{lab8_chaos.MTBF_S} s; one kill inside a save) and restarted each time: it finishes with every kept "
+          "loss bit-identical to an uninterrupted run's, each restart resumes from the newest complete "
+          "checkpoint, the measured goodput is within "
+          f"{lab8_chaos.GOODPUT_BAND} of your prediction, your interval within {lab8_chaos.INTERVAL_BAND:.0%} of "
+          "Young-Daly's for the measured save cost",
+          f"The message names what broke ({WHERE}): a restart that crashed or resumed from another step than the "
+          "newest complete checkpoint read a torn folder or missed the newest one (checker hint lab8 "
+          "elastic.resume); losses that differ mean state did not come back; a goodput far from your prediction "
+          "means your model of the time leaves a cost out (checker hint lab8 goodput.predict_goodput)",
+          symptoms=((r"\.metadata|CheckpointException|No such file",
+                     f"A restart read a checkpoint folder that a kill left half-written ({WHERE}/elastic.py): "
+                     "resume must load only what the commit published, never the newest folder on disk "
+                     "(checker hint lab8 elastic.resume)"),)),
 ]
 ROOT_CHECKS = {"hsdp_internode_bytes"}  # the bytes come from a real link's counters
 
@@ -108,7 +128,7 @@ def task_link_up(ctx, target, owner_pid, rate_mbit):
     return {"available": True, "ns": list(link.ns), "veth": list(link.veth), "addr": list(link.addr)}
 
 
-TASKS = {"probe": task_probe, "link_up": task_link_up, **lab8_tasks.TASKS, **lab8_async.TASKS}
+TASKS = {"probe": task_probe, "link_up": task_link_up, **lab8_tasks.TASKS, **lab8_async.TASKS, **lab8_chaos.TASKS}
 
 
 # ---------------------------------------------------------------- checker side

@@ -5,7 +5,7 @@ import os
 import random
 import statistics
 
-from checker.labs import lab8_async
+from checker.labs import lab8_async, lab8_chaos
 from checker.labs._common import Check, error_result, first_error, not_run, run_info
 from checker.labs.lab8 import KILL_AFTER, RATE_MBIT, SEED, STEPS, _link_down, _nodes_spec, needs_root
 from checker.labs.lab8_tasks import NODES, PER_NODE
@@ -15,6 +15,8 @@ LOSS_TOL = 1e-4   # fp32 AdamW, 8 steps: sharded reductions add in another order
 BYTES_TOL = 0.15  # TCP/IP headers (66 bytes per 1448-byte segment, 4.6%) and ACKs ride on the same counters
 HIDDEN_SHARE = 0.5  # of the write the checker holds (lab8_async.WRITE_S), the async save takes this much off
                     # training's path at least: median blocking stall - median async stall
+WASTE_TOL = 0.06  # 1 - goodput, relative: a cost left out is >= 12% of it, second-order terms <= 3.1%
+INTERVAL_TOL = 0.01  # the interval, relative: Young-Daly's sqrt(2 C MTBF) to rounding
 EMULATED = "emulated: both nodes on this machine's loopback (no root for network namespaces)"
 
 
@@ -190,9 +192,103 @@ def async_checkpoint(c: Check, runs, ctx) -> CheckResult:
                        else "; ".join(problems), hint="" if ok else c.hint)
 
 
+def goodput_formulas(c: Check, runs, ctx) -> CheckResult:
+    rs, err = _results(runs, "goodput_units")
+    if err:
+        return error_result(c, err, "worst waste error")
+    r, problems, worst = rs[0], [], 0.0
+    for case, interval, got in zip(r["cases"], r["interval"], r["goodput"]):
+        step_s, save_s, restart_s, mtbf_s, k = case
+        want_i, want_g = lab8_chaos.young_daly(save_s, mtbf_s), lab8_chaos.goodput(*case)
+        off = abs((1 - got) / (1 - want_g) - 1)  # the waste, relative: goodput is ~0.97 here, its waste the signal
+        worst = max(worst, off)
+        if not abs(interval / want_i - 1) <= INTERVAL_TOL:
+            problems.append(f"checkpoint_interval(save_s={save_s:.1f}, mtbf_s={mtbf_s:.0f}) returned {interval:.1f} s, "
+                            f"the least waste is at {want_i:.1f} s")
+        if not off <= WASTE_TOL:
+            period = k * step_s + save_s
+            problems.append(f"predict_goodput(step_s={step_s:.2f}, save_s={save_s:.1f}, restart_s={restart_s:.0f}, "
+                            f"mtbf_s={mtbf_s:.0f}, interval_steps={k}) returned {got:.4f}, expected {want_g:.4f}: "
+                            f"a waste of {1 - got:.4f}, not {1 - want_g:.4f} (save stalls {save_s / period:.4f}, "
+                            f"restarts {restart_s / mtbf_s:.4f}, lost work {period / 2 / mtbf_s:.4f})")
+    ok = not problems
+    return CheckResult(c.name, ok, round(worst, 4), WASTE_TOL, "worst waste error",
+                       message=f"{len(r['cases'])} cases: intervals within {INTERVAL_TOL:.0%} of sqrt(2 C MTBF), "
+                               f"waste (1 - goodput) within {worst:.1%}" if ok else "; ".join(problems[:3]),
+                       hint="" if ok else c.hint)
+
+
+def _resume_problems(r: dict) -> list[str]:
+    """Each attempt that got to training resumed from the newest complete checkpoint at its start: the last save
+    that returned before its predecessor's kill, or a save that kill interrupted after its commit (not the held one)."""
+    ev, kills = r["events"], {k["a"]: k for k in r["kills"]}
+    problems = []
+    for e in ev:
+        if e["ev"] not in ("ready", "error"):
+            continue
+        before = [x for x in ev if x["a"] < e["a"]]
+        done = [x["step"] for x in before if x["ev"] == "saved"]
+        last = max(done, default=0)
+        open_ = {x["step"] for x in before if x["ev"] == "saving" and x["step"] > last and not kills[x["a"]]["held"]}
+        torn = [x["step"] for x in before if x["ev"] == "saving" and kills.get(x["a"], {}).get("held")
+                and x["step"] > last]
+        after_torn = f" (the save of step {torn[-1]} was killed half-written)" if torn else ""
+        if e["ev"] == "error":
+            said = [ln.strip() for ln in e.get("traceback", "").splitlines() if ln.strip()]
+            first = e["message"].splitlines()[0][:200] if e["message"] else ""
+            problems.append(f"attempt {e['a']} failed: {e['type']}: {first}" + (f" ... {said[-1][:200]}" if said
+                            and said[-1] not in first else "") + f"; the newest complete checkpoint was step "
+                            f"{last}{after_torn}")
+        elif e["resumed"] != last and e["resumed"] not in open_:
+            problems.append(f"attempt {e['a']} resumed from step {e['resumed']}; the newest complete checkpoint "
+                            f"was step {last}{after_torn}")
+    return problems
+
+
+def goodput_chaos(c: Check, runs, ctx) -> CheckResult:
+    rs, err = _results(runs, "goodput_chaos")
+    if err:
+        return error_result(c, err, "|measured - predicted| goodput")
+    r = rs[0]
+    m, problems = r["measured"], _resume_problems(r)
+    if r.get("timeout"):
+        problems.append(f"the job did not finish within {r['wall_limit_s']:.0f} s of chaos ({m.get('kept', 0)} of "
+                        f"{lab8_chaos.STEPS} steps kept after {m.get('failures', 0)} failures)")
+    elif r.get("exit") not in (0, None) and not problems:
+        problems.append(f"the last attempt exited {r['exit']}")
+    if not any(k["held"] for k in r["kills"]) and not r.get("timeout"):
+        problems.append(f"no kill landed inside a save: attempt {r['torn_at']} never reached its first save")
+    ref = r["reference"]
+    kept = {e["step"]: e["loss"] for e in r["events"] if e["ev"] == "step"}
+    got = [kept.get(s) for s in range(1, len(ref) + 1)]
+    if not problems and got != ref:
+        i = next(i for i, (a, b) in enumerate(zip(got, ref)) if a != b)
+        problems.append(f"the kept loss of step {i + 1} differs from the uninterrupted run's ({got[i]} vs {ref[i]}): "
+                        "some state did not come back with the checkpoint")
+    ideal = lab8_chaos.young_daly(r["save_cal_s"], lab8_chaos.MTBF_S)
+    ratio = r["interval_s"] / ideal
+    if not abs(ratio - 1) <= lab8_chaos.INTERVAL_BAND:
+        problems.append(f"checkpoint_interval({r['save_cal_s']:.3f}, {lab8_chaos.MTBF_S}) = {r['interval_s']:.2f} s, "
+                        f"{ratio:.2f} x Young-Daly's {ideal:.2f} s for this save cost and MTBF")
+    pred = r.get("predicted")
+    gap = abs(m["goodput"] - pred) if pred is not None and m else float("inf")
+    if not problems and not gap <= lab8_chaos.GOODPUT_BAND:
+        problems.append(f"measured goodput {m['goodput']:.3f}, your prediction {pred:.3f} (step "
+                        f"{m['step_s'] * 1e3:.1f} ms, save {m['save_s'] * 1e3:.0f} ms, restart "
+                        f"{m['restart_s'] * 1e3:.0f} ms, every {r['every']} steps, {m['failures']} failures in "
+                        f"{m['wall_s']:.1f} s: an MTBF of {m['mtbf_s']:.2f} s)")
+    ok = not problems
+    msg = (f"{m['failures']} failures in {m['wall_s']:.1f} s (one inside a save), {m['kept']} losses bit-identical; "
+           f"goodput {m['goodput']:.3f} measured vs {pred:.3f} predicted; a save every {r['every']} steps "
+           f"({r['interval_s']:.2f} s, C {r['save_cal_s'] * 1e3:.0f} ms)") if ok else "; ".join(problems[:3])
+    return CheckResult(c.name, ok, round(gap, 3) if gap != float("inf") else gap, lab8_chaos.GOODPUT_BAND,
+                       "|measured - predicted| goodput", message=msg, hint="" if ok else c.hint)
+
+
 EVALUATORS = {"multinode_launch": multinode_launch, "hsdp_equivalence": hsdp_equivalence,
               "hsdp_internode_bytes": hsdp_internode_bytes, "elastic_recovery": elastic_recovery,
-              "async_checkpoint": async_checkpoint}
+              "async_checkpoint": async_checkpoint,
+              "goodput_formulas": goodput_formulas, "goodput_chaos": goodput_chaos}
 
 
 def info(runs, ctx) -> list[tuple[str, str]]:
@@ -235,6 +331,7 @@ def grade(h, checks):
         if "nodes" in plans and not plans["nodes"].error():
             first.append(_nodes_spec(h, "nodes", plans["nodes"].result["torchrun"], link,
                                      dict(parts=["equiv"], seed=SEED, steps=STEPS, link_ifs=ifs), 150))
+        second += lab8_chaos.specs(h, names)  # beside the elastic run (~45 s), not the nodes and async ones
         if "async_checkpoint" in names:
             first += lab8_async.specs_phase1(h)
             second += lab8_async.specs_phase2(h)

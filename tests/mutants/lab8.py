@@ -31,4 +31,26 @@ MUTANTS = [
            LOAD.replace(' "optim": optim_sd,', "").replace('state["optim"]', "optim_sd"),
            "elastic_recovery", "the checkpoint is loaded without the optimizer: the weights come back but AdamW's "
            "moments start over, and the losses after the restart drift from the uninterrupted run's"),
+    Mutant("interval_without_save_cost", "goodput.py", "    return math.sqrt(2 * save_s * mtbf_s)\n",
+           "    return mtbf_s / 10  # a tenth of the MTBF, whatever the save costs\n",
+           "goodput_formulas", "the interval is a fixed share of the MTBF: the save's cost never enters the balance, "
+           "so a cheap save checkpoints too rarely and a dear one too often"),
+    Mutant("chaos_interval_without_save_cost", "goodput.py", "    return math.sqrt(2 * save_s * mtbf_s)\n",
+           "    return math.sqrt(mtbf_s)  # grows with the MTBF, as it should, but knows nothing of the save\n",
+           "goodput_chaos", "an interval that grows with the MTBF but ignores the measured save cost: the chaos run "
+           "saves at another interval than Young-Daly's for the save it timed"),
+    Mutant("goodput_forgets_restart", "goodput.py", "    per_failure = restart_s + period / 2",
+           "    per_failure = period / 2", "goodput_formulas",
+           "a failure costs only the work since the last checkpoint: the restart (a node found, processes started, the "
+           "checkpoint loaded) is left out, and the goodput predicted is too high"),
+    Mutant("chaos_goodput_ignores_failures", "goodput.py",
+           "    return tau / period * max(0.0, 1 - per_failure / mtbf_s)\n",
+           "    return tau / period  # the save stalls: the only cost paid every period\n", "goodput_chaos",
+           "the prediction counts only the save stalls: the chaos run, losing a fifth of an MTBF per failure, trains "
+           "0.3 less than predicted"),
+    Mutant("resume_newest_folder", "elastic.py", "    folder = latest(root)\n",
+           '    folders = sorted(Path(root).glob("step_*"), key=lambda p: p.stat().st_mtime)\n'
+           "    folder = folders[-1] if folders else None  # the newest folder on disk, committed or not\n",
+           "goodput_chaos", "resume loads the newest checkpoint folder on disk: after a kill inside a save that is the "
+           "half-written one, which no load can read"),
 ]
