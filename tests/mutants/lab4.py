@@ -8,6 +8,11 @@ from . import Mutant
 _V1 = ("--variant", "1")  # incident 6: COURSE_IFNAME=eth9
 _V2 = ("--variant", "2")  # incident 1: SLURM_NTASKS=6
 _SKIP = "    dist.all_reduce(flag)\n    return flag.item() > 0\n"
+# the peer's first error in incident 2's faulty log (a consequence of the mismatch, not the mismatch)
+_RESET = ("[rank0]: RuntimeError: Got the following error when running the callback: RuntimeError: "
+          "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:37297: "
+          "Connection reset by peer. This is typically caused by a remote worker hanging or bugs in the application. "
+          "Check the logs of the remote worker before reporting an error. GLHF! \U0001f3d6\ufe0f")
 _SAVE = """    ckpt.atomic_save(ckpt.rng_state(), _rng_path(path, rank, step))
     dist.barrier()
     if rank == 0:
@@ -169,4 +174,31 @@ MUTANTS = [
            "            per_pair.setdefault(frozenset((src, dst)), []).append(nbytes / seconds)\n",
            "            per_pair.setdefault(frozenset((src, dst)), []).append(2 * nbytes / seconds)  # both ways\n",
            "slow_rank_found", "the bytes counted twice (the pair exchanges both ways): twice the rate", blind=True),
+    Mutant("random_port", "incident7.py", "    return [\"--standalone\", f\"--nproc-per-node={nproc}\"]\n",
+           "    import random\n    return [\"--nnodes=1\", f\"--nproc-per-node={nproc}\", "
+           "\"--master-addr=127.0.0.1\",\n            f\"--master-port={random.randint(20000, 60000)}\"]\n",
+           "fixed_incident7",
+           "a port drawn at random: nothing stops another job holding it or drawing the same (the checker's two jobs "
+           "met on one: EADDRINUSE)", blind=True),
+    Mutant("incident2_evidence_reset", "diagnosis.toml",
+           'evidence = "Received data size doesn\'t match expected size. Is there a distributed collective mismatch in '
+           'your code?"', f'evidence = "{_RESET}"', "diagnosed_incident2",
+           "quotes the peer's 'connection reset', a consequence, not the mismatch gloo reports", blind=True),
+    Mutant("incident3_evidence_step_time", "diagnosis.toml",
+           'evidence = "rank times after step 12: inside train_step s r0=0.31 r1=0.17 | outside s r0=0.02 r1=0.20"',
+           'evidence = "step 8 loss 5.2589 152 ms 2 all-reduces"', "diagnosed_incident3",
+           "quotes one slow step's time: it shows the job is slow, not which rank is busy", blind=True),
+    Mutant("incident4_evidence_rank_times", "diagnosis.toml",
+           'evidence = "[rank=0] 25 samples this epoch -> 7 steps"',
+           'evidence = "rank times after step 4: inside train_step s r0=0.36 r1=0.66 | outside s r0=0.45 r1=0.03"',
+           "diagnosed_incident4", "quotes the rank-times line (incident 3's straggler, also in this log), not the "
+           "shard sizes", blind=True),
+    Mutant("incident5_evidence_loss", "diagnosis.toml",
+           'evidence = "resumed from incident5.ckpt.pt at step 5: the optimizer holds state for 0 of 28 parameters"',
+           'evidence = "[resumed] step 6 loss 5.3757 213 ms 1 all-reduces"', "diagnosed_incident5",
+           "quotes the resumed loss: a symptom, not what the checkpoint lacked", blind=True),
+    Mutant("incident8_evidence_all_reduce_count", "diagnosis.toml",
+           'evidence = "link check: 1.0 MB all-reduce in 107.0 ms = 0.010 GB/s bus bandwidth (gloo, 2 ranks)"',
+           'evidence = "step 2 loss 5.4760 368 ms 8 all-reduces"', "diagnosed_incident8",
+           "quotes the all-reduce count, not the link measurement that shows the link is slow", blind=True),
 ]
