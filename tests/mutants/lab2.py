@@ -2,6 +2,14 @@
 from . import Mutant
 
 STEP, BUCKETED = "step.py", "bucketed.py"
+_SAVE_ORDER = """    ckpt.atomic_save({"rng": ckpt.rng_state(), "step": step}, mine)
+    dist.barrier()
+    if rank == 0:
+        ckpt.atomic_save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
+                          "scheduler": scheduler.state_dict(), "sampler": sampler.state_dict(),
+                          "step": step, "world_size": dist.get_world_size()}, path)
+    dist.barrier()
+"""
 MUTANTS = [
     # naive.py: broadcast_module, NaiveDDP.finish_gradient_synchronization
     Mutant("no_broadcast", "naive.py", "            dist.broadcast(t.data, src=src)\n", "            pass\n",
@@ -69,4 +77,57 @@ MUTANTS = [
            "step_matches_reference", "the scheduler is stepped twice per optimizer step"),
     Mutant("zero_grad_missing", STEP, "    optimizer.zero_grad(set_to_none=True)\n", "",
            "step_matches_reference", "gradients of the previous step are accumulated into this one"),
+    # blind: written from the lab's README, starters and the checker's output only (never checker/): each TODO worked,
+    # then broken the way a learner does. The ones every check passed are listed for the grader's owner in the
+    # branch's SURVIVORS.md, not here.
+    Mutant("naive_reduce_to_rank0", "naive.py", "                dist.all_reduce(p.grad)\n",
+           "                dist.reduce(p.grad, dst=0)\n", "ranks_in_sync",
+           "reduce instead of all-reduce: only rank 0 gets the sum, the other ranks step on their own gradient",
+           blind=True),
+    Mutant("naive_reduces_a_copy", "naive.py", "                dist.all_reduce(p.grad)\n",
+           "                dist.all_reduce(p.grad.clone())\n", "grad_equivalence",
+           "the all-reduce runs on a copy whose result is dropped: each rank keeps its local gradient / N",
+           blind=True),
+    Mutant("broadcast_a_copy", "naive.py", "            dist.broadcast(t.data, src=src)\n",
+           "            dist.broadcast(t.detach().clone(), src=src)\n", "ranks_in_sync",
+           "rank 0's weights broadcast into a temporary copy: the module's own tensors are never overwritten",
+           blind=True),
+    Mutant("divide_while_in_flight", BUCKETED,
+           "            b.flat.div_(self.world_size)\n            b.work = dist.all_reduce(b.flat, async_op=True)\n",
+           "            b.work = dist.all_reduce(b.flat, async_op=True)\n            b.flat.div_(self.world_size)\n",
+           "grad_equivalence", "the buffer divided after its async all-reduce started: a write into a tensor in flight",
+           blind=True),
+    Mutant("launch_one_early", BUCKETED, "        if b.ready == len(b.params):\n",
+           "        if b.ready == len(b.params) - 1:\n", "grad_equivalence",
+           "the bucket launches when all but one gradient is in: the last one is copied into a buffer in flight",
+           blind=True),
+    Mutant("finish_no_wait", BUCKETED, "?\")\n            b.work.wait()\n", "?\")\n", "grad_equivalence",
+           "finish never waits for the all-reduces: the gradients are read while still in flight", blind=True),
+    Mutant("no_sync_on_first_not_last", STEP, "        with model.no_sync() if i < k - 1 else nullcontext():\n",
+           "        with model.no_sync() if i > 0 else nullcontext():\n", "step_matches_reference",
+           "the first micro-step communicates and the last does not: the final accumulated gradient is never averaged",
+           blind=True),
+    Mutant("loss_over_world_too", STEP, "            (loss / k).backward()\n",
+           "            (loss / (k * torch.distributed.get_world_size())).backward()\n", "step_matches_reference",
+           "the loss also divided by the world size: the wrapper already averages, so the gradient is 1/N too small",
+           blind=True),
+    Mutant("returns_micro_loss_sum", STEP, "    return (total / k).item()\n", "    return total.item()\n",
+           "step_matches_reference", "returns the sum of the micro-batch losses, not their mean", blind=True),
+    Mutant("loss_all_reduced_for_log", STEP, "    return (total / k).item()\n",
+           "    mean = total / k\n    torch.distributed.all_reduce(mean)\n"
+           "    return (mean / torch.distributed.get_world_size()).item()\n",
+           "step_matches_reference",
+           "returns the global mean loss: an extra all-reduce per step, and not this rank's loss", blind=True),
+    Mutant("sampler_seed_per_rank", "sharding.py",
+           "        super().__init__(num_windows, batch_size * world_size, seed)\n",
+           "        super().__init__(num_windows, batch_size * world_size, seed + rank)\n", "sharding",
+           "each rank shuffles with its own seed: the ranks' blocks overlap and miss windows", blind=True),
+    Mutant("set_epoch_ignores_epoch", "sharding.py", "        self.epoch, self.cursor = epoch, 0\n",
+           "        self.cursor = 0\n", "sharding", "set_epoch rewinds but keeps the old epoch's order", blind=True),
+    Mutant("old_rng_removed_first", "state.py", _SAVE_ORDER,
+           """    for old in Path(path).parent.glob(f"{Path(path).stem}.rng-rank{rank}-step*{Path(path).suffix}"):
+        if old != mine:
+            old.unlink()
+""" + _SAVE_ORDER, "resume_exact", "each rank deletes its older RNG files before the new main file is in place: a "
+           "kill inside the main file's write leaves the previous main file without its RNG files", blind=True),
 ]

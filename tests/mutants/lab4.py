@@ -7,6 +7,18 @@ from . import Mutant
 
 _V1 = ("--variant", "1")  # incident 6: COURSE_IFNAME=eth9
 _V2 = ("--variant", "2")  # incident 1: SLURM_NTASKS=6
+_SKIP = "    dist.all_reduce(flag)\n    return flag.item() > 0\n"
+# the peer's first error in incident 2's faulty log (a consequence of the mismatch, not the mismatch)
+_RESET = ("[rank0]: RuntimeError: Got the following error when running the callback: RuntimeError: "
+          "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:37297: "
+          "Connection reset by peer. This is typically caused by a remote worker hanging or bugs in the application. "
+          "Check the logs of the remote worker before reporting an error. GLHF! \U0001f3d6\ufe0f")
+_SAVE = """    ckpt.atomic_save(ckpt.rng_state(), _rng_path(path, rank, step))
+    dist.barrier()
+    if rank == 0:
+        ckpt.atomic_save({"model": ddp.module.state_dict(), "optimizer": optimizer.state_dict(), "step": step}, path)
+    dist.barrier()
+"""
 
 MUTANTS = [
     Mutant("join_tuned_to_allocation", "incident1.py", "    return cdist.init(timeout_s=timeout_s)\n",
@@ -108,4 +120,85 @@ MUTANTS = [
            "    slow = min(ranks, key=lambda r: best[r])\n",
            "    slow = min(min(rate, key=rate.get))  # a rank of the slowest pair\n",
            "slow_rank_found", "blames the lower rank of the slowest pair: half the time its healthy partner"),
+    # blind: written from the lab's README, starters, the checker's output and its logs of the faulty jobs only (never
+    # checker/): each incident fixed and diagnosed, then broken the way a learner does. The ones every check passed are
+    # listed for the grader's owner in the branch's SURVIVORS.md, not here.
+    Mutant("skip_only_if_all_ranks", "incident2.py", _SKIP,
+           "    dist.all_reduce(flag)\n    return flag.item() == dist.get_world_size()\n", "fixed_incident2",
+           "skips only when every rank's loss is non-finite: one rank's NaN still reaches every rank's weights",
+           blind=True),
+    Mutant("skip_decided_by_rank0", "incident2.py", _SKIP,
+           "    dist.broadcast(flag, src=0)\n    return flag.item() > 0\n", "fixed_incident2",
+           "rank 0's verdict broadcast to all: a NaN on any other rank is never skipped", blind=True),
+    Mutant("validate_on_dashboard_every_step", "incident3.py", "    if step % job.eval_every:\n        return None\n",
+           "    if env.rank != job.dashboard_rank:\n        return None\n", "fixed_incident3",
+           "validation moved to the dashboard's rank alone, still every step: that rank stays the straggler",
+           blind=True),
+    Mutant("shards_contiguous_ceil", "incident4.py", "    return list(range(rank, n - n % world, world))\n",
+           "    per = -(-n // world)\n    return list(range(rank * per, min(n, (rank + 1) * per)))\n",
+           "fixed_incident4", "contiguous blocks of ceil(n / world): the last rank's block is short, the hang stays",
+           blind=True),
+    Mutant("shards_remainder_minus_one", "incident4.py", "    return list(range(rank, n - n % world, world))\n",
+           "    return list(range(rank, n - n % world - 1, world))\n", "fixed_incident4",
+           "one sample too many dropped: the last rank's shard is one shorter", blind=True),
+    Mutant("old_rng_deleted_first", "incident5.py", _SAVE,
+           """    for old in Path(path).parent.glob(f"{Path(path).name}.rng-rank{rank}-step*"):
+        if old != _rng_path(path, rank, step):
+            old.unlink()
+""" + _SAVE, "fixed_incident5", "older RNG files deleted before the new main file is in place: a kill inside its "
+           "write leaves the previous main file without its RNG files", blind=True),
+    Mutant("load_returns_next_step", "incident5.py", "    return state[\"step\"]\n",
+           "    return state[\"step\"] + 1\n", "fixed_incident5",
+           "load returns the step to run next, where the job expects the last completed one", blind=True),
+    Mutant("rdzv_fixed_endpoint", "incident7.py", "    return [\"--standalone\", f\"--nproc-per-node={nproc}\"]\n",
+           "    return [\"--nnodes=1\", f\"--nproc-per-node={nproc}\", \"--rdzv-backend=c10d\",\n"
+           "            \"--rdzv-endpoint=127.0.0.1:29400\"]\n", "fixed_incident7",
+           "c10d rendezvous on a fixed endpoint: two jobs meet in the same store", blind=True),
+    Mutant("no_sync_always", "incident8.py", "with ddp.no_sync() if i < k - 1 else nullcontext():",
+           "with ddp.no_sync():", "fixed_incident8",
+           "every micro-batch under no_sync: no gradient ever leaves its rank", blind=True),
+    Mutant("incident1_called_interface", "diagnosis.toml", 'cause = "world_size_mismatch"',
+           'cause = "wrong_interface"', "diagnosed_incident1",
+           "the silent start-up hang blamed on the network interface, not the world size", blind=True),
+    Mutant("incident2_called_nan", "diagnosis.toml", 'cause = "collective_mismatch"', 'cause = "nan_loss"',
+           "diagnosed_incident2", "blames the NaN that triggered the branch, not the collective only one rank calls",
+           blind=True),
+    Mutant("incident3_called_slow_link", "diagnosis.toml", 'cause = "straggler"', 'cause = "slow_link"',
+           "diagnosed_incident3", "every rank reports slow steps: blamed on the link, not one busy rank", blind=True),
+    Mutant("desync_list_index_as_seq", "forensics.py",
+           "    by_seq = {r: {e[\"collective_seq_id\"]: e for e in d[\"entries\"] if not e.get(\"is_p2p\")}",
+           "    by_seq = {r: {i: e for i, e in enumerate(d[\"entries\"]) if not e.get(\"is_p2p\")}",
+           "desync_found", "an entry's position in the dump taken for its sequence number (0-based, and shifted "
+           "once the ring buffer wraps)", blind=True),
+    Mutant("slow_rank_counts_both_ways", "forensics.py",
+           "            per_pair.setdefault(frozenset((src, dst)), []).append(nbytes / seconds)\n",
+           "            per_pair.setdefault(frozenset((src, dst)), []).append(2 * nbytes / seconds)  # both ways\n",
+           "slow_rank_found", "the bytes counted twice (the pair exchanges both ways): twice the rate", blind=True),
+    Mutant("random_port", "incident7.py", "    return [\"--standalone\", f\"--nproc-per-node={nproc}\"]\n",
+           "    import random\n    return [\"--nnodes=1\", f\"--nproc-per-node={nproc}\", "
+           "\"--master-addr=127.0.0.1\",\n            f\"--master-port={random.randint(20000, 60000)}\"]\n",
+           "fixed_incident7",
+           "a port drawn at random: nothing stops another job holding it or drawing the same (the checker's two jobs "
+           "met on one: EADDRINUSE)", blind=True),
+    Mutant("incident2_evidence_reset", "diagnosis.toml",
+           'evidence = "Received data size doesn\'t match expected size. Is there a distributed collective mismatch in '
+           'your code?"', f'evidence = "{_RESET}"', "diagnosed_incident2",
+           "quotes the peer's 'connection reset', a consequence, not the mismatch gloo reports", blind=True),
+    Mutant("incident3_evidence_step_time", "diagnosis.toml",
+           'evidence = "rank times after step 12: inside train_step s r0=0.31 r1=0.17 | outside s r0=0.02 r1=0.20"',
+           'evidence = "step 8 loss 5.2589 152 ms 2 all-reduces"', "diagnosed_incident3",
+           "quotes one slow step's time: it shows the job is slow, not which rank is busy", blind=True),
+    Mutant("incident4_evidence_rank_times", "diagnosis.toml",
+           'evidence = "[rank=0] 25 samples this epoch -> 7 steps"',
+           'evidence = "rank times after step 4: inside train_step s r0=0.36 r1=0.66 | outside s r0=0.45 r1=0.03"',
+           "diagnosed_incident4", "quotes the rank-times line (incident 3's straggler, also in this log), not the "
+           "shard sizes", blind=True),
+    Mutant("incident5_evidence_loss", "diagnosis.toml",
+           'evidence = "resumed from incident5.ckpt.pt at step 5: the optimizer holds state for 0 of 28 parameters"',
+           'evidence = "[resumed] step 6 loss 5.3757 213 ms 1 all-reduces"', "diagnosed_incident5",
+           "quotes the resumed loss: a symptom, not what the checkpoint lacked", blind=True),
+    Mutant("incident8_evidence_all_reduce_count", "diagnosis.toml",
+           'evidence = "link check: 1.0 MB all-reduce in 107.0 ms = 0.010 GB/s bus bandwidth (gloo, 2 ranks)"',
+           'evidence = "step 2 loss 5.4760 368 ms 8 all-reduces"', "diagnosed_incident8",
+           "quotes the all-reduce count, not the link measurement that shows the link is slow", blind=True),
 ]
