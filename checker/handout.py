@@ -41,7 +41,7 @@ def write(dest: Path, root: Path = ROOT) -> int:
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel, follow_symlinks=False)
             n += 1
-    (dest / "HANDOUT.md").write_text(NOTE)
+    (dest / "HANDOUT.txt").write_text(NOTE)
     return n
 
 
@@ -51,7 +51,7 @@ def main(argv=None) -> int:
         print("usage: python -m checker.handout DEST", file=sys.stderr)
         return 2
     n = write(Path(args[0]))
-    print(f"{args[0]}: {n} files, no solutions/ and no tests/ (HANDOUT.md says so)")
+    print(f"{args[0]}: {n} files, no solutions/ and no tests/ (HANDOUT.txt says so)")
     return 0
 
 

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.timeout(300)
 def test_a_handout_has_no_reference_and_its_grade_says_who_grades_what_needs_it(tmp_path):
     dest = tmp_path / "handout"
     assert handout.write(dest) > 100
-    assert not (dest / "solutions").exists() and not (dest / "tests").exists() and (dest / "HANDOUT.md").exists()
+    assert not (dest / "solutions").exists() and not (dest / "tests").exists() and (dest / "HANDOUT.txt").exists()
     assert (dest / "labs" / "lab1_baseline" / "step.py").exists() and (dest / "checker" / "cli.py").exists()
     out = tmp_path / "r.json"
     env = {**os.environ, "PYTHONPATH": str(dest), "COURSE_DATA_DIR": str(ROOT / "data")}
