@@ -52,6 +52,13 @@ def _nonempty(path: Path) -> bool:
         return True
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # the run's code removed its log (the run folder is writable to it)
+        return 0
+
+
 def _tail(path: Path, n: int) -> str:
     try:
         return path.read_text(errors="replace")[-n:]
@@ -284,7 +291,7 @@ class Harness:
                 killed = True
             elif elapsed > spec["budget_s"]:
                 timed_out = True
-            elif st["log"].stat().st_size > LOG_CAP_BYTES:
+            elif _size(st["log"]) > LOG_CAP_BYTES:
                 flooded = True
             else:  # (a leftover thread can't keep a worker alive: it leaves with os._exit after its result)
                 return None

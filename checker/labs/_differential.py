@@ -115,6 +115,8 @@ def trajectory(fn, model, set_scale, plan: list, seed: int, comm=None) -> tuple[
             comm.start()
         loss = fn(model, opt, sched, args)
         n_comm = len(comm.stop()) if comm is not None else 0
+        if not isinstance(loss, float):  # the contract: read once, as a Python number
+            raise TypeError(f"train_step returned {type(loss).__name__}, expected a Python float (loss.item())")
         call = opt.calls[-1] if len(opt.calls) > n_calls else {"lr": [None], "norm": None}
         recs.append({"loss": float(loss), "opt_steps": len(opt.calls) - n_calls,
                      "sched_steps": sched.last_epoch - n_sched, "lr": call["lr"][0], "comm": n_comm,

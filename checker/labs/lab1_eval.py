@@ -28,8 +28,11 @@ def reproducible(c: Check, runs) -> CheckResult:
     # draw in two processes; another seed, another draw (the run alone only exercises torch's)
     unseeded = [k for k in a["draws"] if a["draws"][k] != b["draws"][k]]
     ignored = [k for k in b["draws"] if b["draws"][k] == b["other_seed_draws"][k]]
+    # seeded again with the first seed in the same process: the same draws (a generator seed_everything leaves
+    # alone only moves on, so another seed "differs" there too)
+    moved_on = [k for k in b["draws"] if b.get("again_draws", {}).get(k) != b["draws"][k]]
     same = a["losses"] == b["losses"] and a["digest"] == b["digest"] and not unseeded
-    other = b["other_seed_losses"] != b["losses"][:5] and not ignored
+    other = b["other_seed_losses"] != b["losses"][:5] and not ignored and not moved_on
     n = sum(x == y for x, y in zip(a["losses"], b["losses"]))
     if same and other:
         msg = f"{len(a['losses'])} steps bit-identical across two processes; another seed differs"
@@ -38,13 +41,16 @@ def reproducible(c: Check, runs) -> CheckResult:
               "in two processes: it is not seeded"
     elif not same:
         msg = f"two runs with seed {a['seed']} differ: {diverged_at(a['losses'], b['losses'])}"
+    elif moved_on:
+        msg = (f"seed_everything({a['seed']}) twice in one process gave {' and '.join(moved_on)}'s generator other "
+               "numbers the second time: it is not seeded from the seed (a generator left alone only moves on)")
     elif ignored:
         msg = f"seeds {a['seed']} and {a['seed'] + 1} gave {' and '.join(ignored)}'s generator the same numbers: " \
               "seed it with the seed you are given"
     else:
         msg = f"seed {a['seed'] + 1} gave exactly the run of seed {a['seed']}: the seed argument is ignored"
-    if unseeded or ignored:  # the measured column: the criterion that failed, generators seeded from the seed
-        return CheckResult(c.name, False, value=len(a["draws"]) - len(set(unseeded) | set(ignored)),
+    if unseeded or ignored or moved_on:  # measured: generators seeded from the seed
+        return CheckResult(c.name, False, value=len(a["draws"]) - len(set(unseeded) | set(ignored) | set(moved_on)),
                            threshold=len(a["draws"]), unit="generators seeded", message=msg, hint=c.hint)
     return CheckResult(c.name, same and other, value=n, threshold=len(a["losses"]), unit="identical steps",
                        message=msg, hint=c.hint)

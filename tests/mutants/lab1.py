@@ -112,4 +112,12 @@ MUTANTS = [
     Mutant("resume_step_plus_one", "state.py", "    return state[\"step\"]\n", "    return state[\"step\"] + 1\n",
            "resume_exact", "load returns the step after the saved one: one step of data and schedule is skipped",
            blind=True),
+    # blind survivors made checks: seed_everything's draws must repeat when seeded again in one process; the
+    # differential step runs at grad_clip 2.0
+    Mutant("cuda_seed_only", "seeding.py", "    torch.manual_seed(seed)\n", "    torch.cuda.manual_seed_all(seed)\n",
+           "reproducible", "only the GPUs' generators are seeded: torch's CPU generator (init, dropout) is not",
+           blind=True),
+    Mutant("clip_hardcoded", STEP, "clip_grad_norm_(model.parameters(), grad_clip)",
+           "clip_grad_norm_(model.parameters(), 1.0)", "step_matches_reference",
+           "the clip threshold hard-coded to the default 1.0 instead of grad_clip", blind=True),
 ]
