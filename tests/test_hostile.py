@@ -306,7 +306,8 @@ def train_step(model, optimizer, scheduler, batch, grad_clip=1.0):  # the starte
 '''
 
 
-@pytest.mark.parametrize("sandboxed", [pytest.param(True, marks=needs_sandbox()), False])
+@pytest.mark.parametrize("sandboxed", [pytest.param(True, marks=needs_sandbox()),
+                                       pytest.param(False, marks=pytest.mark.exhaustive)])  # the audit hook: tier 2
 def test_the_reference_cannot_be_read_and_run_by_learner_code(lab_tree, sandboxed):
     """A starter whose train_step reads the reference's file (or its git object) and runs it: sandboxed, solutions/ and
     .git are empty folders to learner runs; without a sandbox the worker's audit hook refuses the read and the git."""
