@@ -31,6 +31,12 @@ CHECKS = [
           "global batch a single process would read (disjoint is not enough), and an epoch must restart from "
           "its beginning (checker hint lab2 sharding.next_ids)",
           needs=("reference",)),
+    Check("bucket_layout", "BucketedDDP's buckets at 3 caps (one a prefix sum of the reversed sizes) and over fp32 "
+          "and bf16 parameters: each bucket the parameters the checker's own layout puts in it",
+          f"Buckets ({WHERE}/bucketed.py) laid out otherwise than the contract: filled in backward's order "
+          "(reversed registration), one open bucket per dtype, each closed once its bytes reach the cap (a cap "
+          "hit exactly closes it), what is left of each dtype a last bucket (checker hint lab2 "
+          "bucketed.make_buckets)"),
     Check("grad_equivalence", "NaiveDDP and BucketedDDP (0.05 and 0.1 MB buckets): gradients and weights after "
           "each of 3 SGD steps equal one process on the concatenated global batch (atol 1e-5)",
           f"Not the global batch's gradient ({WHERE}/naive.py, bucketed.py): most likely a sum where the mean "
@@ -103,9 +109,46 @@ def task_sharding_ref(ctx, target):
     return {f"w{world}": {"ids": _sampler_ids(ref, 100, 4, world)} for world in (2, 3)}
 
 
+def _layout(params, cap: float) -> list[list[int]]:
+    """The checker's own bucket layout (indices into params): reversed, one open bucket per dtype, closed once its
+    bytes reach the cap; the buckets still open at the end last, in the order their dtype was last filled."""
+    buckets, open_ = [], {}
+    for i in reversed(range(len(params))):
+        current, size = open_.pop(params[i].dtype, ([], 0))
+        current.append(i)
+        size += params[i].numel() * params[i].element_size()
+        if size >= cap:
+            buckets.append(current)
+        else:
+            open_[params[i].dtype] = (current, size)
+    return buckets + [current for current, _ in open_.values()]
+
+
+def _layout_cases():
+    """(name, params, cap): tiny's fp32 parameters at 0.1 MB and at a cap its reversed sizes hit exactly, and a
+    copy with every third parameter in bf16 (a bucket's buffer has one dtype)."""
+    import torch
+
+    params = [p.detach() for p in tiny_model(seed=3).parameters()]
+    sizes = [p.numel() * p.element_size() for p in reversed(params)]
+    exact = sum(sizes[:3])  # the third parameter from the end closes the first bucket exactly at the cap
+    mixed = [p.to(torch.bfloat16) if i % 3 == 1 else p for i, p in enumerate(params)]
+    return [("fp32, 0.1 MB", params, 0.1 * 2**20), (f"fp32, {exact:,} B (3 parameters' bytes)", params, exact),
+            ("fp32 and bf16, 0.05 MB", mixed, 0.05 * 2**20)]
+
+
 def task_sharding(ctx, target):
     seam = seams.load(LAB, target)
     out = {}
+
+    def layouts():
+        rows = []
+        for name, params, cap in _layout_cases():
+            index = {id(p): i for i, p in enumerate(params)}
+            got = [[index.get(id(p), -1) for p in b.params] for b in seam.BucketedDDP._make_buckets(params, cap)]
+            rows.append({"case": name, "yours": got, "want": _layout(params, cap)})
+        return rows
+    out["layout"], out["layout_error"] = ctx.attempt(layouts)
     for world in (2, 3):
         def one(world=world):
             n, b = 100, 4
@@ -396,7 +439,7 @@ TASKS = {"probe": task_probe, "sharding": task_sharding, "sharding_ref": task_sh
          "train": task_train}
 
 # ---------------------------------------------------------------- checker side
-RUNS = {"sharding": {"sharding", "sharding_ref"}, "grad_equivalence": {"correctness"},
+RUNS = {"sharding": {"sharding", "sharding_ref"}, "bucket_layout": {"sharding"}, "grad_equivalence": {"correctness"},
         "ranks_in_sync": {"correctness"}, "no_sync_accumulation": {"correctness"},
         "step_matches_reference": {"step", "step_ref"}, "overlap": {"correctness"},
         "throughput": {"throughput"}, "resume_exact": {"full", "resume_1", "resume_2"}}

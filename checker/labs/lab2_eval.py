@@ -44,6 +44,26 @@ def sharding(c: Check, runs) -> CheckResult:
                        message="; ".join(problems) or "world sizes 2 and 3: disjoint, complete, reshuffled, resumable")
 
 
+def bucket_layout(c: Check, runs) -> CheckResult:
+    rows, err = part(runs, "sharding", "layout")
+    if err:
+        return error_result(c, err, unit="cases")
+    for n, r in enumerate(rows):
+        if sorted(map(tuple, r["yours"])) != sorted(map(tuple, r["want"])):
+            mine, want = r["yours"], r["want"]
+            first = next((k for k, (a, b) in enumerate(zip(mine, want)) if a != b), min(len(mine), len(want)))
+            return CheckResult(c.name, False, value=n, threshold=len(rows), unit="cases", hint=c.hint,
+                               message=f"{r['case']}: {len(mine)} buckets, the layout's {len(want)}; bucket {first}: "
+                                       f"yours holds parameters {_at(mine, first)}, the layout {_at(want, first)} "
+                                       "(parameter i is the i-th of model.parameters())")
+    return CheckResult(c.name, True, value=len(rows), threshold=len(rows), unit="cases", hint=c.hint,
+                       message="; ".join(f"{r['case']}: {len(r['want'])} buckets" for r in rows) + ", as laid out")
+
+
+def _at(buckets: list, k: int) -> str:
+    return str(buckets[k]) if k < len(buckets) else "none"
+
+
 def _first_other_ids(mine: list, ref: list, tail: int) -> dict | None:
     """The first (rank, step) whose ids differ from the reference's run's."""
     for rank, (a, t) in enumerate(zip(mine, ref)):
@@ -182,7 +202,7 @@ def resume_exact(c: Check, runs) -> CheckResult:
                                "and final weights bit-identical")
 
 
-EVALUATORS = {f.__name__: f for f in (sharding, grad_equivalence, ranks_in_sync, no_sync_accumulation,
+EVALUATORS = {f.__name__: f for f in (sharding, bucket_layout, grad_equivalence, ranks_in_sync, no_sync_accumulation,
                                       step_matches_reference, overlap,
                                       throughput, resume_exact)}
 

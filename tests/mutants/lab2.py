@@ -10,6 +10,15 @@ _SAVE_ORDER = """    ckpt.atomic_save({"rng": ckpt.rng_state(), "step": step}, m
                           "step": step, "world_size": dist.get_world_size()}, path)
     dist.barrier()
 """
+_FILL = ("        for p in reversed(params):\n"
+         "            current, size = open_.pop(p.dtype, ([], 0))\n"
+         "            current.append(p)\n"
+         "            size += p.numel() * p.element_size()\n"
+         "            if size >= cap_bytes:\n"
+         "                buckets.append(Bucket(current))\n"
+         "            else:\n"
+         "                open_[p.dtype] = (current, size)\n")
+
 MUTANTS = [
     # naive.py: broadcast_module, NaiveDDP.finish_gradient_synchronization
     Mutant("no_broadcast", "naive.py", "            dist.broadcast(t.data, src=src)\n", "            pass\n",
@@ -130,4 +139,24 @@ MUTANTS = [
             old.unlink()
 """ + _SAVE_ORDER, "resume_exact", "each rank deletes its older RNG files before the new main file is in place: a "
            "kill inside the main file's write leaves the previous main file without its RNG files", blind=True),
+    # blind survivors made a check: bucket_layout compares every bucket with the checker's own layout
+    Mutant("buckets_forward_order", "bucketed.py", "        for p in reversed(params):\n",
+           "        for p in params:\n", "bucket_layout",
+           "buckets filled in registration order, not backward's: the first to fill is the embedding's", blind=True),
+    Mutant("bucket_cap_strict", "bucketed.py", "            if size >= cap_bytes:\n",
+           "            if size > cap_bytes:\n", "bucket_layout",
+           "a bucket that reaches the cap exactly stays open (closed only above it)", blind=True),
+    Mutant("bucket_cap_never_exceeded", "bucketed.py", _FILL,
+           "        for p in reversed(params):\n"
+           "            current, size = open_.pop(p.dtype, ([], 0))\n"
+           "            nbytes = p.numel() * p.element_size()\n"
+           "            if current and size + nbytes > cap_bytes:\n"
+           "                buckets.append(Bucket(current))\n"
+           "                current, size = [], 0\n"
+           "            current.append(p)\n"
+           "            open_[p.dtype] = (current, size + nbytes)\n", "bucket_layout",
+           "a bucket closed before it would exceed the cap, not once it reaches it", blind=True),
+    Mutant("buckets_mix_dtypes", "bucketed.py", _FILL,
+           _FILL.replace("open_.pop(p.dtype,", "open_.pop(None,").replace("open_[p.dtype] =", "open_[None] ="),
+           "bucket_layout", "one open bucket for every dtype: a bf16 gradient lands in an fp32 buffer", blind=True),
 ]
