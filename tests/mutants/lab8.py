@@ -5,6 +5,12 @@ LOAD = ('    state = {"model": model_sd, "optim": optim_sd, "step": torch.tensor
         "    dcp.load(state, checkpoint_id=str(folder))\n"
         '    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])\n')
 
+_L, _H, _E, _A = "launch.py", "hsdp.py", "elastic.py", "async_ckpt.py"
+RET = ('    return [f"--nnodes={nnodes}", f"--nproc-per-node={nproc_per_node}", f"--node-rank={node_rank}",\n'
+       '            "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", f"--rdzv-id={run_id}",\n'
+       '            f"--rdzv-conf={conf}", f"--local-addr={local_addr}", f"--max-restarts={max_restarts}"]\n')
+MESH = '    return init_device_mesh(device_type, (nnodes, nproc_per_node), mesh_dim_names=("replicate", "shard"))\n'
+
 MUTANTS = [
     Mutant("hsdp_mesh_transposed", "hsdp.py",
            '    return init_device_mesh(device_type, (nnodes, nproc_per_node), '
@@ -53,4 +59,39 @@ MUTANTS = [
            "    folder = folders[-1] if folders else None  # the newest folder on disk, committed or not\n",
            "goodput_chaos", "resume loads the newest checkpoint folder on disk: after a kill inside a save that is the "
            "half-written one, which no load can read"),
+    # blind: a learner who worked lab 8 from its README, starters and the checker's output only (never checker/)
+    # broke their own solution 20 ways; 10 passed every check they were graded on (SURVIVORS.md). The 10 that fail:
+    Mutant("no_local_addr", _L, RET, RET.replace(', f"--local-addr={local_addr}"', ""), "multinode_launch",
+           "no --local-addr: node 0's agent advertises its hostname, which node 1 cannot reach", blind=True),
+    Mutant("no_max_restarts", _L, RET, RET.replace(', f"--max-restarts={max_restarts}"', ""), "elastic_recovery",
+           "--max-restarts left out: torchrun's default 0 gives up at the first failed worker", blind=True),
+    Mutant("static_rendezvous", _L, RET,
+           '    host, port = endpoint.rsplit(":", 1)\n'
+           '    return [f"--nnodes={nnodes}", f"--nproc-per-node={nproc_per_node}", f"--node-rank={node_rank}",\n'
+           '            f"--master-addr={host}", f"--master-port={port}", f"--max-restarts={max_restarts}"]\n',
+           "elastic_recovery", "the classic static launch (--master-addr/--master-port/--node-rank): no c10d "
+           "rendezvous for the restarted node to rejoin", blind=True),
+    Mutant("interface_from_route_only", _L, '    held = ip("addr", "show", "to", master_addr)  #', "    held = []  #",
+           "multinode_launch", "the interface is always the route's: on node 0 its own address routes via lo, so "
+           "gloo listens where node 1 cannot reach it", blind=True),
+    Mutant("layout_by_local_rank", _L, '        nodes.setdefault(r["group_rank"], []).append(r["rank"])\n',
+           '        nodes.setdefault(r["local_rank"], []).append(r["rank"])\n', "multinode_launch",
+           "ranks grouped into nodes by LOCAL_RANK: node 0 becomes local rank 0 of every node", blind=True),
+    Mutant("mesh_flat", _H, MESH, "    return init_device_mesh(device_type, (nnodes * nproc_per_node,))\n",
+           "hsdp_internode_bytes", "a 1-D mesh over every rank: HSDP is plain FSDP, shard groups across the link",
+           blind=True),
+    Mutant("shard_on_shard_submesh", _H, "    fully_shard(model, mesh=mesh, reshard_after_forward=False)\n",
+           '    fully_shard(model, mesh=mesh["shard"] if mesh.ndim == 2 else mesh, reshard_after_forward=False)\n',
+           "hsdp_equivalence", "HSDP given only the shard sub-mesh: each node trains its own replica, gradients "
+           "never averaged across nodes", blind=True),
+    Mutant("resume_step_plus_one", _E, '    return int(state["step"])\n', '    return int(state["step"]) + 1\n',
+           "elastic_recovery", "resume returns the step after the checkpoint's: the caller adds one again, a step "
+           "is skipped", blind=True),
+    Mutant("resume_returns_zero", _E, '    return int(state["step"])\n', "    return 0\n", "elastic_recovery",
+           "resume loads the checkpoint but returns 0: the restarted job reruns steps 1.. from the loaded weights",
+           blind=True),
+    Mutant("to_cpu_is_not_a_copy", _A, "        staged = stage(state_dict)\n",
+           '        staged = tree_map(lambda t: t.detach().to("cpu") if isinstance(t, torch.Tensor) else t, '
+           "state_dict)\n", "async_checkpoint",
+           ".to('cpu') as the snapshot: on CPU tensors it returns the live tensor itself, no copy", blind=True),
 ]
