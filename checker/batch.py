@@ -57,6 +57,9 @@ def _course_tree(lab: str, submission: Path, into: Path) -> Path:
     if (submission / folder).is_dir():
         shutil.copytree(submission / folder, into / "labs" / folder, symlinks=True,
                         ignore=shutil.ignore_patterns("__pycache__"))
+    for part in seams.SEAMS[lab].uses:  # the earlier labs its runs import: theirs, or the starter as in their clone
+        src = submission / part if (submission / part).is_dir() else REPO_ROOT / "labs" / part
+        shutil.copytree(src, into / "labs" / part, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     return into
 
 

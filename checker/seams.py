@@ -36,6 +36,7 @@ class Seam:
     folder: str
     title: str
     functions: dict[str, str]  # name -> contract, one line
+    uses: tuple[str, ...] = ()  # earlier labs' folders whose code the learner's runs import (lab 5's job: 1 and 2)
 
 
 SEAMS: dict[str, Seam] = {
@@ -112,7 +113,7 @@ SEAMS: dict[str, Seam] = {
         "write_csv": "write_csv(rows, path) -> path",
         "scaling_table": "scaling_table(rows) -> [{world_size, tokens_per_s, speedup, efficiency, jobs}] ascending",
         "write_report": "write_report(csv_path, out_dir) -> (png path, markdown path)",
-    }),
+    }, uses=("lab1_baseline", "lab2_ddp")),
     "lab6": Seam("lab6", "lab6_model_parallel", "Model parallelism: tensor and pipeline", {
         "parallelize": "parallelize(model, group=None) -> model; in place: every block's attention split by heads and "
                        "MLP by hidden units (column- then row-parallel), parameter names unchanged, each this rank's "

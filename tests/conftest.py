@@ -45,11 +45,18 @@ def lab_tree(tmp_path):
     """A private course tree under tmp_path whose labs/ holds a *finished* lab (a copy of the
     solution, or of the starter with learner_from="labs"): a learner's tree that tests may break."""
     def make(lab_folder: str = "lab1_baseline", learner_from: str = "solutions") -> Path:
+        from checker import seams
+
+        uses = next((s.uses for s in seams.SEAMS.values() if s.folder == lab_folder), ())
         for part, src in (("labs", learner_from), ("solutions", "solutions")):
             (tmp_path / part).mkdir(exist_ok=True)
             (tmp_path / part / "__init__.py").write_text("")
             shutil.copytree(ROOT / src / lab_folder, tmp_path / part / lab_folder,
                             ignore=shutil.ignore_patterns("__pycache__", "*.ipynb"))
+            for dep in uses:  # the earlier labs its runs import, finished (lab 5's job: labs 1 and 2)
+                if not (tmp_path / part / dep).exists():
+                    shutil.copytree(ROOT / "solutions" / dep, tmp_path / part / dep,
+                                    ignore=shutil.ignore_patterns("__pycache__", "*.ipynb"))
         # the shared core is not an exercise: the copy imports the course's own
         link_shared(tmp_path / "labs", ROOT)
         return tmp_path

@@ -200,7 +200,9 @@ def grade(h, checks):
         return [results[c.name] for c in checks], info
     deadline = time.monotonic() + DEADLINE_S * float(
         os.environ.get("CHECKER_BUDGET_SCALE", "1"))  # a site's slow requeue
-    job, said = slurm.sbatch(script, ["--job-name=checker-lab5-preempt", f"--output={runs}/slurm-%j.log"],
+    # --chdir: the job starts `python -m` there, which puts that folder first on its path: the graded tree's labs/
+    job, said = slurm.sbatch(script, ["--job-name=checker-lab5-preempt", f"--output={runs}/slurm-%j.log",
+                                      f"--chdir={h.root}"],
                              {**env, "LAB5_TRAIN_ARGS": PREEMPT_ARGS})
     # submit_sweep calls sbatch, which must reach slurmctld on this machine's network: not from a sandbox's loopback
     sweep = h.run("sweep", "sweep", dict(runs=str(runs), train_args=TRAIN_ARGS, world_sizes=SWEEP), budget_s=30,

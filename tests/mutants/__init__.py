@@ -80,12 +80,15 @@ def learner_tree(dest: Path, lab: str, mutant: Mutant | None) -> Path:
 
     The layout is the one `checker grade --root` grades: labs/ (the learner's lab, the course's own
     shared core linked in) and solutions/ (the reference the checker compares against)."""
+    from checker import seams
+
     folder = lab_folder(lab)
     for part in ("labs", "solutions"):
         (dest / part).mkdir(parents=True, exist_ok=True)
         (dest / part / "__init__.py").write_text("")
-        shutil.copytree(ROOT / "solutions" / folder, dest / part / folder,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.ipynb"))
+        for lab_dir in (folder, *seams.SEAMS[lab].uses):  # and the earlier labs its runs import (lab 5: 1 and 2)
+            shutil.copytree(ROOT / "solutions" / lab_dir, dest / part / lab_dir,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.ipynb"))
     link_shared(dest / "labs", ROOT)
     if mutant is not None:
         path = dest / "labs" / folder / mutant.file
