@@ -175,7 +175,7 @@ def _info_seconds(report: dict, run: str) -> float | None:
 
 
 @pytest.mark.slow
-@pytest.mark.exhaustive  # 37-74 s: CI's second tier (make test stays under 15 min); lab 9's below is make test's
+@pytest.mark.exhaustive  # 37-74 s: CI's second tier (make test stays under 15 min)
 @pytest.mark.timeout(200)
 def test_lab4_a_rank_skipping_a_collective_fails_at_the_graded_timeout_naming_each_ranks_line(lab_tree):
     """Rank 0 waits in a barrier its peer never calls. Before: the job's own process-group timeout (30 s) in each of
@@ -200,6 +200,7 @@ def test_lab4_a_rank_skipping_a_collective_fails_at_the_graded_timeout_naming_ea
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive  # 26-38 s: CI's second tier (make test stays under 15 min)
 @pytest.mark.timeout(200)
 def test_lab9_a_save_whose_barrier_only_rank0_calls_fails_without_the_resumed_job(lab_tree):
     """The barrier of save_cp_checkpoint moved inside rank 0's branch: its peers train on and wait in the ring's

@@ -12,6 +12,7 @@ from conftest import ROOT
 pytestmark = pytest.mark.timeout(300)
 
 
+@pytest.mark.exhaustive  # 11 s: CI's second tier (make test stays under 15 min)
 def test_a_handout_has_no_reference_and_its_grade_says_who_grades_what_needs_it(tmp_path):
     dest = tmp_path / "handout"
     assert handout.write(dest) > 100

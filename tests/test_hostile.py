@@ -132,6 +132,7 @@ def _slow_lab1(tree, header: str):
     init.write_text(init.read_text() + textwrap.dedent(header))
 
 
+@pytest.mark.exhaustive  # CI's second tier: make test holds the reference slowed through torch, below
 def test_a_forged_perf_counter_does_not_hide_a_slow_step(lab_tree):
     tree = lab_tree()  # 60 ms of sleep per step, taken off time.perf_counter
     _slow_lab1(tree, '''
