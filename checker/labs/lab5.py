@@ -21,6 +21,7 @@ from checker.labs.lab5_eval import (
     DEADLINE_S,
     LAB,
     STEPS,
+    check_flag,
     check_manifests,
     check_metrics,
     check_preempt,
@@ -108,7 +109,31 @@ def task_report(ctx, target, csv_path, out):
             "png": str(png), "md": str(md)}
 
 
-TASKS = {"probe": task_probe, "sweep": task_sweep, "collect": task_collect, "report": task_report}
+def task_flag(ctx, target, signal_at):
+    """PreemptionFlag on 2 ranks where only rank 1 is signalled (SIGTERM to itself before step signal_at), as one
+    node of a job may hear the warning before another: should_stop, called by both at every step, must say True on
+    both from that step on. Per rank it would stop one rank and leave the other in its next collective."""
+    import os
+    import signal
+    import time
+
+    from labs.common import dist as cdist
+
+    env = cdist.init(timeout_s=20)
+    seam = seams.load(LAB, target)
+    flag = seam.PreemptionFlag()
+    flag.install()
+    said = []
+    for step in range(signal_at + 3):
+        if step == signal_at and env.rank == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)  # the handler has run before this step's should_stop
+        said.append(bool(flag.should_stop(env.device)))
+    cdist.teardown()
+    return {"rank": env.rank, "said": said}
+
+
+TASKS = {"probe": task_probe, "sweep": task_sweep, "collect": task_collect, "report": task_report, "flag": task_flag}
 
 
 # ---------------------------------------------------------------- checker side
@@ -198,6 +223,8 @@ def grade(h, checks):
     needs_jobs = names & {"preempt_resume", "metrics_complete", "scaling_curve"}
     if not needs_jobs:
         return [results[c.name] for c in checks], info
+    signal_at = 2 + h.variant % 3  # a hidden variant moves it
+    flag = h.run("flag", "flag", dict(signal_at=signal_at), budget_s=60, nproc=2) if "preempt_resume" in names else None
     deadline = time.monotonic() + DEADLINE_S * float(
         os.environ.get("CHECKER_BUDGET_SCALE", "1"))  # a site's slow requeue
     # --chdir: the job starts `python -m` there, which puts that folder first on its path: the graded tree's labs/
@@ -227,6 +254,8 @@ def grade(h, checks):
     ref = _sweep_job(tasks, runs, 2)
     if "preempt_resume" in names:
         results["preempt_resume"] = check_preempt(byname["preempt_resume"], job, said, runs, ref, records, left, notes)
+        if results["preempt_resume"].passed and (wrong := check_flag(flag, signal_at)):
+            fail("preempt_resume", wrong, unit="max |loss diff|")
     if names & {"metrics_complete", "scaling_curve"}:
         finished = [j for j in ([job] if job else []) + tasks if slurm.finished(j, records)]
         csv_path = runs / "metrics.csv"

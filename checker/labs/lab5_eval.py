@@ -71,6 +71,22 @@ def _slurm_log_tail(runs: Path, job: str, n: int = 12) -> str:
     return "\n".join(p.read_text(errors="replace").splitlines()[-n:]) if p.exists() else ""
 
 
+def check_flag(run, signal_at: int) -> str | None:
+    """Why PreemptionFlag is not a collective (task_flag), or None."""
+    err = run.error()
+    if err:
+        return (f"PreemptionFlag on 2 ranks, SIGTERM to rank 1 alone before step {signal_at}: "
+                f"{err.get('type', 'error')}: {err.get('message', '')[:300]}")
+    said = {r["rank"]: r["said"] for r in run.results}
+    want = [k >= signal_at for k in range(len(said[1]))]
+    if said[0] == said[1] == want:
+        return None
+    return (f"PreemptionFlag on 2 ranks, SIGTERM to rank 1 alone before step {signal_at}: should_stop said "
+            f"{said[0]} on rank 0 and {said[1]} on rank 1 (steps 0-{len(want) - 1}); every rank must say True from "
+            "that step on: one node hears the warning first, and a rank that stops alone leaves the others in a "
+            "collective")
+
+
 def check_preempt(check, job, said, runs, ref, records, left, notes) -> CheckResult:
     def fail(msg, value=None, details=""):
         return CheckResult(check.name, False, value, 0.0, "max |loss diff|", msg, check.hint, details)

@@ -92,6 +92,10 @@ MUTANTS = [
            "--master-addr=lab5-train-0 --master-port", "k8s_manifests_valid",
            "node 0 named by its bare hostname: only the headless Service's subdomain makes it resolvable from the "
            "other pod", blind=True),
+    # a blind survivor made a check: PreemptionFlag graded on 2 ranks with only one signalled
+    Mutant("stop_when_all_agree", "preemption.py", "            dist.all_reduce(mine, op=dist.ReduceOp.MAX)\n",
+           "            dist.all_reduce(mine, op=dist.ReduceOp.MIN)\n", "preempt_resume",
+           "MIN where MAX was needed: the ranks stop only once every one of them has been signalled", blind=True),
 ]
 
 NEEDS_SLURM = {"batch_script_valid", "preempt_resume", "metrics_complete", "scaling_curve"}
