@@ -44,10 +44,10 @@ def processes_with(marker: str) -> list[int]:
 def lab_tree(tmp_path):
     """A private course tree under tmp_path whose labs/ holds a *finished* lab (a copy of the
     solution, or of the starter with learner_from="labs"): a learner's tree that tests may break."""
-    def make(lab_folder: str = "lab1_baseline", learner_from: str = "solutions") -> Path:
+    def make(lab_folder: str = "lab1_baseline", learner_from: str = "solutions", with_uses: bool = True) -> Path:
         from checker import seams
 
-        uses = next((s.uses for s in seams.SEAMS.values() if s.folder == lab_folder), ())
+        uses = next((s.uses for s in seams.SEAMS.values() if s.folder == lab_folder), ()) if with_uses else ()
         for part, src in (("labs", learner_from), ("solutions", "solutions")):
             (tmp_path / part).mkdir(exist_ok=True)
             (tmp_path / part / "__init__.py").write_text("")

@@ -41,7 +41,7 @@ def test_without_slurm_every_scheduler_check_is_not_run_with_the_way_to_start_it
 
 def test_all_lists_what_did_not_run_and_succeeds(tmp_path, lab_tree):
     """`make demo` on a machine without Slurm: the checks that ran passed, so it succeeds and lists the rest."""
-    root = lab_tree("lab5_scheduler")  # a course tree holding lab 5 only: --all grades just it
+    root = lab_tree("lab5_scheduler", with_uses=False)  # a course tree holding lab 5 only: --all grades just it
     r = run_checker("grade", "--all", "--solutions", "--root", root, "--json", tmp_path / "all.json",
                     env=no_slurm(tmp_path))
     assert r.returncode == 0, r.stdout + r.stderr
