@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 DURATIONS ?= 25  # the slowest tests make test lists at the end (0: every one)
 
-.PHONY: setup data demo test test-exhaustive test-fast bench lab starters slides handout slurm-up slurm-down clean
+.PHONY: setup data demo test test-exhaustive test-full test-fast bench lab starters slides handout slurm-up slurm-down clean
 
 # The torch release CI grades on (labs/common/compat.py: TESTED), installed only into a venv without a torch: one
 # that has a torch of the supported range keeps it (VENV_ARGS=--system-site-packages uses a GPU node's own torch).
@@ -33,10 +33,13 @@ demo: setup data  ## grade every reference solution on this machine and print th
 	$(BIN)/checker grade --all --solutions
 
 test: setup  ## the suite: units, checker contract, end-to-end grades, each lab's first mutant, notebooks (nbval)
-	COURSE_TARGET=solutions $(BIN)/pytest -m "not exhaustive" --nbval-lax --durations=$(DURATIONS) tests labs
+	COURSE_TARGET=solutions $(BIN)/pytest -m "not exhaustive and not full" --nbval-lax --durations=$(DURATIONS) tests labs
 
 test-exhaustive: setup  ## CI's second tier, after make test: the other mutants and mistakes, starters, browser, ...
 	COURSE_TARGET=solutions $(BIN)/pytest -m exhaustive --durations=10 tests
+
+test-full: setup  ## beyond CI (~25 min): the blind mutants of labs 4, 5, 6 and 8 (make bench grades every mutant too)
+	COURSE_TARGET=solutions $(BIN)/pytest -m full --durations=10 tests
 
 test-fast: setup  ## everything but the slow end-to-end runs
 	COURSE_TARGET=solutions $(BIN)/pytest -m "not slow" tests
