@@ -139,7 +139,7 @@ def test_a_torn_save_is_named_and_a_resume_from_it_fails_the_check():
 
 
 @pytest.mark.slow
-@pytest.mark.exhaustive  # 34-44 s loaded: CI's second tier; make test's lab 8 grade (test_grades) runs it whole
+@pytest.mark.exhaustive  # 34-44 s loaded: CI's second tier, beside lab 8's whole grade (test_grades)
 @pytest.mark.timeout(180)
 def test_ctrl_c_during_the_chaos_run_leaves_no_process(tmp_path):
     """The chaos run forks an attempt per failure: interrupted with attempts alive, none of them outlives the grade."""
