@@ -143,14 +143,15 @@ def page(lab: str, variant: int, reports: dict[str, dict]) -> str:
             kind, text = _cell(c)
             cells.append(f'<td class="{kind}" title="{html.escape(tip)}">{text}</td>')
         score = f"{sum(bool(c['passed']) for c in checks.values())}/{len(names)}"
-        opened = reports[learner].get("hints_opened", "")
-        flag = "⚑ " if reports[learner].get("hints_flagged") else ""
+        notes = []  # each with its own mark, so the instructor reads which note the flag is about
+        if reports[learner].get("hints_opened"):
+            flag = "⚑ " if reports[learner].get("hints_flagged") else ""
+            notes.append(flag + html.escape(reports[learner]["hints_opened"]))
         copied = reports[learner].get("reference_code")
         if copied:  # the reference's own code in the hand-in, token for token: for the instructor to look at
-            opened = f"{opened}{'; ' if opened else ''}holds the reference's code: {', '.join(copied)}"
-            flag += "⚠ "
+            notes.append("⚠ " + html.escape(f"holds the reference's code: {', '.join(copied)}"))
         rows.append(f'<tr><td class="learner">{html.escape(learner)}</td><td class="score">{score}</td>'
-                    f'<td class="hints">{flag}{html.escape(opened) or "none"}</td>' + "".join(cells) + "</tr>")
+                    f'<td class="hints">{"; ".join(notes) or "none"}</td>' + "".join(cells) + "</tr>")
     passed = sum(bool(r.get("passed")) for r in reports.values())
     sandboxes = sorted({r.get("sandbox", "") for r in reports.values() if r.get("sandbox")})
     sub = (f"{len(reports)} learners, {passed} passed every check · variant {variant}"
