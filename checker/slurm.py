@@ -65,6 +65,20 @@ def queued(job_ids: list[str]) -> list[str]:
     return [p[0] for p in (line.split() for line in r.stdout.splitlines()) if len(p) == 2 and p[1] in ACTIVE]
 
 
+def states(job_ids: list[str]) -> dict[str, str] | None:
+    """Own job id -> state, for these jobs (an array id stands for its tasks, each under its own id once it has
+    started) still pending or running; None when squeue did not answer."""
+    if not job_ids:
+        return {}
+    try:
+        r = _run(["squeue", "-h", "-r", "-o", "%A %T", "-j", ",".join(job_ids)])
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0:
+        return {} if "Invalid job id" in r.stderr else None
+    return {p[0]: p[1] for p in (line.split() for line in r.stdout.splitlines()) if len(p) == 2 and p[1] in ACTIVE}
+
+
 def array_states(array_id: str) -> dict[int, str] | None:
     """Task index -> state, for the tasks of an array still pending or running (`squeue -r`: one line per task,
     "6_3 RUNNING"); {} once none is; None when squeue did not answer (a busy controller: ask again, never take
@@ -151,10 +165,11 @@ def finished(job_id: str, records: list[dict]) -> list[dict]:
     return mine if mine and mine[-1].get("JobState") != "PENDING" else []
 
 
-def wait_all(job_ids: list[str], deadline: float, poll_s: float = 0.5) -> list[str]:
-    """Wait until none of the jobs is queued or running (or the deadline); return those still there."""
+def wait_all(job_ids: list[str], deadline: float, poll_s: float = 0.5, stop=None) -> list[str]:
+    """Wait until none of the jobs is queued or running, the deadline passes, or `stop()` says why to give up
+    (a stalled job); return those still there."""
     left = queued(job_ids)
-    while left and time.monotonic() < deadline:
+    while left and time.monotonic() < deadline and not (stop and stop()):
         time.sleep(poll_s)
         left = queued(job_ids)
     return left

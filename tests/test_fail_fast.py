@@ -221,3 +221,28 @@ def test_lab9_a_save_whose_barrier_only_rank0_calls_fails_without_the_resumed_jo
     assert "rank 0 was at labs/lab9_long_context/cp_checkpoint.py" in c["message"], c
     assert _info_seconds(report, "cp_killed") is not None and _info_seconds(report, "cp_resumed") is None, report
     assert seconds < 60, f"took {seconds:.0f} s to fail"
+
+
+@pytest.mark.slow
+@pytest.mark.exhaustive  # ~60 s with Slurm: CI's second tier
+@pytest.mark.timeout(240)
+def test_lab5_a_job_that_stops_writing_is_cancelled_as_stalled_not_waited_out(lab_tree):
+    """Before: the grade waited out each check's 150 s deadline and said only "still queued or running" (158 s
+    under load). The stall watch cancels a RUNNING job that has written nothing for 25 s and names its last step."""
+    from conftest import need_slurm
+
+    need_slurm()
+    root = lab_tree("lab5_scheduler")
+    train = root / "labs" / "lab5_scheduler" / "train.py"
+    text = train.read_text()
+    line = "        t0 = time.perf_counter()\n"
+    assert text.count(line) == 1
+    train.write_text(text.replace(line, line + "        while step >= 5:\n            time.sleep(0.01)\n"))
+    t0 = time.monotonic()
+    r = run_checker("grade", "lab5", "--root", root, "--only", "preempt_resume", "--json", root / "r.json",
+                    timeout=220)
+    seconds = time.monotonic() - t0
+    assert r.returncode == 1, r.stdout + r.stderr
+    (c,) = load_json(root / "r.json")["checks"]
+    assert not c["passed"] and "stalled" in c["message"] and "last step 5" in c["message"], c
+    assert seconds < 60, f"took {seconds:.0f} s to fail"

@@ -31,6 +31,7 @@ from checker.labs.lab5_eval import (
     steps_of_run,
     todo_prefix,
 )
+from checker.labs.lab5_stall import Stall
 from checker.report import CheckResult
 
 WORLD_SIZE = 2          # ranks per training job (the sweep also runs 1)
@@ -168,7 +169,7 @@ def script_problems(text: str) -> list[str]:
     return problems
 
 
-def preempt(job: str, log: Path, deadline: float, notes: list[str], warn_at: int = WARN_AT) -> None:
+def preempt(job: str, log: Path, deadline: float, notes: list[str], warn_at: int = WARN_AT, stall=None) -> None:
     """Interrupt run 1 with the warning, run 2 with a plain requeue; note what was done."""
     for restart, action in ((0, "warning"), (1, "requeue")):
         while time.monotonic() < deadline:
@@ -176,6 +177,8 @@ def preempt(job: str, log: Path, deadline: float, notes: list[str], warn_at: int
                 break
             if not slurm.queued([job]):
                 notes.append(f"the job ended before its run {restart + 1} reached {warn_at} steps")
+                return
+            if stall is not None and stall.poll():
                 return
             time.sleep(0.1)
         else:
@@ -237,23 +240,27 @@ def grade(h, checks):
     array = sweep.result.get("array") if not sweep.error() else None
     submitted = [j for j in (job, array) if j]
     notes: list[str] = []
+    stall = Stall(runs, submitted)  # a job that runs but writes nothing ends the wait (lab5_stall.py)
     try:
         if job:
             h.on_progress("preempted job")
             preempt(job, runs / job / "log.jsonl", deadline, notes,
-                    WARN_AT + h.variant % 5)  # a hidden variant moves it
+                    WARN_AT + h.variant % 5, stall)  # a hidden variant moves the step
         h.on_progress("jobs")
-        left = slurm.wait_all(submitted, deadline)
+        left = slurm.wait_all(submitted, deadline, stop=stall.poll)
     finally:
         slurm.cancel(submitted)  # anything still queued at the deadline: no job outlives the grade
     records = slurm.jobcomp_records()
     tasks = slurm.array_tasks(array) if array else []
+    if stall.why:
+        notes.append(stall.why)
     info += [("preemption", "; ".join(notes) or "-"),
              ("jobs", f"preempted {job or '-'}; sweep array {array or '-'}: tasks {', '.join(tasks) or '-'}")]
 
     ref = _sweep_job(tasks, runs, 2)
     if "preempt_resume" in names:
-        results["preempt_resume"] = check_preempt(byname["preempt_resume"], job, said, runs, ref, records, left, notes)
+        results["preempt_resume"] = check_preempt(byname["preempt_resume"], job, said, runs, ref, records, left, notes,
+                                                  stall.why)
         if results["preempt_resume"].passed and (wrong := check_flag(flag, signal_at)):
             fail("preempt_resume", wrong, unit="max |loss diff|")
     if names & {"metrics_complete", "scaling_curve"}:
@@ -263,7 +270,7 @@ def grade(h, checks):
                                                csv_path=str(csv_path)), budget_s=30)
         if "metrics_complete" in names:
             results["metrics_complete"] = check_metrics(byname["metrics_complete"], col, csv_path, finished, runs,
-                                                        records, sweep, array)
+                                                        records, sweep, array, stall.why)
         if "scaling_curve" in names:
             if col.error():
                 c = byname["scaling_curve"]

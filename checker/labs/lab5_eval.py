@@ -87,7 +87,7 @@ def check_flag(run, signal_at: int) -> str | None:
             "collective")
 
 
-def check_preempt(check, job, said, runs, ref, records, left, notes) -> CheckResult:
+def check_preempt(check, job, said, runs, ref, records, left, notes, stalled=None) -> CheckResult:
     def fail(msg, value=None, details=""):
         return CheckResult(check.name, False, value, 0.0, "max |loss diff|", msg, check.hint, details)
 
@@ -97,9 +97,9 @@ def check_preempt(check, job, said, runs, ref, records, left, notes) -> CheckRes
     todo = re.search(r"TODO\(lab5\)[^\n]*", tail)
     if todo:
         return fail(f"not written yet: {todo[0]} (the job's log, {runs.name}/slurm-{job}.log)", details=tail)
-    if job in left:
-        return fail(f"job {job} was still queued or running after {DEADLINE_S} s; cancelled. "
-                    f"{'; '.join(notes)}", details=tail)
+    if job in left:  # the deadline, or a stalled job (this one or the sweep's) ended the wait
+        return fail("; ".join(notes) if stalled else f"job {job} was still queued or running after {DEADLINE_S} s; "
+                    f"cancelled. {'; '.join(notes)}", details=tail)
     mine = slurm.finished(job, records)
     if not mine or mine[-1]["JobState"] != "COMPLETED":
         state = mine[-1]["JobState"] if mine else "unknown (no jobcomp record)"
@@ -140,7 +140,7 @@ def _expected_row(job: str, records: list[dict], runs: Path) -> dict:
             "tokens_per_s": statistics.median(rates) if rates else None}
 
 
-def check_metrics(check, col, csv_path, finished, runs, records, sweep, array) -> CheckResult:
+def check_metrics(check, col, csv_path, finished, runs, records, sweep, array, stalled=None) -> CheckResult:
     import csv
 
     def fail(msg, value=None, details=""):
@@ -151,7 +151,8 @@ def check_metrics(check, col, csv_path, finished, runs, records, sweep, array) -
     if col.error():
         return error_result(check, col.error(), "wrong or missing cells")
     if len(finished) < 2:
-        return fail(f"only {len(finished)} of the checker's jobs finished (array {array}): nothing to collect")
+        return fail(f"only {len(finished)} of the checker's jobs finished (array {array}): nothing to collect"
+                    + (f"; {stalled}" if stalled else ""))
     try:
         with open(csv_path, newline="") as f:
             rows = {r.get("job_id"): r for r in csv.DictReader(f)}
