@@ -91,4 +91,44 @@ MUTANTS = [
     Mutant("zero1_step_drops_kwargs", "zero1.py", "        self.optim.step(**kwargs)\n", "        self.optim.step()\n",
            "zero1_equivalence", "step(**kwargs) accepted and dropped: the wrapped optimizer never sees them",
            blind=True),
+    # blind, third session: a learner's slips from the README, starters and the checker's output alone
+    Mutant("partition_counts_tensors", "zero1.py", "        load[r] += sizes[i]\n", "        load[r] += 1\n",
+           "zero1_memory", "partition balances the number of tensors per rank, not their elements (1.10 and 0.90 of "
+           "8Ψ/N on tiny)", blind=True),
+    Mutant("zero2_slice_stops_at_real_elements", "zero2.py", "self.lo, self.hi = rank * shard, (rank + 1) * shard",
+           "self.lo, self.hi = rank * shard, min((rank + 1) * shard, n)", "zero2_equivalence",
+           "the last rank's slice excludes the padding: shorter than P/N, so the reduce-scatter's output does not fit "
+           "a padded bucket (gloo aborts)", blind=True),
+    Mutant("zero2_reduce_scatter_output_dropped", "zero2.py",
+           "dist.reduce_scatter_single(b.flat_grad[b.lo:b.hi], b.flat_grad, async_op=True)",
+           "dist.reduce_scatter_single(torch.empty_like(b.flat_grad[b.lo:b.hi]), b.flat_grad, async_op=True)",
+           "zero2_equivalence", "the reduce-scatter writes a fresh tensor that is dropped: the owned slice keeps this "
+           "rank's own gradient / N, not the mean", blind=True),
+    Mutant("zero2_divides_own_slice_only", "zero2.py", "b.flat_grad.div_(self.world_size)",
+           "b.flat_grad[b.lo:b.hi].div_(self.world_size)", "zero2_equivalence",
+           "only the owned slice is divided by N before the reduce-scatter: the other ranks' contributions to it "
+           "arrive undivided", blind=True),
+    Mutant("fsdp_blocks_stay_gathered", "fsdp.py",
+           "    for block in model.blocks:\n        fully_shard(block, **kwargs)",
+           "    for block in model.blocks:\n        fully_shard(block, reshard_after_forward=False, **kwargs)",
+           "fsdp_structure", "blocks are not resharded after forward: every block's full weights stay gathered until "
+           "backward (482,304 B unsharded at once where 282,368 are allowed)", blind=True),
+    Mutant("model_state_bytes_no_step_counters", "fsdp.py", "for v in s.values() if torch.is_tensor(v))",
+           'for k, v in s.items() if torch.is_tensor(v) and k != "step")', "fsdp_memory",
+           "model_state_bytes leaves out AdamW's step counters (4 B per parameter tensor): 112 B short of the "
+           "checker's count", blind=True),
+    Mutant("ds_accumulates_two", "deepspeed_zero.py", '"gradient_accumulation_steps": 1,',
+           '"gradient_accumulation_steps": 2,', "deepspeed_stages",
+           "two micro-batches per optimizer step: every stage agrees with stage 0, none with the course's step",
+           blind=True),
+    Mutant("save_rng_rank0_only", "dcp_state.py",
+           '    ckpt.atomic_save({"rng": ckpt.rng_state()}, partial / f"rng-rank{rank}.pt")',
+           '    if rank == 0:\n        ckpt.atomic_save({"rng": ckpt.rng_state()}, partial / f"rng-rank{rank}.pt")',
+           "sharded_resume", "only rank 0 saves its RNG: rank 1 resumes with a fresh stream (other dropout masks)",
+           blind=True),
+    Mutant("dcp_sampler_not_restored", "dcp_state.py", '        self.sampler.load_state_dict(state["sampler"])\n', "",
+           "sharded_resume", "the sampler is saved but not restored: the resumed run replays the epoch's first "
+           "batches", blind=True),
+    Mutant("dcp_step_not_restored", "dcp_state.py", '        self.step = state["step"]\n', "", "sharded_resume",
+           "load_state_dict never sets the step: load_sharded returns 0 after a resume", blind=True),
 ]
