@@ -64,15 +64,19 @@ CHECKS = [
           "(checker hint lab1 step.train_step)",
           needs=("reference",)),
     Check("throughput_meter", "ThroughputMeter(warmup_steps=3) agrees with the checker's clock over the same steps "
-          "(5%), warm-up steps unlike the window's",
+          "(5%), warm-up steps unlike the window's, and still 0.3 s after the last step; nan before its window holds "
+          "a step; on a (faked) GPU, a device wait in every call that reads the clock",
           f"ThroughputMeter ({WHERE}/meters.py) times other steps than the checker: a window that opens a "
-          "step early or late, a warm-up step's tokens counted, or a clock read before the device finished "
-          "(checker hint lab1 meters.step)"),
+          "step early or late, a warm-up step's tokens counted, a window that ends elsewhere than at the last "
+          "step() call, a clock read before the device finished, or a number where there is no measurement yet "
+          "(checker hint lab1 meters.step; checker hint lab1 meters.tokens_per_s)"),
     Check("memory_reported", "model_state_bytes equals 4 B/param weights + 4 B/param grads + AdamW "
-          "(8 B/param + 4 B per tensor); and 0 B of grads once zero_grad(set_to_none=True) freed them",
+          "(8 B/param + 4 B per tensor); and 0 B of grads once zero_grad(set_to_none=True) freed them; 2 B/param "
+          "on a bf16 copy",
           f"model_state_bytes ({WHERE}/meters.py) differs from the tensors that exist: a tied weight counted "
-          "twice, gradients assumed instead of counted (0 B once freed), or part of the optimizer's state missed, "
-          "its per-tensor step count included (checker hint lab1 meters.model_state_bytes)"),
+          "twice, gradients assumed instead of counted (0 B once freed), bytes per element assumed instead of "
+          "read from the tensor, or part of the optimizer's state missed, its per-tensor step count included "
+          "(checker hint lab1 meters.model_state_bytes)"),
     Check("input_pipeline", "over your make_loader (samples that cost CPU time), the checker's own steps wait "
           "for data <= 20% of the time; batches in order",
           f"The model sits waiting for every batch ({WHERE}/pipeline.py): its samples are prepared in the "

@@ -151,10 +151,35 @@ def throughput_meter(c: Check, runs) -> CheckResult:
     mine, clock = m["meter_tps"], m["clock_tps"]
     finite = isinstance(mine, (int, float)) and math.isfinite(mine) and mine > 0
     rel = abs(mine / clock - 1) if finite else float("inf")
+    msg = (f"your meter {mine if not finite else f'{mine:,.0f}'} tok/s, checker's clock {clock:,.0f} tok/s over the "
+           f"same {m.get('steps', 10)} steps after warm-up")
+    if rel <= METER_TOL and (why := _meter_contract(runs["measure"].result, mine)):
+        return CheckResult(c.name, False, value=round(rel, 4), threshold=METER_TOL, unit="rel. error", hint=c.hint,
+                           message=f"{msg}; but {why}")
     return CheckResult(c.name, rel <= METER_TOL, value=round(rel, 4), threshold=METER_TOL, unit="rel. error",
-                       hint=c.hint, message=f"your meter {mine if not finite else f'{mine:,.0f}'} tok/s, checker's "
-                                            f"clock {clock:,.0f} tok/s over the same {m.get('steps', 10)} steps "
-                                            "after warm-up")
+                       hint=c.hint, message=msg)
+
+
+def _meter_contract(r: dict, rate: float) -> str | None:
+    """What the meter does wrong besides its number (checker/labs/lab1_measure.py), or None."""
+    m, later = r["meter"], r["meter"].get("later_tps")
+    if not (isinstance(later, (int, float)) and abs(later / rate - 1) <= METER_TOL):
+        said = f"{later:,.0f}" if isinstance(later, (int, float)) else repr(later)
+        return (f"read again {m['idle_s']} s after the last step() call it said {said} tok/s: the rate moved while "
+                "no step ran. The window ends at the last step() call, not when the rate is read")
+    for e in r.get("meter_early") or []:  # a meter with warmup_steps=2, read after 0, 1 and 2 calls
+        if not e["nan"]:
+            got = f"raised {e['error']['type']}" if e["error"] else f"was {e['rate']}"
+            return (f"on a meter with warmup_steps=2, tokens_per_s read after {e['calls']} step() call(s), with no "
+                    f"step in the window yet, {got}, not nan: nan is how a caller tells 'no measurement yet' from a "
+                    "slow run")
+    waits = r.get("meter_waits")
+    if waits and not all(waits[1:]):  # warmup_steps=2: the 2nd call opens the window, every later one ends it
+        return (f"on a device that queues its work (a GPU, faked: waits counted), step() calls 2-{len(waits)} of a "
+                f"meter with warmup_steps=2 waited for the device {', '.join(map(str, waits[1:]))} times: a window "
+                "timed without waiting measures kernel launches, not kernels. Read every time the window uses once "
+                "the device has finished")
+    return None
 
 
 def memory_reported(c: Check, runs) -> CheckResult:
@@ -176,6 +201,12 @@ def memory_reported(c: Check, runs) -> CheckResult:
                            message=f"after zero_grad(set_to_none=True) no .grad exists, yet grads = "
                                    f"{freed.get('grads')} bytes: count the .grad tensors that exist, not the "
                                    "parameters")
+    half = r.get("memory_bf16")
+    if not wrong and isinstance(half, dict) and half.get("params") != 2 * psi:
+        return CheckResult(c.name, False, value=half.get("params"), threshold=2 * psi, unit="bytes of bf16 params",
+                           hint=c.hint, message=f"a bf16 copy of the model (2 B per parameter): params = "
+                                                f"{half.get('params')!s} bytes, not 2Ψ = {2 * psi:,}: a tensor's bytes "
+                                                "per element depend on its dtype; count them from the tensor")
     return CheckResult(c.name, not wrong, value=got.get("total"), threshold=want["total"], unit="bytes", hint=c.hint,
                        message=(f"Ψ={psi:,} params in {tensors} tensors: 16Ψ + 4·{tensors} = {want['total']:,} bytes"
                                 if not wrong else "; ".join(wrong) + f" (Ψ={psi:,}, {tensors} tensors)"))
