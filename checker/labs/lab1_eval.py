@@ -70,6 +70,15 @@ def resume_exact(c: Check, runs) -> CheckResult:
         return CheckResult(c.name, False, value=start, threshold=saved_at, unit="step", hint=c.hint, message=msg)
     resumed = r1["losses"][:saved_at] + r2["losses"]
     same = resumed == a["losses"] and r2["digest"] == a["digest"]
+    saved, loaded = (r1.get("streams_saved") or {}).get(str(saved_at)), r2.get("streams_loaded")
+    lost = [k for k in saved or {} if loaded and saved[k] != loaded.get(k)]
+    if same and lost:  # on CPU a step draws from torch's stream alone: the others are compared, not trained on
+        return CheckResult(c.name, False, value=len(saved) - len(lost), threshold=len(saved), unit="streams restored",
+                           hint=c.hint, message=f"resumed from step {start}, losses and weights bit-identical, but "
+                           f"right after load_checkpoint {' and '.join(lost)} random stream"
+                           f"{'s are' if len(lost) > 1 else ' is'} not where the save left it: a step that draws "
+                           "from one (dropout on a GPU, a data augmentation) would not repeat. Every stream the run "
+                           "can draw from is saved and restored")
     n = sum(x == y for x, y in zip(resumed, a["losses"]))
     how = (f"killed while writing step {saved_at + 2}'s checkpoint (half of {r1.get('held_path', '?')} written)"
            if held else "killed after its save (no torch.save call for the checker to hold)")

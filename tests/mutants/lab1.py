@@ -135,4 +135,8 @@ MUTANTS = [
            "    params = sum(p.numel() * p.element_size() for p in model.parameters())\n",
            "    params = sum(p.numel() * 4 for p in model.parameters())\n", "memory_reported",
            "4 bytes per parameter assumed: wrong for any dtype but fp32", blind=True),
+    # blind survivor made a check: resume_exact compares every random stream right after the load with the save's
+    Mutant("rng_torch_only", "state.py", '    ckpt.set_rng_state(state["rng"])\n',
+           '    import torch\n    torch.set_rng_state(state["rng"]["torch"])\n', "resume_exact",
+           "only torch's CPU generator restored; Python's, NumPy's and the device's are not", blind=True),
 ]
