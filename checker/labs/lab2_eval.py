@@ -82,6 +82,12 @@ def grad_equivalence(c: Check, runs) -> CheckResult:
         d = max(max(r["grad_diff"]), max(r["param_diff"]))
         worst = max(worst, d)
         notes.append(f"{name.replace('_tail', ' (0.1 MB buckets)')} {d:.1e}")
+        if d <= TOL and r.get("copied"):  # the values are right, but not where the contract puts them
+            return CheckResult(c.name, False, value=d, threshold=TOL, unit="max abs diff", hint=c.hint,
+                               message=f"{name}: gradients right, but after finish_gradient_synchronization "
+                                       f"{r['copied']} parameters' .grad lie outside their bucket's reduced buffer: "
+                                       "the averaged bytes were copied, not viewed. Each .grad must be a view of its "
+                                       "slice of the bucket's buffer (no copy, no extra bytes)")
     return CheckResult(c.name, worst <= TOL, value=worst, threshold=TOL, unit="max abs diff", hint=c.hint,
                        message="vs one process on the global batch, 3 steps: " + ", ".join(notes))
 
@@ -162,16 +168,33 @@ def throughput(c: Check, runs) -> CheckResult:
     err = first_error(runs, "throughput")
     if not err:
         rates, err = checked_rates(runs["throughput"], runs["throughput"].result["windows"])
+        err = err or runs["throughput"].result.get("torch_ddp_error")  # your make_torch_ddp, built once, not timed
     if err:
         return error_result(c, err, unit="x torch DDP")
     # the graded figure is the median of the per-pair ratios (each pair: adjacent windows, same load); the
     # message leads with that same statistic, then the medians of each wrapper's windows for scale
     ratio, t = paired_ratio(rates, "bucketed", "torch"), medians(rates)
+    if why := _torch_ddp_wrong(runs["throughput"].result):
+        return CheckResult(c.name, False, value=round(ratio, 3), threshold=THROUGHPUT_MIN, unit="x torch DDP",
+                           hint=c.hint, message=why)
     return CheckResult(c.name, ratio >= THROUGHPUT_MIN, value=round(ratio, 3), threshold=THROUGHPUT_MIN,
                        unit="x torch DDP", hint=c.hint,
                        message=f"bucketed / torch DDP {ratio:.2f}x (median of the ratios of interleaved window "
                                f"pairs); median tokens/s: bucketed {t['bucketed']:,.0f}, torch DDP {t['torch']:,.0f}"
                                + (f", naive {t['naive']:,.0f}" if "naive" in t else "") + " (2 ranks)")
+
+
+def _torch_ddp_wrong(r: dict) -> str | None:
+    """What is wrong with the learner's make_torch_ddp (lab 5 trains with it), or None."""
+    d = r["torch_ddp"]
+    if d["cap"] != d["want_cap"]:
+        got = f"{d['cap']:,} B buckets" if isinstance(d["cap"], int) else f"a {d['type']} with no bucket_bytes_cap"
+        return (f"make_torch_ddp(..., bucket_cap_mb={d['asked_mb']}) built {got}, not {d['want_cap']:,} B: "
+                "the bucket size it is given is not what the wrapper uses")
+    if d["device_ids"] != d["want_device_ids"]:
+        return (f"make_torch_ddp built a wrapper bound to devices {d['device_ids']}, not {d['want_device_ids']}: one "
+                "GPU per rank, this rank's, or no device on CPU")
+    return None
 
 
 def resume_exact(c: Check, runs) -> CheckResult:
