@@ -76,7 +76,8 @@ CHECKS = [
           "(checker hint lab2 torch_ddp.make_torch_ddp)"),
     Check("resume_exact", f"2 ranks, your train_step + BucketedDDP: save at step {SAVE_AT}, 2 more steps, SIGKILL "
           "while the next checkpoint's weights are half-written, resume (seeded differently): back at step "
-          f"{SAVE_AT}, losses and weights bit-identical",
+          f"{SAVE_AT}, losses and weights bit-identical; again with the kill inside the first write after the "
+          "weights' file",
           f"A resumed rank differs from the uninterrupted run ({WHERE}/state.py): something replicated (weights, "
           "optimizer, scheduler, data position, step) or a rank's own RNG streams did not come back, or came "
           "back from another rank's file or another step's; the data position is ShardedSampler's "
@@ -420,10 +421,12 @@ def task_throughput(ctx, target, windows=20, steps=4):
     return {**out, "windows": timed.spans, "cpu_util": cpu_util}
 
 
-def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, data_seed=0):
+def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, data_seed=0, after_weights=False):
     """The learner's train_step, BucketedDDP, ShardedSampler and checkpoint, at world size 2, with dropout. With
     save_at, a checkpoint after step save_at, two more steps and a second checkpoint killed while the file with the
-    weights is half-written (_held_save.py: a rank's small RNG file passes whole; the rank that holds cues the kill)."""
+    weights is half-written (_held_save.py: a rank's small RNG file passes whole; the rank that holds cues the kill);
+    with after_weights, killed instead inside the first write after the weights' file is complete, on that rank (none
+    where the weights' file is the last written: the kill lands after the save)."""
     import torch
 
     from labs.common import dist as cdist
@@ -431,7 +434,8 @@ def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, 
 
     env = cdist.init(timeout_s=30)
     out = ctx.partial
-    held = HeldSave(ctx, out, together=False)  # before the learner's code is imported
+    cue = "saved_after" if after_weights else "saved"  # its own cue: the two killed runs go at once
+    held = HeldSave(ctx, out, together=False, cue=cue, after=after_weights)  # before the learner's code is imported
     seam = seams.load(LAB, target)
     data = _data()
     model = tiny_model(seed=seed + env.rank, dropout=0.1).to(env.device)
@@ -460,7 +464,7 @@ def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, 
         held.armed = True  # the next torch.save of the weights is cut in half and the run killed inside it
         seam.save_checkpoint(ckpt, ddp, opt, sched, sampler, save_at + 2)
         out["held"] = False  # this rank wrote no weights: the kill lands in its barrier, or after the save
-        ctx.await_kill(out, lambda: run(save_at + 2, steps))
+        ctx.await_kill(out, lambda: run(save_at + 2, steps), cue)
     out["digest"] = digest(model.named_parameters())
     cdist.teardown()
     return out
@@ -474,4 +478,4 @@ TASKS = {"probe": task_probe, "sharding": task_sharding, "sharding_ref": task_sh
 RUNS = {"sharding": {"sharding", "sharding_ref"}, "bucket_layout": {"sharding"}, "grad_equivalence": {"correctness"},
         "ranks_in_sync": {"correctness"}, "no_sync_accumulation": {"correctness"},
         "step_matches_reference": {"step", "step_ref"}, "overlap": {"correctness"},
-        "throughput": {"throughput"}, "resume_exact": {"full", "resume_1", "resume_2"}}
+        "throughput": {"throughput"}, "resume_exact": {"full", "resume_1", "resume_2", "after_1", "after_2"}}
