@@ -61,14 +61,14 @@ class Context:
         if self.rank == 0:
             (self.workdir / name).touch()
 
-    def await_kill(self, result: dict, keep_training) -> None:
-        """After a checkpoint: report what was measured, cue the harness ("saved"), and keep training
-        so the SIGKILL lands mid-step, as a preemption would; then wait for it."""
+    def await_kill(self, result: dict, keep_training, cue: str = "saved") -> None:
+        """After a checkpoint: report what was measured, cue the harness (the file `cue`, the run's kill_on), and
+        keep training so the SIGKILL lands mid-step, as a preemption would; then wait for it."""
         self.write(result)
         import torch.distributed as dist
         if dist.is_initialized():
             dist.barrier()  # every rank has reported before rank 0 cues the kill
-        self.cue("saved")
+        self.cue(cue)
         keep_training()
         time.sleep(3600)
 

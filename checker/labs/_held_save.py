@@ -7,12 +7,14 @@ to get there, cues the kill and sleeps: the SIGKILL lands with the learner's fil
 preemption during a save leaves it. A save that writes to a temporary name and renames it once complete leaves the
 previous checkpoint whole; one that writes in place leaves a truncated file where the checkpoint was.
 
-Two options for checkpoints of several files. `min_bytes`: a save whose bytes are fewer goes through whole and the
-hold waits for a bigger one (a rank's RNG file of a few KB passes; the file with the weights is held). `together`
-(the default): each rank holds a write of its own and waits for every other before the cue; False: only some ranks
-write (rank 0 writes the replicated state), and the rank that holds cues the kill itself, with no barrier: a barrier
-there would release the other ranks from the learner's own, and let them go on as no killed job would. `cue`: the
-name of the file that tells the harness to kill (its spec's kill_on; "saved", as Context.await_kill cues).
+Options for checkpoints of several files. `min_bytes`: a save whose bytes are fewer goes through whole and the hold
+waits for a bigger one (a rank's RNG file of a few KB passes; the file with the weights is held). `after`: the other
+kill point, just after that bigger save: it goes through whole too, and the next save on the same rank, of any size, is
+held (a save that writes the file with the weights last has none: the kill then lands after the save). `together` (the
+default): each rank holds a write of its own and waits for every other before the cue; False: only some ranks write
+(rank 0 writes the replicated state), and the rank that holds cues the kill itself, with no barrier: a barrier there
+would release the other ranks from the learner's own, and let them go on as no killed job would. `cue`: the name of the
+file that tells the harness to kill (its spec's kill_on; "saved", as Context.await_kill cues).
 """
 from __future__ import annotations
 
@@ -46,12 +48,13 @@ def wrong_start(saved_at: int, held: bool, got, load: str = "load_checkpoint") -
 
 
 class HeldSave:
-    def __init__(self, ctx, out: dict, min_bytes: int = 0, together: bool = True, cue: str = "saved"):
+    def __init__(self, ctx, out: dict, min_bytes: int = 0, together: bool = True, cue: str = "saved",
+                 after: bool = False):
         import torch
 
         self._torch, self._orig, self._ctx, self._out = torch, torch.save, ctx, out
-        self.min_bytes, self.together, self.cue = min_bytes, together, cue
-        self.armed = False
+        self.min_bytes, self.together, self.cue, self.after = min_bytes, together, cue, after
+        self.armed, self._big_saved = False, False
         torch.save = self._save
 
     def _save(self, obj, f, *args, **kwargs):
@@ -60,7 +63,10 @@ class HeldSave:
         buf = io.BytesIO()
         self._orig(obj, buf, *args, **kwargs)
         data = buf.getvalue()
-        if len(data) < self.min_bytes:
+        if self.after and not self._big_saved:  # this one whole; the first save after the big one is held
+            self._big_saved = len(data) >= self.min_bytes
+            return self._orig(obj, f, *args, **kwargs)
+        if not self.after and len(data) < self.min_bytes:
             return self._orig(obj, f, *args, **kwargs)
         self.armed = False
         half = data[:len(data) // 2]

@@ -37,7 +37,7 @@ CHECKS = [
           "(checker hint lab1 seeding.seed_everything)"),
     Check("resume_exact", f"train {N_STEPS} steps; separately train {SAVE_AT}, save, train 2 more, SIGKILL inside "
           f"the second save (half its file written), resume in a fresh process: back at step {SAVE_AT}, losses and "
-          "final weights bit-identical",
+          "final weights bit-identical, every random stream where the save left it",
           "Exact resume: something the uninterrupted run carries forward (weights, AdamW's moments, the "
           "schedule's position, the data position, the step, an RNG stream) was not saved or not restored, or a "
           f"save killed halfway did not leave the previous checkpoint whole ({WHERE}/state.py) "
@@ -64,15 +64,19 @@ CHECKS = [
           "(checker hint lab1 step.train_step)",
           needs=("reference",)),
     Check("throughput_meter", "ThroughputMeter(warmup_steps=3) agrees with the checker's clock over the same steps "
-          "(5%), warm-up steps unlike the window's",
+          "(5%), warm-up steps unlike the window's, and still 0.3 s after the last step; nan before its window holds "
+          "a step; on a (faked) GPU, a device wait in every call that reads the clock",
           f"ThroughputMeter ({WHERE}/meters.py) times other steps than the checker: a window that opens a "
-          "step early or late, a warm-up step's tokens counted, or a clock read before the device finished "
-          "(checker hint lab1 meters.step)"),
+          "step early or late, a warm-up step's tokens counted, a window that ends elsewhere than at the last "
+          "step() call, a clock read before the device finished, or a number where there is no measurement yet "
+          "(checker hint lab1 meters.step; checker hint lab1 meters.tokens_per_s)"),
     Check("memory_reported", "model_state_bytes equals 4 B/param weights + 4 B/param grads + AdamW "
-          "(8 B/param + 4 B per tensor); and 0 B of grads once zero_grad(set_to_none=True) freed them",
+          "(8 B/param + 4 B per tensor); and 0 B of grads once zero_grad(set_to_none=True) freed them; 2 B/param "
+          "on a bf16 copy",
           f"model_state_bytes ({WHERE}/meters.py) differs from the tensors that exist: a tied weight counted "
-          "twice, gradients assumed instead of counted (0 B once freed), or part of the optimizer's state missed, "
-          "its per-tensor step count included (checker hint lab1 meters.model_state_bytes)"),
+          "twice, gradients assumed instead of counted (0 B once freed), bytes per element assumed instead of "
+          "read from the tensor, or part of the optimizer's state missed, its per-tensor step count included "
+          "(checker hint lab1 meters.model_state_bytes)"),
     Check("input_pipeline", "over your make_loader (samples that cost CPU time), the checker's own steps wait "
           "for data <= 20% of the time; batches in order",
           f"The model sits waiting for every batch ({WHERE}/pipeline.py): its samples are prepared in the "
@@ -104,6 +108,28 @@ def _draws() -> dict:
     import torch
     return {"random": random.random().hex(), "numpy": float(np.random.random()).hex(),
             "torch": torch.rand(()).item().hex()}
+
+
+def _streams() -> dict:
+    """A fingerprint of each random stream a step may draw from (Python's, NumPy's, torch's CPU one, the device's):
+    a resume must come back with every one where the save left it, though on CPU a step draws from torch's alone
+    (on a GPU dropout draws from the device's)."""
+    import hashlib
+    import random
+
+    import numpy as np
+    import torch
+
+    from labs.common import dist as cdist
+
+    def h(b: bytes) -> str:
+        return hashlib.sha1(b).hexdigest()[:12]
+
+    kind, keys, pos, *rest = np.random.get_state()
+    device = cdist.device_rng_state()
+    return {"Python's": h(repr(random.getstate()).encode()), "NumPy's": h(keys.tobytes() + repr((pos, *rest)).encode()),
+            "torch's CPU": h(torch.get_rng_state().numpy().tobytes()),
+            "the device's": None if device is None else h(device.cpu().numpy().tobytes())}
 
 
 def _val_loss(model, data_dir, device) -> float:
@@ -155,12 +181,16 @@ def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, 
         out["val_loss_init"] = _val_loss(model, data.directory, env.device)
     start = seam.load_checkpoint(ckpt, model, opt, sched, sampler) if resume else 0
     out["start"] = start
+    if resume:
+        out["streams_loaded"] = _streams()
     out["losses"] = _run_steps(seam, env, data, model, opt, sched, sampler, start, save_at or steps)
     if save_at:
+        out["streams_saved"] = {str(save_at): _streams()}  # what a resume from this step must find again
         seam.save_checkpoint(ckpt, model, opt, sched, sampler, save_at)  # complete: what a resume comes back to
         out["complete_at"] = save_at
         out["losses"] += _run_steps(seam, env, data, model, opt, sched, sampler, save_at, save_at + 2)
         held.armed = True  # the next torch.save is cut in half and the run killed inside it
+        out["streams_saved"][str(save_at + 2)] = _streams()
         seam.save_checkpoint(ckpt, model, opt, sched, sampler, save_at + 2)
         out["held"] = False  # no torch.save was called: the kill lands after the save instead
         ctx.await_kill(out, lambda: _run_steps(seam, env, data, model, opt, sched, sampler, save_at + 2, steps))

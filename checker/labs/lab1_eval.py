@@ -70,6 +70,15 @@ def resume_exact(c: Check, runs) -> CheckResult:
         return CheckResult(c.name, False, value=start, threshold=saved_at, unit="step", hint=c.hint, message=msg)
     resumed = r1["losses"][:saved_at] + r2["losses"]
     same = resumed == a["losses"] and r2["digest"] == a["digest"]
+    saved, loaded = (r1.get("streams_saved") or {}).get(str(saved_at)), r2.get("streams_loaded")
+    lost = [k for k in saved or {} if loaded and saved[k] != loaded.get(k)]
+    if same and lost:  # on CPU a step draws from torch's stream alone: the others are compared, not trained on
+        return CheckResult(c.name, False, value=len(saved) - len(lost), threshold=len(saved), unit="streams restored",
+                           hint=c.hint, message=f"resumed from step {start}, losses and weights bit-identical, but "
+                           f"right after load_checkpoint {' and '.join(lost)} random stream"
+                           f"{'s are' if len(lost) > 1 else ' is'} not where the save left it: a step that draws "
+                           "from one (dropout on a GPU, a data augmentation) would not repeat. Every stream the run "
+                           "can draw from is saved and restored")
     n = sum(x == y for x, y in zip(resumed, a["losses"]))
     how = (f"killed while writing step {saved_at + 2}'s checkpoint (half of {r1.get('held_path', '?')} written)"
            if held else "killed after its save (no torch.save call for the checker to hold)")
@@ -151,10 +160,35 @@ def throughput_meter(c: Check, runs) -> CheckResult:
     mine, clock = m["meter_tps"], m["clock_tps"]
     finite = isinstance(mine, (int, float)) and math.isfinite(mine) and mine > 0
     rel = abs(mine / clock - 1) if finite else float("inf")
+    msg = (f"your meter {mine if not finite else f'{mine:,.0f}'} tok/s, checker's clock {clock:,.0f} tok/s over the "
+           f"same {m.get('steps', 10)} steps after warm-up")
+    if rel <= METER_TOL and (why := _meter_contract(runs["measure"].result, mine)):
+        return CheckResult(c.name, False, value=round(rel, 4), threshold=METER_TOL, unit="rel. error", hint=c.hint,
+                           message=f"{msg}; but {why}")
     return CheckResult(c.name, rel <= METER_TOL, value=round(rel, 4), threshold=METER_TOL, unit="rel. error",
-                       hint=c.hint, message=f"your meter {mine if not finite else f'{mine:,.0f}'} tok/s, checker's "
-                                            f"clock {clock:,.0f} tok/s over the same {m.get('steps', 10)} steps "
-                                            "after warm-up")
+                       hint=c.hint, message=msg)
+
+
+def _meter_contract(r: dict, rate: float) -> str | None:
+    """What the meter does wrong besides its number (checker/labs/lab1_measure.py), or None."""
+    m, later = r["meter"], r["meter"].get("later_tps")
+    if not (isinstance(later, (int, float)) and abs(later / rate - 1) <= METER_TOL):
+        said = f"{later:,.0f}" if isinstance(later, (int, float)) else repr(later)
+        return (f"read again {m['idle_s']} s after the last step() call it said {said} tok/s: the rate moved while "
+                "no step ran. The window ends at the last step() call, not when the rate is read")
+    for e in r.get("meter_early") or []:  # a meter with warmup_steps=2, read after 0, 1 and 2 calls
+        if not e["nan"]:
+            got = f"raised {e['error']['type']}" if e["error"] else f"was {e['rate']}"
+            return (f"on a meter with warmup_steps=2, tokens_per_s read after {e['calls']} step() call(s), with no "
+                    f"step in the window yet, {got}, not nan: nan is how a caller tells 'no measurement yet' from a "
+                    "slow run")
+    waits = r.get("meter_waits")
+    if waits and not all(waits[1:]):  # warmup_steps=2: the 2nd call opens the window, every later one ends it
+        return (f"on a device that queues its work (a GPU, faked: waits counted), step() calls 2-{len(waits)} of a "
+                f"meter with warmup_steps=2 waited for the device {', '.join(map(str, waits[1:]))} times: a window "
+                "timed without waiting measures kernel launches, not kernels. Read every time the window uses once "
+                "the device has finished")
+    return None
 
 
 def memory_reported(c: Check, runs) -> CheckResult:
@@ -176,6 +210,12 @@ def memory_reported(c: Check, runs) -> CheckResult:
                            message=f"after zero_grad(set_to_none=True) no .grad exists, yet grads = "
                                    f"{freed.get('grads')} bytes: count the .grad tensors that exist, not the "
                                    "parameters")
+    half = r.get("memory_bf16")
+    if not wrong and isinstance(half, dict) and half.get("params") != 2 * psi:
+        return CheckResult(c.name, False, value=half.get("params"), threshold=2 * psi, unit="bytes of bf16 params",
+                           hint=c.hint, message=f"a bf16 copy of the model (2 B per parameter): params = "
+                                                f"{half.get('params')!s} bytes, not 2Ψ = {2 * psi:,}: a tensor's bytes "
+                                                "per element depend on its dtype; count them from the tensor")
     return CheckResult(c.name, not wrong, value=got.get("total"), threshold=want["total"], unit="bytes", hint=c.hint,
                        message=(f"Ψ={psi:,} params in {tensors} tensors: 16Ψ + 4·{tensors} = {want['total']:,} bytes"
                                 if not wrong else "; ".join(wrong) + f" (Ψ={psi:,}, {tensors} tensors)"))

@@ -3,8 +3,10 @@ clock and model-state bytes (task_measure), and the input pipeline's stall (task
 them are in checker/labs/lab1.py and lab1_eval.py."""
 from __future__ import annotations
 
+import copy
 import statistics
 import time
+from contextlib import contextmanager
 
 from checker import seams
 from checker.labs._common import clock
@@ -95,6 +97,60 @@ def _device_load(device):
     return torch.randn(8192, 8192, device=device) if cdist.is_async(device) else None
 
 
+# The window ends at the last step() call, not when the rate is read: read again METER_IDLE_S after the last call,
+# the rate must be the same number. 0.3 s is about the window's own length here (8 steps of ~25 ms + 0.08 s of
+# waits), so a window that ends at the read is ~half as fast, far over METER_TOL; the reference reads the same float.
+METER_IDLE_S = 0.3
+
+
+@contextmanager
+def _as_if_gpu(waits: list):
+    """While inside: torch reports a GPU, and each torch.cuda.synchronize (what cdist.synchronize calls for a GPU
+    device) or torch.accelerator.synchronize adds one to waits[-1] instead of running."""
+    import torch
+
+    def counted(*args, **kwargs):
+        waits[-1] += 1
+
+    patched = [(torch.cuda, "synchronize", counted), (torch.cuda, "is_available", lambda: True)]
+    if hasattr(torch, "accelerator"):
+        patched.append((torch.accelerator, "synchronize", counted))
+    saved = [(mod, name, getattr(mod, name)) for mod, name, _ in patched]
+    for mod, name, fn in patched:
+        setattr(mod, name, fn)
+    try:
+        yield
+    finally:
+        for mod, name, fn in saved:
+            setattr(mod, name, fn)
+
+
+def _meter_early(ctx, seam, device) -> list[dict]:
+    """The rate of a warmup_steps=2 meter read after 0, 1 and 2 calls, no training between (~0 s): the window holds
+    no step yet, so nan each time (the contract's 'no measurement yet', which 0 would hide)."""
+    meter, early = seam.ThroughputMeter(device, warmup_steps=2), []
+    for k in range(3):
+        if k:
+            meter.step(1000)
+        rate, err = ctx.attempt(lambda: meter.tokens_per_s)
+        early.append({"calls": k, "rate": repr(rate), "nan": isinstance(rate, float) and rate != rate, "error": err})
+    return early
+
+
+def _meter_waits(seam) -> list[int]:
+    """The device waits in each of 4 calls of a warmup_steps=2 meter told its device is a GPU (faked: the waits are
+    counted, not run). On CPU there is no queue, so a clock read without a wait is right there by luck only."""
+    import torch
+
+    waits = []
+    with _as_if_gpu(waits):
+        meter = seam.ThroughputMeter(torch.device("cuda", 0), warmup_steps=2)
+        for _ in range(4):
+            waits.append(0)
+            meter.step(1000)
+    return waits
+
+
 def task_measure(ctx, target):
     """Meter accuracy and model-state bytes, each part alone, so an unfinished part fails only its own check; the
     checker's step profiled (information)."""
@@ -139,6 +195,13 @@ def task_measure(ctx, target):
         window = sum(t for t, _ in METER_STEPS[METER_WARMUP:])
         out["meter"] = {"meter_tps": tps, "steps": len(METER_STEPS) - METER_WARMUP,
                         "clock_tps": window / cdist.seconds_between(stamps[METER_WARMUP - 1], stamps[-1])}
+        time.sleep(METER_IDLE_S)  # idle after training: the window closed at the last call
+        later, _ = ctx.attempt(lambda: meter.tokens_per_s)
+        out["meter"].update(idle_s=METER_IDLE_S, later_tps=later)
+    if not out["meter_error"]:
+        out["meter_early"], out["meter_error"] = ctx.attempt(lambda: _meter_early(ctx, seam, env.device))
+        # a meter that cannot run on the faked GPU (it asks torch.cuda for more than a wait) is not judged on it
+        out["meter_waits"], out["meter_waits_error"] = ctx.attempt(lambda: _meter_waits(seam))
     cdist.synchronize(env.device)
     peak, why = device_peak_or_none(env.device, cdist.device_name(env.device),
                                     precision.peak_key(precision.current(), env.device))
@@ -150,6 +213,10 @@ def task_measure(ctx, target):
     if not out["memory_error"]:  # and with no .grad at all (zero_grad(set_to_none=True)): grads are not weights
         opt.zero_grad(set_to_none=True)
         out["memory_no_grads"], out["memory_error"] = ctx.attempt(lambda: seam.model_state_bytes(model, opt))
+    if not out["memory_error"]:  # a bf16 copy, 2 B per parameter, no .grad, no optimizer state yet
+        half = copy.deepcopy(model).to(torch.bfloat16)
+        out["memory_bf16"], out["memory_error"] = ctx.attempt(
+            lambda: seam.model_state_bytes(half, torch.optim.SGD(half.parameters(), lr=0.1)))
     return out
 
 

@@ -38,10 +38,12 @@ CHECKS = [
           "hit exactly closes it), what is left of each dtype a last bucket (checker hint lab2 "
           "bucketed.make_buckets)"),
     Check("grad_equivalence", "NaiveDDP and BucketedDDP (0.05 and 0.1 MB buckets): gradients and weights after "
-          "each of 3 SGD steps equal one process on the concatenated global batch (atol 1e-5)",
+          "each of 3 SGD steps equal one process on the concatenated global batch (atol 1e-5); BucketedDDP's .grad "
+          "views into its buckets' buffers",
           f"Not the global batch's gradient ({WHERE}/naive.py, bucketed.py): most likely a sum where the mean "
           "belongs (the collective sums), ranks that did not start from rank 0's weights, or a bucket whose "
-          "result never came back into .grad (checker hint lab2 naive.finish_gradient_synchronization; for "
+          "result never came back into .grad, or came back as a copy (checker hint lab2 "
+          "naive.finish_gradient_synchronization; for "
           "BucketedDDP: checker hint lab2 bucketed.finish_gradient_synchronization)"),
     Check("ranks_in_sync", "weights bit-identical on every rank after each step, ranks initialised differently",
           f"The replicas drift apart ({WHERE}/naive.py): DDP's invariant needs identical starting state on every "
@@ -65,13 +67,17 @@ CHECKS = [
           f"No overlap ({WHERE}/bucketed.py): the all-reduces start after backward, or backward waits for them. "
           "Each bucket's communication must start during backward, once its last gradient is final, and only "
           "the step before the optimizer may wait (checker hint lab2 bucketed.grad_ready)"),
-    Check("throughput", "BucketedDDP tokens/s >= 0.8x torch DDP, same loop, interleaved windows",
+    Check("throughput", "BucketedDDP tokens/s >= 0.8x torch DDP, same loop, interleaved windows; your "
+          "make_torch_ddp's bucket cap and devices are the ones asked for",
           f"Slower than torch DDP ({WHERE}/bucketed.py): most likely too many all-reduces (each pays a fixed "
           "latency that buckets near the cap amortise), extra copies or concatenation every step, or a wait "
-          "inside backward (checker hint lab2 bucketed.make_buckets)"),
+          "inside backward (checker hint lab2 bucketed.make_buckets); or make_torch_ddp "
+          f"({WHERE}/torch_ddp.py) does not pass on the bucket size or device it is given "
+          "(checker hint lab2 torch_ddp.make_torch_ddp)"),
     Check("resume_exact", f"2 ranks, your train_step + BucketedDDP: save at step {SAVE_AT}, 2 more steps, SIGKILL "
           "while the next checkpoint's weights are half-written, resume (seeded differently): back at step "
-          f"{SAVE_AT}, losses and weights bit-identical",
+          f"{SAVE_AT}, losses and weights bit-identical; again with the kill inside the first write after the "
+          "weights' file",
           f"A resumed rank differs from the uninterrupted run ({WHERE}/state.py): something replicated (weights, "
           "optimizer, scheduler, data position, step) or a rank's own RNG streams did not come back, or came "
           "back from another rank's file or another step's; the data position is ShardedSampler's "
@@ -203,6 +209,7 @@ def _equivalence(ctx, seam, rec, make, env, steps=3):
         res["comm_s"].append(comm)
         res["exposed_s"].append(t_finished - t_backward_end)
         grads = [p.grad.detach().clone() for p in model.parameters()]
+        res["copied"] = _grads_copied(ddp)
         opt.step()
         digests = [None] * world
         dist.all_gather_object(digests, digest(model.named_parameters()))
@@ -220,6 +227,19 @@ def _equivalence(ctx, seam, rec, make, env, steps=3):
                                          for p, q in zip(model.parameters(), ref.parameters())))
     del ddp
     return res
+
+
+def _grads_copied(ddp) -> int | None:
+    """How many parameters' .grad lie outside their bucket's reduced buffer after finish (BucketedDDP's contract: each
+    .grad is a view of its slice, no copy: a copy costs every gradient's bytes again, each step); None for a wrapper
+    without the starter's buckets (NaiveDDP)."""
+    def inside(t, flat) -> bool:
+        start = flat.data_ptr()
+        return start <= t.data_ptr() < start + flat.numel() * flat.element_size()
+    buckets = getattr(ddp, "buckets", None)
+    if not buckets:
+        return None
+    return sum(p.grad is None or not inside(p.grad, b.flat) for b in buckets for p in b.params)
 
 
 def _no_sync(ctx, seam, rec, env, k=3):
@@ -339,6 +359,16 @@ def _torch_ddp(module, device):
     return DistributedDataParallel(module, device_ids=cdist.ddp_device_ids(device))
 
 
+def _torch_ddp_settings(seam, device) -> dict:
+    """What the learner's make_torch_ddp built when asked for TAIL_BUCKET_MB buckets, and what it should have."""
+    from labs.common import dist as cdist
+
+    ddp = seam.make_torch_ddp(tiny_model(seed=1).to(device), device, bucket_cap_mb=TAIL_BUCKET_MB)
+    return {"type": type(ddp).__name__, "cap": getattr(ddp, "bucket_bytes_cap", None), "asked_mb": TAIL_BUCKET_MB,
+            "want_cap": int(TAIL_BUCKET_MB * 2**20),  # what torch's DDP makes of bucket_cap_mb
+            "device_ids": getattr(ddp, "device_ids", "?"), "want_device_ids": cdist.ddp_device_ids(device)}
+
+
 def task_throughput(ctx, target, windows=20, steps=4):
     from labs.common import dist as cdist
     from labs.common.optim import make_optimizer
@@ -348,6 +378,9 @@ def task_throughput(ctx, target, windows=20, steps=4):
     data = _data()
     kinds = {"bucketed": lambda m: seam.BucketedDDP(m), "torch": lambda m: _torch_ddp(m, env.device),
              "naive": lambda m: seam.NaiveDDP(m)}
+    # the learner's make_torch_ddp (lab 5 trains with it) asked for 0.1 MB buckets: the wrapper's cap and device, read
+    out = {}
+    out["torch_ddp"], out["torch_ddp_error"] = ctx.attempt(lambda: _torch_ddp_settings(seam, env.device))
     setups = {}
     for name, make in kinds.items():
         model = tiny_model(seed=1).to(env.device)
@@ -385,13 +418,15 @@ def task_throughput(ctx, target, windows=20, steps=4):
         window("naive")
     cpu_util = cpu.read()
     cdist.teardown()
-    return {"windows": timed.spans, "cpu_util": cpu_util}
+    return {**out, "windows": timed.spans, "cpu_util": cpu_util}
 
 
-def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, data_seed=0):
+def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, data_seed=0, after_weights=False):
     """The learner's train_step, BucketedDDP, ShardedSampler and checkpoint, at world size 2, with dropout. With
     save_at, a checkpoint after step save_at, two more steps and a second checkpoint killed while the file with the
-    weights is half-written (_held_save.py: a rank's small RNG file passes whole; the rank that holds cues the kill)."""
+    weights is half-written (_held_save.py: a rank's small RNG file passes whole; the rank that holds cues the kill);
+    with after_weights, killed instead inside the first write after the weights' file is complete, on that rank (none
+    where the weights' file is the last written: the kill lands after the save)."""
     import torch
 
     from labs.common import dist as cdist
@@ -399,7 +434,8 @@ def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, 
 
     env = cdist.init(timeout_s=30)
     out = ctx.partial
-    held = HeldSave(ctx, out, together=False)  # before the learner's code is imported
+    cue = "saved_after" if after_weights else "saved"  # its own cue: the two killed runs go at once
+    held = HeldSave(ctx, out, together=False, cue=cue, after=after_weights)  # before the learner's code is imported
     seam = seams.load(LAB, target)
     data = _data()
     model = tiny_model(seed=seed + env.rank, dropout=0.1).to(env.device)
@@ -428,7 +464,7 @@ def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, 
         held.armed = True  # the next torch.save of the weights is cut in half and the run killed inside it
         seam.save_checkpoint(ckpt, ddp, opt, sched, sampler, save_at + 2)
         out["held"] = False  # this rank wrote no weights: the kill lands in its barrier, or after the save
-        ctx.await_kill(out, lambda: run(save_at + 2, steps))
+        ctx.await_kill(out, lambda: run(save_at + 2, steps), cue)
     out["digest"] = digest(model.named_parameters())
     cdist.teardown()
     return out
@@ -442,4 +478,4 @@ TASKS = {"probe": task_probe, "sharding": task_sharding, "sharding_ref": task_sh
 RUNS = {"sharding": {"sharding", "sharding_ref"}, "bucket_layout": {"sharding"}, "grad_equivalence": {"correctness"},
         "ranks_in_sync": {"correctness"}, "no_sync_accumulation": {"correctness"},
         "step_matches_reference": {"step", "step_ref"}, "overlap": {"correctness"},
-        "throughput": {"throughput"}, "resume_exact": {"full", "resume_1", "resume_2"}}
+        "throughput": {"throughput"}, "resume_exact": {"full", "resume_1", "resume_2", "after_1", "after_2"}}

@@ -82,6 +82,12 @@ def grad_equivalence(c: Check, runs) -> CheckResult:
         d = max(max(r["grad_diff"]), max(r["param_diff"]))
         worst = max(worst, d)
         notes.append(f"{name.replace('_tail', ' (0.1 MB buckets)')} {d:.1e}")
+        if d <= TOL and r.get("copied"):  # the values are right, but not where the contract puts them
+            return CheckResult(c.name, False, value=d, threshold=TOL, unit="max abs diff", hint=c.hint,
+                               message=f"{name}: gradients right, but after finish_gradient_synchronization "
+                                       f"{r['copied']} parameters' .grad lie outside their bucket's reduced buffer: "
+                                       "the averaged bytes were copied, not viewed. Each .grad must be a view of its "
+                                       "slice of the bucket's buffer (no copy, no extra bytes)")
     return CheckResult(c.name, worst <= TOL, value=worst, threshold=TOL, unit="max abs diff", hint=c.hint,
                        message="vs one process on the global batch, 3 steps: " + ", ".join(notes))
 
@@ -162,11 +168,15 @@ def throughput(c: Check, runs) -> CheckResult:
     err = first_error(runs, "throughput")
     if not err:
         rates, err = checked_rates(runs["throughput"], runs["throughput"].result["windows"])
+        err = err or runs["throughput"].result.get("torch_ddp_error")  # your make_torch_ddp, built once, not timed
     if err:
         return error_result(c, err, unit="x torch DDP")
     # the graded figure is the median of the per-pair ratios (each pair: adjacent windows, same load); the
     # message leads with that same statistic, then the medians of each wrapper's windows for scale
     ratio, t = paired_ratio(rates, "bucketed", "torch"), medians(rates)
+    if why := _torch_ddp_wrong(runs["throughput"].result):
+        return CheckResult(c.name, False, value=round(ratio, 3), threshold=THROUGHPUT_MIN, unit="x torch DDP",
+                           hint=c.hint, message=why)
     return CheckResult(c.name, ratio >= THROUGHPUT_MIN, value=round(ratio, 3), threshold=THROUGHPUT_MIN,
                        unit="x torch DDP", hint=c.hint,
                        message=f"bucketed / torch DDP {ratio:.2f}x (median of the ratios of interleaved window "
@@ -174,32 +184,68 @@ def throughput(c: Check, runs) -> CheckResult:
                                + (f", naive {t['naive']:,.0f}" if "naive" in t else "") + " (2 ranks)")
 
 
-def resume_exact(c: Check, runs) -> CheckResult:
-    err = first_error(runs, "full", "resume_1", "resume_2")
-    if err:
-        return error_result(c, err)
-    runs_ok = runs["resume_1"].killed_on_cue
-    full, r1, r2 = (runs[n].results for n in ("full", "resume_1", "resume_2"))
-    if not runs_ok:
-        return CheckResult(c.name, False, hint=c.hint, message="the first half never reported its checkpoint saved")
+def _torch_ddp_wrong(r: dict) -> str | None:
+    """What is wrong with the learner's make_torch_ddp (lab 5 trains with it), or None."""
+    d = r["torch_ddp"]
+    if d["cap"] != d["want_cap"]:
+        got = f"{d['cap']:,} B buckets" if isinstance(d["cap"], int) else f"a {d['type']} with no bucket_bytes_cap"
+        return (f"make_torch_ddp(..., bucket_cap_mb={d['asked_mb']}) built {got}, not {d['want_cap']:,} B: "
+                "the bucket size it is given is not what the wrapper uses")
+    if d["device_ids"] != d["want_device_ids"]:
+        return (f"make_torch_ddp built a wrapper bound to devices {d['device_ids']}, not {d['want_device_ids']}: one "
+                "GPU per rank, this rank's, or no device on CPU")
+    return None
+
+
+def _resumed(full, r1, r2, after: bool) -> tuple[str | None, str, int | None]:
+    """(what went wrong or None, how the kill landed, the step the resume returned) for one killed run and its
+    resume, against the uninterrupted one."""
     saved_at, held = last_complete(r1)
+    holder = next((r for r in r1 if r.get("held")), {})
+    what = "the first write after the weights' file" if after else "the weights"
+    how = (f"killed while rank {holder.get('rank', '?')} wrote step {saved_at + 2}'s checkpoint, {what} (half of "
+           f"{holder.get('held_path', '?')} written)" if held else "killed after the save")
     starts = sorted({r["start"] for r in r2})
     if msg := wrong_start(saved_at, held, starts):
-        return CheckResult(c.name, False, value=starts[0], threshold=saved_at, unit="step", hint=c.hint, message=msg)
+        return f"{how}: {msg}", how, starts[0]
     for rank in range(len(full)):
         resumed = r1[rank]["losses"][:saved_at] + r2[rank]["losses"]
         if resumed != full[rank]["losses"] or r2[rank]["digest"] != full[rank]["digest"]:
-            return CheckResult(c.name, False, hint=c.hint,
-                               message=f"resumed from step {saved_at}: rank {rank}'s run "
-                                       f"{diverged_at(resumed, full[rank]['losses'])}")
+            return (f"{how}, resumed from step {saved_at}: rank {rank}'s run "
+                    f"{diverged_at(resumed, full[rank]['losses'])}"), how, None
+    return None, how, None
+
+
+def resume_exact(c: Check, runs) -> CheckResult:
+    err = first_error(runs, "full", "resume_1", "resume_2", "after_1")
+    if err:
+        return error_result(c, err)
+    if not (runs["resume_1"].killed_on_cue and runs["after_1"].killed_on_cue):
+        return CheckResult(c.name, False, hint=c.hint, message="the first half never reported its checkpoint saved")
+    full, saved_1 = runs["full"].results, last_complete(runs["resume_1"].results)[0]
+    wrong, how, start = _resumed(full, runs["resume_1"].results, runs["resume_2"].results, after=False)
+    if wrong:
+        return CheckResult(c.name, False, value=start, threshold=saved_1 if start is not None else None,
+                           unit="step" if start is not None else "", hint=c.hint, message=wrong)
+    # the other kill point: the weights' file complete, the kill inside a later write of the same save
+    r1 = runs["after_1"].results
+    saved_at, held = last_complete(r1)
+    err = first_error(runs, "after_2")
+    wrong_after, how_after, _ = (None, "", None) if err else _resumed(full, r1, runs["after_2"].results, after=True)
+    if err or wrong_after:
+        what = (f"the resume failed: {err.get('type', 'Error')}: {err.get('message', '')}" if err else wrong_after)
+        path = next((r.get("held_path") for r in r1 if r.get("held")), "?")
+        return CheckResult(c.name, False, hint=c.hint,
+                           message=f"a second run was killed after rank 0 had written step {saved_at + 2}'s weights, "
+                                   f"inside the next file that save wrote{f' ({path})' if held else ''}; {what}. A "
+                                   "kill at any point of a save must leave a checkpoint whose every file exists: the "
+                                   "file naming the step is written last")
     n = len(full[0]["losses"])
-    holder = next((r for r in r1 if r.get("held")), {})
-    how = (f"killed while rank {holder.get('rank', '?')} wrote step {saved_at + 2}'s weights (half of "
-           f"{holder.get('held_path', '?')} written)" if held else
-           "killed after the save (no torch.save of the weights for the checker to hold)")
     return CheckResult(c.name, True, value=n, threshold=n, unit="identical steps", hint=c.hint,
-                       message=f"{len(full)} ranks: {how}, resumed from step {saved_at}: steps {saved_at + 1}-{n} "
-                               "and final weights bit-identical")
+                       message=f"{len(full)} ranks: {how}, resumed from step {saved_1}: steps {saved_1 + 1}-{n} and "
+                               f"final weights bit-identical; a second run {how_after}"
+                               + ("" if held else " (no write after the weights' file)") + ", "
+                               + f"resumed from step {saved_at}: the same")
 
 
 EVALUATORS = {f.__name__: f for f in (sharding, bucket_layout, grad_equivalence, ranks_in_sync, no_sync_accumulation,
@@ -236,7 +282,10 @@ def info(runs) -> list[tuple[str, str]]:
 
 def grade(h, checks):
     need = set().union(*(RUNS[c.name] for c in checks))
-    ckpt = str(h.workdir / "ckpt.pt")
+    # the second killed run's checkpoint in a folder of its own: a save that removes files by a pattern removes none
+    # of the first's
+    (h.workdir / "after").mkdir(exist_ok=True)
+    ckpt, ckpt_after = str(h.workdir / "ckpt.pt"), str(h.workdir / "after" / "ckpt.pt")
     v = h.variant  # hidden variants: other seeds, data order, kill step; odd ones check the wrappers on 3 ranks
     seed, save_at, ranks = 7 + v, SAVE_AT + v % 5, 3 if v % 2 else WORLD_SIZE
     common = dict(steps=N_STEPS, data_seed=v)
@@ -247,9 +296,14 @@ def grade(h, checks):
          dict(name="sharding_ref", task="sharding_ref", target="solutions", budget_s=60)],
         [dict(name="full", task="train", nproc=2, budget_s=90, args=dict(seed=seed, **common)),
          dict(name="resume_1", task="train", nproc=2, budget_s=90, kill_on="saved",
-              args=dict(seed=seed, save_at=save_at, ckpt=ckpt, **common))],
+              args=dict(seed=seed, save_at=save_at, ckpt=ckpt, **common)),
+         # the other kill point: the weights' file complete, the kill inside the next write
+         dict(name="after_1", task="train", nproc=2, budget_s=90, kill_on="saved_after",
+              args=dict(seed=seed, save_at=save_at, ckpt=ckpt_after, after_weights=True, **common))],
         [dict(name="resume_2", task="train", nproc=2, budget_s=90,
               args=dict(seed=seed + 777, resume=True, ckpt=ckpt, **common)),
+         dict(name="after_2", task="train", nproc=2, budget_s=90,
+              args=dict(seed=seed + 777, resume=True, ckpt=ckpt_after, **common)),
          dict(name="step", task="step", nproc=2, budget_s=90, args=dict(seed=seed))],  # neither is timed
         [dict(name="step_ref", task="step_ref", target="solutions", nproc=2, budget_s=90, args=dict(seed=seed))],
         [dict(name="throughput", task="throughput", nproc=2, budget_s=120)],

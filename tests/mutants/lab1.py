@@ -120,4 +120,23 @@ MUTANTS = [
     Mutant("clip_hardcoded", STEP, "clip_grad_norm_(model.parameters(), grad_clip)",
            "clip_grad_norm_(model.parameters(), 1.0)", "step_matches_reference",
            "the clip threshold hard-coded to the default 1.0 instead of grad_clip", blind=True),
+    # blind survivors made checks: the meter is read again 0.3 s after its last step, read before its window holds a
+    # step, and run on a faked GPU whose waits are counted; model_state_bytes counts a bf16 copy of the model
+    Mutant("meter_no_sync", "meters.py", "        cdist.synchronize(self.device)\n        now", "        now",
+           "throughput_meter", "the clock read without waiting for the device (times kernel launches on a GPU)",
+           blind=True),
+    Mutant("meter_zero_before_window", "meters.py", '            return float("nan")\n', "            return 0.0\n",
+           "throughput_meter", "0 tokens/s instead of nan before the window holds a step", blind=True),
+    Mutant("meter_ends_at_read", "meters.py", "        return self.tokens / (self.t_last - self.t_start)\n",
+           "        return self.tokens / (time.perf_counter() - self.t_start)\n", "throughput_meter",
+           "the window closes when the rate is read, not at the last step: idle time after training counts",
+           blind=True),
+    Mutant("bytes_assume_fp32", "meters.py",
+           "    params = sum(p.numel() * p.element_size() for p in model.parameters())\n",
+           "    params = sum(p.numel() * 4 for p in model.parameters())\n", "memory_reported",
+           "4 bytes per parameter assumed: wrong for any dtype but fp32", blind=True),
+    # blind survivor made a check: resume_exact compares every random stream right after the load with the save's
+    Mutant("rng_torch_only", "state.py", '    ckpt.set_rng_state(state["rng"])\n',
+           '    import torch\n    torch.set_rng_state(state["rng"]["torch"])\n', "resume_exact",
+           "only torch's CPU generator restored; Python's, NumPy's and the device's are not", blind=True),
 ]

@@ -159,4 +159,21 @@ MUTANTS = [
     Mutant("buckets_mix_dtypes", "bucketed.py", _FILL,
            _FILL.replace("open_.pop(p.dtype,", "open_.pop(None,").replace("open_[p.dtype] =", "open_[None] ="),
            "bucket_layout", "one open bucket for every dtype: a bf16 gradient lands in an fp32 buffer", blind=True),
+    # blind survivors made checks: grad_equivalence finds each BucketedDDP .grad inside its bucket's buffer; throughput
+    # reads the bucket cap of the wrapper the learner's make_torch_ddp builds
+    Mutant("grad_copied_not_viewed", BUCKETED, "                p.grad = b.flat[off: off + p.numel()].view_as(p)\n",
+           "                p.grad.copy_(b.flat[off: off + p.numel()].view_as(p))\n", "grad_equivalence",
+           "the averaged buffer copied into the old .grad instead of .grad becoming its view", blind=True),
+    Mutant("torch_ddp_default_buckets", "torch_ddp.py", ", bucket_cap_mb=bucket_cap_mb)", ")", "throughput",
+           "bucket_cap_mb is not passed on: torch DDP keeps its 25 MB buckets", blind=True),
+    # blind survivor made a check: resume_exact kills a second run inside the first write after the weights' file
+    Mutant("main_file_before_rng", "state.py", _SAVE_ORDER,
+           """    if rank == 0:
+        ckpt.atomic_save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
+                          "scheduler": scheduler.state_dict(), "sampler": sampler.state_dict(),
+                          "step": step, "world_size": dist.get_world_size()}, path)
+    ckpt.atomic_save({"rng": ckpt.rng_state(), "step": step}, mine)
+    dist.barrier()
+""", "resume_exact", "rank 0 writes the main file before the ranks write their RNG files: a kill between the two "
+           "leaves a main file naming a step whose RNG files do not exist", blind=True),
 ]
