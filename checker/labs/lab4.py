@@ -73,7 +73,8 @@ CHECKS = []
 for _n in INCIDENTS:
     CHECKS.append(Check(f"fixed_incident{_n}", f"incident {_n}'s job, your code, under its conditions: completes "
                         "within budget, ranks in sync, loss falls" + {3: ", eval cost amortised", 5: ", resume "
-                        "bit-identical", 7: ", two jobs at once", 8: ", one gradient all-reduce per step"}.get(_n, ""),
+                        "bit-identical", 6: ", gloo's interface set", 7: ", two jobs at once", 8: ", one gradient "
+                        "all-reduce per step, .grad the mean gradient"}.get(_n, ""),
                         f"{_FIXED_HINTS[_n]} (checker hint lab4 {HINT_TASKS[_n]})", starter_runs=True,
                         symptoms=_TORN_HINT if _n == 5 else ()))
     CHECKS.append(Check(f"diagnosed_incident{_n}", f"diagnosis.toml [incident{_n}]: cause from the README's list; "
@@ -145,9 +146,37 @@ def _shard_cases(seam) -> list[dict]:
     return cases
 
 
+def _accum_case(train_step, device) -> dict:
+    """Incident 8's contract on the side, after the job, on every rank: train_step on a fresh tiny GPT with lr 0 and
+    the same 4 micro-batches everywhere; its .grad against the gradient of the micro-batches' mean loss, computed on
+    an unwrapped copy. Eval mode (no dropout): both passes see the same numbers. The ranks' gradients are identical,
+    so their average is each one (within rounding): the ratio of norms is 1.0, or k = 4 for a sum over micro-batches."""
+    import copy
+
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import labs.common.dist as cdist
+    from labs.common.data import TokenFile, ensure_corpus
+    from labs.common.model import build_model, get_config
+
+    torch.manual_seed(0)
+    model = build_model(get_config("tiny")).to(device).eval()
+    ref = copy.deepcopy(model)
+    data = TokenFile.open(ensure_corpus(256))
+    micro = [data.batch([2 * i, 2 * i + 1], 64, device) for i in range(4)]
+    train_step(DDP(model, device_ids=cdist.ddp_device_ids(device)), torch.optim.SGD(model.parameters(), lr=0.0), micro)
+    (sum(ref(x, y)[1] for x, y in micro) / len(micro)).backward()
+    got = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten() for p in model.parameters()])
+    want = torch.cat([p.grad.flatten() for p in ref.parameters()])
+    return {"k": len(micro), "ratio": float(got.norm() / want.norm()),
+            "rel_diff": float((got - want).abs().max() / want.abs().max())}
+
+
 def task_job(ctx, target, job, on_saved_cue=False, parts=()):
     """The learner's job.run under this run's conditions; what the checker measures, per rank. `parts`: seam
-    functions rank 0 also checks on the side first (each fails alone), so they cost no process of their own.
+    functions rank 0 also checks on the side first (each fails alone), so they cost no process of their own;
+    "accum" (incident 8), train_step's gradient checked on every rank after the job (_accum_case).
     on_saved_cue (incident 5, a job that saves at save_at and every save_every steps after): the first checkpoint
     completes, the second is killed while rank 0 writes the weights (_held_save.py: half the file, then the kill)."""
     import time
@@ -201,6 +230,7 @@ def task_job(ctx, target, job, on_saved_cue=False, parts=()):
             return wrapper
         return wrap
 
+    unwrapped_train_step = seam.train_step
     for name in timers:  # through the seam: every module of the learner's package that holds the function
         seams.wrap(seam, name, timed(name))
 
@@ -229,7 +259,10 @@ def task_job(ctx, target, job, on_saved_cue=False, parts=()):
                finite=all(bool(torch.isfinite(p).all()) for p in model.parameters()), params=params,
                reduced_numel=sum(n for _, n in calls), timers=timers, tokens=tokens,
                losses=[float(x).hex() for x in res["losses"]],
-               ifname=os.environ.get("GLOO_SOCKET_IFNAME"), interfaces=[n for _, n in socket.if_nameindex()])
+               ifname=os.environ.get("GLOO_SOCKET_IFNAME"), nccl_ifname=os.environ.get("NCCL_SOCKET_IFNAME"),
+               interfaces=[n for _, n in socket.if_nameindex()])
+    if "accum" in parts:
+        out["accum"], out["accum_error"] = ctx.attempt(lambda: _accum_case(unwrapped_train_step, env.device))
     import labs.common.dist as cdist
     cdist.teardown()
     return out
@@ -366,7 +399,7 @@ def grade(h, checks):
                     args=dict(job=job(n, **over), parts=list(parts)))
 
     ckpt = str(h.workdir / "incident5.ckpt.pt")
-    side = {4: ["shards"], 3: ["launch_args"] if 7 in fixed else []}
+    side = {4: ["shards"], 3: ["launch_args"] if 7 in fixed else [], 8: ["accum"]}
     phase1 = [job_spec(n, parts=side.get(n, ())) for n in sorted(fixed) if n not in (5, 7)]
     if 7 in fixed and 3 not in fixed:
         phase1.append(job_spec(3, parts=["launch_args"]))

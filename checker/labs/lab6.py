@@ -5,11 +5,14 @@ Three runs at world size 2 (ranks started by checker/spawn.py, the harness defau
              every rank builds itself from the same seed; all-reduces counted by the checker's own recorder
              (installed before the learner's code is imported), bytes counted from the tensors;
   pp         the learner's split_stages + pipeline_step (GPipe, 1F1B) and torch_schedule (GPipe, 1F1B) vs
-             the unsplit model on the same batch: per-micro-batch losses and every gradient;
+             the unsplit model on the same batch: per-micro-batch losses and every gradient; also split_stages of a
+             4-layer GPT chained stage to stage, the order torch's schedule runs forwards and backwards in (hooks),
+             and the blocking dist.send calls of pipeline_step (counted by the checker's wrapper);
   pp_timing  the learner's pipeline_step driving the checker's SleepStage (labs/instruments/stage_probe.py): a stage
              whose forward and backward are fixed sleeps and which records when each micro-batch ran. From
              those timestamps the checker computes the bubble and the live activations; it never asks the
              schedule. It runs alone, after the others, so the timestamps are not stretched by their CPU use.
+             The stage also counts, at each forward, the micro-batches whose tensors something still references.
 """
 from __future__ import annotations
 
@@ -35,13 +38,15 @@ TIMING = dict(width=32, micro_batch=2, forward_s=0.020, backward_s=0.040, micro_
 # 60 ms micro-batch.
 CHECKS = [
     Check("tp_equivalence", "parallelize (by hand) and parallelize_dtensor (DTensor) on 2 ranks: logits, loss "
-          f"and every gradient equal the unsharded GPT's (atol {TOL:g}); each shard holds the right slice",
+          f"and every gradient equal the unsharded GPT's (atol {TOL:g}); each shard holds the right slice; no tensor "
+          "autograd tracks is all-reduced in place (reduce_from_tp leaves its input unchanged)",
           f"Logits right, gradients wrong: a conjugate op's backward ({WHERE}/tp_layers.py): a replicated input's "
           "gradient is a sum over the ranks, a replicated output's is already whole. Logits wrong: the shards (whole "
           f"heads of q, k, v; matching row and column slices; the bias counted once: {WHERE}/tensor_parallel.py). "
           "(checker hint lab6 tp_layers.CopyToTP.backward)"),
-    Check("tp_memory", "per-rank bytes of each block's split layers, counted from the tensors (DTensor: local "
-          "shards) = weights/N + column-parallel biases/N + whole row-parallel biases",
+    Check("tp_memory", "per-rank bytes of each block's split layers, counted from the storage the tensors keep "
+          "(DTensor: local shards; a view keeps its base) = weights/N + column-parallel biases/N + whole row-parallel "
+          "biases",
           f"Each rank holds 1/N of every split weight, the whole row-parallel bias, nothing more ({WHERE}/tp_layers.py"
           "): does a module still refer to the full Linear? Compare with the bytes expected in the message. "
           "(checker hint lab6 tp_layers.ColumnParallelLinear)"),
@@ -52,7 +57,8 @@ CHECKS = [
           "(checker hint lab6 tp_layers.ReduceFromTP.backward)"),
     Check("pp_equivalence", f"2 stages, {N_MICRO} micro-batches: your GPipe and 1F1B (send/recv) and "
           "torch.distributed.pipelining's: per-micro-batch losses and every gradient equal the unsplit GPT's "
-          f"(atol {TOL:g})",
+          f"(atol {TOL:g}); split_stages of a 4-layer GPT, chained, gives its logits; torch's schedules run in "
+          "their own order (hooks); no blocking dist.send in your 1F1B",
           f"The gradients must be those of the whole batch's mean loss ({WHERE}/schedules.py): what does each of the m "
           "micro-batches contribute, and what does a stage's backward receive and pass on? Each parameter lives on one "
           f"stage; the tied embedding/head weight is used on two ({WHERE}/stages.py). "
@@ -63,7 +69,7 @@ CHECKS = [
           "stage works on i, and does it wait for the other stage anywhere but in a receive? "
           "(checker hint lab6 schedules.gpipe)"),
     Check("pp_1f1b_memory", "m = 8: 1F1B holds at most p - stage micro-batches' activations at once, fewer than "
-          "GPipe's m (counted from forward start to backward end)",
+          "GPipe's m (counted from forward start to backward end, and as tensors still referenced at each forward)",
           f"1F1B's point is memory ({WHERE}/schedules.py): how many micro-batches must stage r have in flight before "
           "the first gradient can come back from the last stage, and what keeps that count from growing afterwards? "
           "(checker hint lab6 schedules.one_f_one_b)"),
@@ -124,12 +130,25 @@ def _expected_shard(name, full, shape, rank, world, cfg):
 
 
 def _split_bytes(model) -> list[int]:
-    """Bytes this rank holds of each block's attention and MLP parameters."""
+    """Bytes this rank holds of each block's attention and MLP parameters: what their storage keeps allocated, each
+    storage once. A slice of the full weight has 1/N of its elements, yet as a view it keeps the whole tensor."""
+    out = []
+    for b in model.blocks:
+        storages = {}
+        for p in (p for part in (b.attn, b.mlp) for p in part.parameters()):
+            st = _local(p).untyped_storage()
+            storages[st.data_ptr()] = st.nbytes()
+        out.append(sum(storages.values()))
+    return out
+
+
+def _numel_bytes(model) -> list[int]:
+    """Bytes of each block's attention and MLP parameters, counted from their elements."""
     return [sum(_local(p).numel() * _local(p).element_size() for part in (b.attn, b.mlp) for p in part.parameters())
             for b in model.blocks]
 
 
-def _tp_part(make, rec, env, x, y, ref, ref_out, seed):
+def _tp_part(make, rec, env, x, y, ref, ref_out, seed, tracked):
     model = _model(seed).to(env.device)
     cfg = model.cfg
     model = make(model) or model
@@ -140,8 +159,10 @@ def _tp_part(make, rec, env, x, y, ref, ref_out, seed):
                     b.register_full_backward_pre_hook(lambda *a, i=i: spans.append(("B0", i, time.perf_counter()))),
                     b.register_full_backward_hook(lambda *a, i=i: spans.append(("B1", i, time.perf_counter())))]
     rec.start()
+    tracked.clear()
     logits, loss = model(x, y)
     fwd = rec.stop()
+    reduced_tracked = len(tracked)
     rec.start()
     loss.backward()
     bwd = rec.stop()
@@ -174,10 +195,27 @@ def _tp_part(make, rec, env, x, y, ref, ref_out, seed):
 
     return {"logits_diff": (logits - ref_out[0]).abs().max().item(), "loss_diff": abs(loss.item() - ref_out[1]),
             "grad_diff": grad_diff, "weight_diff": weight_diff, "problems": problems[:5],
-            "split_bytes": _split_bytes(model), "full_bytes": _split_bytes(ref),
+            "split_bytes": _split_bytes(model), "numel_bytes": _numel_bytes(model), "full_bytes": _split_bytes(ref),
+            "reduced_tracked": reduced_tracked,
             "fwd_calls": len(fwd), "bwd_calls": len(bwd), "numels": sorted({n for _, n in fwd + bwd}),
             "fwd_per_block": per_block(fwd, "F0", "F1"), "bwd_per_block": per_block(bwd, "B0", "B1"),
             "activation_numel": TP_BATCH * SEQ * cfg.n_embd, "n_embd": cfg.n_embd, "n_layer": cfg.n_layer}
+
+
+def _track_in_place_reduces() -> list:
+    """Wrap torch.distributed.all_reduce (before learner code is imported, as the recorder) to note each call on a
+    tensor autograd tracks (requires_grad): an all-reduce sums in place, so that tensor, an input of an op in the
+    graph (reduce_from_tp's partial output, whose contract leaves it unchanged), is overwritten."""
+    import torch.distributed as dist
+
+    tracked, inner = [], dist.all_reduce
+
+    def all_reduce(tensor, *args, **kwargs):
+        if getattr(tensor, "requires_grad", False):
+            tracked.append(tuple(tensor.shape))
+        return inner(tensor, *args, **kwargs)
+    dist.all_reduce = all_reduce
+    return tracked
 
 
 def task_tp(ctx, target, seed=SEED, parts=("hand", "dtensor")):
@@ -185,6 +223,7 @@ def task_tp(ctx, target, seed=SEED, parts=("hand", "dtensor")):
 
     env = cdist.init(timeout_s=20)
     rec = CollectiveRecorder()  # before the learner's code is imported: every spelling of all_reduce reaches it
+    tracked = _track_in_place_reduces()
     seam = seams.load(LAB, target)
     x, y = _batch(TP_BATCH, env.device)
     ref = _model(seed).to(env.device)
@@ -201,7 +240,7 @@ def task_tp(ctx, target, seed=SEED, parts=("hand", "dtensor")):
         if name not in parts:
             continue
         out[name], out[f"{name}_error"] = ctx.attempt(
-            lambda make=make: _tp_part(make, rec, env, x, y, ref, ref_out, seed))
+            lambda make=make: _tp_part(make, rec, env, x, y, ref, ref_out, seed, tracked))
         if out[f"{name}_error"]:
             return out  # its peer may be inside a collective: stop here, and skip teardown's barrier
     cdist.teardown()
@@ -248,12 +287,55 @@ def _pp_part(seam, env, run, ref, ref_losses, seed):
             "stage_bytes": stage_bytes, "model_bytes": model_bytes}
 
 
+def _count_blocking_sends() -> list:
+    """Wrap torch.distributed.send (a blocking send): the list gets one entry per call. gloo buffers a small send
+    and returns; NCCL's waits for the peer's receive, so one facing the peer's own send deadlocks on GPUs."""
+    import torch.distributed as dist
+
+    calls, inner = [], dist.send
+
+    def send(tensor, *args, **kwargs):
+        calls.append(tuple(tensor.shape))
+        return inner(tensor, *args, **kwargs)
+    dist.send = send
+    return calls
+
+
+def _chained_stages(seam, env, seed) -> float:
+    """split_stages on a GPT of 4 layers (tiny has 2: one block per stage, where any split is contiguous), eval mode:
+    each stage's forward chained into the next by broadcast, against the whole model's logits; the largest
+    difference, on the last stage (0 elsewhere)."""
+    import dataclasses
+
+    import torch
+    import torch.distributed as dist
+
+    from labs.common.model import build_model, get_config
+
+    torch.manual_seed(seed)
+    model = build_model(dataclasses.replace(get_config("tiny"), n_layer=4, dropout=0.0)).to(env.device).eval()
+    x, _ = _batch(2, env.device)
+    stage = seam.split_stages(model, env.rank, env.world_size)
+    with torch.no_grad():
+        h = x
+        for s in range(env.world_size - 1):  # stage s's output, to every rank (stage s + 1 reads it)
+            out = stage(h) if env.rank == s else None
+            buf = out.contiguous() if out is not None else torch.empty(x.shape + (model.cfg.n_embd,),
+                                                                        device=env.device)
+            dist.broadcast(buf, src=s)
+            h = buf
+        if env.rank != env.world_size - 1:
+            return 0.0
+        return (stage(h) - model(x)[0]).abs().max().item()
+
+
 def task_pp(ctx, target, seed=SEED):
     import torch
 
     from labs.common import dist as cdist
 
     env = cdist.init(timeout_s=20)
+    sends = _count_blocking_sends()  # before the learner's code is imported, as the TP run's recorder
     seam = seams.load(LAB, target)
     x, y = _batch(PP_BATCH, env.device)
     ref = _model(seed).to(env.device)
@@ -265,23 +347,39 @@ def task_pp(ctx, target, seed=SEED):
     shape = (mb, SEQ, ref.cfg.n_embd)
     last = env.rank == env.world_size - 1
 
+    out = ctx.partial
+
     def hand(schedule):
-        return lambda stage: seam.pipeline_step(stage, list(zip(x.chunk(N_MICRO), y.chunk(N_MICRO))), _ce, shape,
-                                                schedule)
+        def run(stage):
+            sends.clear()
+            losses = seam.pipeline_step(stage, list(zip(x.chunk(N_MICRO), y.chunk(N_MICRO))), _ce, shape, schedule)
+            out[f"{schedule}_blocking_sends"] = len(sends)
+            return losses
+        return run
 
     def torch_pp(schedule):
         def run(stage):
             sched, losses = seam.torch_schedule(stage, N_MICRO, _ce, env.device, schedule), []
-            if env.rank == 0:
-                sched.step(x)
-            elif last:
-                sched.step(target=y, losses=losses)
-            else:
-                sched.step()
+            order = []  # F: a micro-batch's forward on this stage; B: its backward reached the stage's first weight
+            hooks = [stage.register_forward_pre_hook(lambda *a: order.append("F")),
+                     next(stage.parameters()).register_hook(lambda g: order.append("B"))]
+            try:
+                if env.rank == 0:
+                    sched.step(x)
+                elif last:
+                    sched.step(target=y, losses=losses)
+                else:
+                    sched.step()
+            finally:
+                for h in hooks:
+                    h.remove()
+            out[f"torch_{schedule}_order"] = "".join(order)
             return [v.item() for v in losses]
         return run
 
-    out = ctx.partial
+    out["chained"], out["chained_error"] = ctx.attempt(lambda: _chained_stages(seam, env, seed))
+    if out["chained_error"]:
+        return out  # as in task_tp
     for name, run in (("gpipe", hand("gpipe")), ("1f1b", hand("1f1b")), ("torch_gpipe", torch_pp("gpipe")),
                       ("torch_1f1b", torch_pp("1f1b"))):
         out[name], out[f"{name}_error"] = ctx.attempt(lambda run=run: _pp_part(seam, env, run, ref, ref_losses, seed))
@@ -289,6 +387,27 @@ def task_pp(ctx, target, seed=SEED):
             return out  # as in task_tp
     cdist.teardown()
     return out
+
+
+def _held(base):
+    """`base` (SleepStage) that also counts, at each forward, the micro-batches whose received input or output is
+    still referenced by anyone (weak references: counting keeps none alive). The timeline says when a micro-batch's
+    backward ran; this says whether the schedule let go of its tensors afterwards."""
+    import weakref
+
+    class HeldStage(base):
+        def reset(self) -> None:
+            super().reset()
+            self.refs, self.peak_held = [], 0
+
+        def forward(self, x):
+            y = super().forward(x)
+            if x.device.type != "meta":  # the first stage's input is the caller's data (no grad): not the schedule's
+                self.refs.append([weakref.ref(t) for t in ((x, y) if x.requires_grad else (y,))])
+                alive = sum(any(r() is not None for r in refs) for refs in self.refs)
+                self.peak_held = max(self.peak_held, alive)
+            return y
+    return HeldStage
 
 
 def task_pp_timing(ctx, target):
@@ -306,14 +425,17 @@ def task_pp_timing(ctx, target):
     def step(schedule, m):
         torch.manual_seed(0)  # the same micro-batches on every rank
         mbs = [(torch.randn(shape, device=env.device), torch.randn(shape, device=env.device)) for _ in range(m)]
-        stage = SleepStage(t["width"], t["forward_s"], t["backward_s"]).to(env.device)
+        stage = _held(SleepStage)(t["width"], t["forward_s"], t["backward_s"]).to(env.device)
         dist.barrier()  # start together: the step's window opens at the first stage's first forward
         seam.pipeline_step(stage, mbs, torch.nn.functional.mse_loss, shape, schedule)
         cdist.synchronize(env.device)
+        held[str(m)] = max(held.get(str(m), 0), stage.peak_held)
         return stage.events
 
     out = ctx.partial
     for schedule in ("gpipe", "1f1b"):
+        held = out[f"{schedule}_held"] = {}  # m -> the most micro-batches whose tensors were referenced at once
+
         def runs(schedule=schedule):
             step(schedule, 2)  # warm-up: first sends, allocator, autograd
             return {str(m): [step(schedule, m) for _ in range(t["reps"])] for m in t["micro_batches"]}

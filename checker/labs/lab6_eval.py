@@ -62,6 +62,13 @@ def tp_equivalence(c: Check, runs) -> CheckResult:
         problems = [p for r in rs for p in r["problems"]]
         if problems:
             return CheckResult(c.name, False, unit="max abs diff", hint=c.hint, message=f"{label}: {problems[0]}")
+        in_place = max(r.get("reduced_tracked", 0) for r in rs)
+        if in_place:
+            return CheckResult(c.name, False, unit="max abs diff", hint=c.hint, message=(
+                f"{label}: the forward all-reduced {in_place} tensor(s) autograd tracks, in place (requires_grad: "
+                "the partial output handed to reduce_from_tp?). An all-reduce overwrites its buffer, and "
+                "reduce_from_tp's contract leaves its input unchanged: an op that saved that tensor for backward "
+                "would compute its gradient from the sum"))
         d = {k: max(r[k] for r in rs) for k in ("logits_diff", "loss_diff", "grad_diff", "weight_diff")}
         worst = max(worst, *d.values())
         notes.append(f"{label}: logits {d['logits_diff']:.1e}, grads {d['grad_diff']:.1e}, shards vs their slice "
@@ -88,9 +95,13 @@ def tp_memory(c: Check, runs) -> CheckResult:
         full = rs[0]["full_bytes"][0]
         notes.append(f"{label} {worst:,} B ({worst / full:.2f}x)")
         if any(b != want for b in held):
+            counted = [b for r in rs for b in r.get("numel_bytes", r["split_bytes"])]
+            view = (" Their elements add up to the expected bytes, their storage does not: a parameter that is a view "
+                    "of the full weight (a slice) keeps the whole tensor allocated" if all(b == want for b in counted)
+                    else "")
             return CheckResult(c.name, False, value=worst, threshold=want, unit="bytes per block per rank", hint=c.hint,
                                message=f"{label}: a rank holds {worst:,} B of a block's attention + MLP, expected "
-                                       f"{want:,} B (unsharded {full:,} B)")
+                                       f"{want:,} B (unsharded {full:,} B).{view}")
     return CheckResult(c.name, True, value=worst, threshold=want, unit="bytes per block per rank", hint=c.hint,
                        message=f"attention + MLP per block per rank: {', '.join(notes)} of the unsharded "
                                f"{full:,} B; formula 4*((12d^2+7d)/N + 2d)")
@@ -113,8 +124,31 @@ def tp_comm(c: Check, runs) -> CheckResult:
                        message=f"{per_block}; {sizes}{extra}; expected 2 + 2, each one activation")
 
 
+def _order_problem(schedule: str, orders: list[str]) -> str | None:
+    """torch's schedule on each stage, as the order of its forwards (F) and backwards (B): GPipe runs every forward
+    before the first backward; 1F1B (m = 4 > p) starts backwards before the last forward."""
+    for stage, order in enumerate(orders):
+        gpipe_like = "B" not in order.rstrip("B")
+        if gpipe_like != (schedule == "gpipe"):
+            return (f"torch {PP_NAMES[schedule].removeprefix('torch ')}: stage {stage} ran {' '.join(order)} (F a "
+                    f"micro-batch's forward, B its backward): " + (
+                        "every forward before the first backward is GPipe's order, not 1F1B's" if gpipe_like else
+                        "backwards before the last forward is 1F1B's order, not GPipe's") +
+                    ". The numbers agree either way; the memory does not: is the schedule the one its name asks for?")
+    return None
+
+
 def pp_equivalence(c: Check, runs) -> CheckResult:
     worst, notes, share = 0.0, [], ""
+    chained, err = ranks(runs, "pp", "chained")
+    if err:
+        return _fail(c, err, "split_stages on a 4-layer GPT", "max abs diff")
+    if max(chained) > TOL:
+        return CheckResult(c.name, False, value=max(chained), threshold=TOL, unit="max abs diff", hint=c.hint,
+                           message=f"split_stages on a GPT of 4 layers (eval mode): the stages chained, each one's "
+                                   f"output into the next, give logits {max(chained):.1e} away from the whole "
+                                   "model's. With tiny's 2 layers any split into 2 stages is in order; with 4, does "
+                                   "each stage hold a contiguous run of blocks, in the model's order?")
     for name, label in PP_NAMES.items():
         rs, err = ranks(runs, "pp", name)
         if err:
@@ -122,6 +156,17 @@ def pp_equivalence(c: Check, runs) -> CheckResult:
         problems = [p for r in rs for p in r["problems"]]
         if problems:
             return CheckResult(c.name, False, unit="max abs diff", hint=c.hint, message=f"{label}: {problems[0]}")
+        blocking = max(r.get(f"{name}_blocking_sends", 0) for r in runs["pp"].results)
+        if name == "1f1b" and blocking:
+            return CheckResult(c.name, False, value=blocking, threshold=0, unit="blocking sends", hint=c.hint, message=(
+                f"{label}: pipeline_step called the blocking dist.send {blocking} times on a stage. gloo buffers a "
+                "small send and returns; NCCL's waits for the peer's receive, which in 1F1B's steady state the peer "
+                "posts only after its own send: a deadlock on GPUs. Sends and receives facing each other go out "
+                "together (schedules.py's docstring)"))
+        order = _order_problem(name.removeprefix("torch_"), [r.get(f"{name}_order", "") for r in runs["pp"].results]) \
+            if name.startswith("torch_") else None
+        if order:
+            return CheckResult(c.name, False, unit="max abs diff", hint=c.hint, message=order)
         d = max(max(r["loss_diff"], r["grad_diff"]) for r in rs)
         worst = max(worst, d)
         notes.append(f"{label} {d:.1e}")
@@ -220,6 +265,19 @@ def pp_1f1b_memory(c: Check, runs) -> CheckResult:
         peaks[schedule] = [max(peak_live(step[stage]) for step in tl[m]) for stage in range(len(tl[m][0]))]
     p = len(peaks["1f1b"])
     bound = [p - s for s in range(p)]
+    held, err = ranks(runs, "pp_timing", "1f1b_held")
+    if err:
+        return _fail(c, err, "1F1B", "micro-batches live")
+    over = [(s, h[str(m)]) for s, h in enumerate(held) if h.get(str(m), 0) > bound[s]]
+    if over and all(a <= b for a, b in zip(peaks["1f1b"], bound)):
+        s, n = over[0]
+        return CheckResult(c.name, False, value=n, threshold=bound[s], unit="micro-batches referenced (1F1B)",
+                           hint=c.hint, message=(
+                               f"m={m}: 1F1B's timeline is right (most micro-batches between forward and backward per "
+                               f"stage: {peaks['1f1b']}), but at one of its forwards stage {s} still referenced the "
+                               f"input or output of {n} micro-batches (bound {bound[s]}): tensors of micro-batches "
+                               "whose backward had run were kept, so memory still grows with m. A backward frees what "
+                               "its forward kept"))
     ok = all(a <= b for a, b in zip(peaks["1f1b"], bound)) and peaks["1f1b"][0] < peaks["gpipe"][0]
     msg = (f"m={m}, most micro-batches held at once per stage: GPipe {peaks['gpipe']}, 1F1B {peaks['1f1b']} "
            f"(1F1B bound p - stage: {bound})")

@@ -31,12 +31,16 @@ class Scenario:
 def scenario(incident: int, variant: int = 0) -> Scenario:
     v = variant
     base_env: dict = {}
-    if incident == 1:   # launched with 2 processes inside an allocation of more tasks
-        return Scenario(1, {"timeout_s": HANG_TIMEOUT_S}, {**base_env, "SLURM_NTASKS": str(4 + v % 3)})
-    if incident == 2:   # one rank's loss is NaN at one step
-        return Scenario(2, {"timeout_s": HANG_TIMEOUT_S, "nan_at": [1 - v % 2, 3 + v % 4], "steps": 10}, base_env)
+    if incident == 1:   # launched with 2 processes (3 in odd variants) inside an allocation of more tasks
+        env = {**base_env, "SLURM_NTASKS": str(4 + v % 3)}
+        if v:  # torchrun started from a batch script: every rank inherits the batch step's task id
+            env["SLURM_PROCID"] = "0"
+        return Scenario(1, {"timeout_s": HANG_TIMEOUT_S}, env, nproc=NPROC + v % 2)
+    if incident == 2:   # one rank's loss is NaN (inf in variants 2 and 3 mod 4: an overflow) at one step
+        return Scenario(2, {"timeout_s": HANG_TIMEOUT_S, "nan_at": [1 - v % 2, 3 + v % 4], "steps": 10,
+                            "bad_loss": "inf" if v % 4 >= 2 else "nan"}, base_env)
     if incident == 3:   # the dashboard reads from one rank
-        return Scenario(3, {"steps": 12, "eval_every": 4, "dashboard_rank": 1 - v % 2}, base_env)
+        return Scenario(3, {"steps": 12, "eval_every": 4 if v % 3 == 0 else 3, "dashboard_rank": 1 - v % 2}, base_env)
     if incident == 4:   # the epoch is not a multiple of the world size any more
         per_step = 4  # Job.batch
         return Scenario(4, {"timeout_s": HANG_TIMEOUT_S, "steps": 100,

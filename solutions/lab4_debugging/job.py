@@ -44,7 +44,8 @@ class Job:
     num_samples: int = 0            # windows in the epoch; 0: world * batch * micro_batches * steps
     eval_every: int = 4
     dashboard_rank: int = 0         # the rank that feeds the team's dashboard
-    nan_at: tuple[int, int] | None = None    # (rank, step): that rank's loss is NaN at that step
+    nan_at: tuple[int, int] | None = None    # (rank, step): that rank's loss is bad_loss at that step
+    bad_loss: str = "nan"           # "nan" (a corrupt sample) or "inf" (an overflow)
     link_gbps: float | None = None  # emulate a slow link (in-process delay around each all-reduce)
     link_latency_ms: float = 1.0
     ckpt: str | None = None
@@ -144,7 +145,8 @@ def run(job: Job, log_every: int = 1, on_saved=None) -> dict:
                  for i in range(0, len(mine), job.batch)]
         poison = None
         if job.nan_at is not None and tuple(job.nan_at) == (env.rank, step):  # a bad sample, an overflow...
-            poison = ddp.module.register_forward_hook(lambda m, inp, out: (out[0], out[1] * float("nan")))
+            poison = ddp.module.register_forward_hook(
+                lambda m, inp, out, bad=float(job.bad_loss): (out[0], out[1] * bad))
         calls0 = counter["calls"]
         t1 = time.perf_counter()
         loss = incident8.train_step(ddp, opt, micro)

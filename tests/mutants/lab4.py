@@ -5,8 +5,9 @@ are graded with `--variant 1`, as a class's hand-ins are.
 """
 from . import Mutant
 
-_V1 = ("--variant", "1")  # incident 6: COURSE_IFNAME=eth9
-_V2 = ("--variant", "2")  # incident 1: SLURM_NTASKS=6
+_V1 = ("--variant", "1")  # incident 1: 3 ranks, SLURM_NTASKS=5; 3: eval_every 3; 6: COURSE_IFNAME=eth9
+_V2 = ("--variant", "2")  # incident 1: SLURM_NTASKS=6, SLURM_PROCID=0 on every rank; incident 2: the bad loss is inf
+_JOIN = "    return cdist.init(timeout_s=timeout_s)\n"
 _SKIP = "    dist.all_reduce(flag)\n    return flag.item() > 0\n"
 # the peer's first error in incident 2's faulty log (a consequence of the mismatch, not the mismatch)
 _RESET = ("[rank0]: RuntimeError: Got the following error when running the callback: RuntimeError: "
@@ -180,6 +181,37 @@ MUTANTS = [
            "fixed_incident7",
            "a port drawn at random: nothing stops another job holding it or drawing the same (the checker's two jobs "
            "met on one: EADDRINUSE)", blind=True),
+    # blind, survived every check when written (tests/mutants/SURVIVORS.md), caught since by hidden variants and checks
+    Mutant("join_world_hardcoded", "incident1.py", _JOIN,
+           "    import datetime, os\n    world = 2  # the job is a 2-rank job; SLURM_NTASKS is the allocation's size\n"
+           "    local_rank = int(os.environ.get('LOCAL_RANK', 0))\n"
+           "    device, backend = cdist.pick_device(os.environ.get('COURSE_DEVICE', 'auto'), local_rank)\n"
+           "    dist.init_process_group(backend, world_size=world, rank=int(os.environ['RANK']),\n"
+           "                            timeout=datetime.timedelta(seconds=timeout_s))\n"
+           "    return cdist.DistEnv(int(os.environ['RANK']), world, local_rank, device, backend)\n",
+           "fixed_incident1", "the world size hard-coded to the 2 ranks of this job instead of read from the launcher",
+           _V1, blind=True),
+    Mutant("join_rank_from_slurm", "incident1.py", _JOIN,
+           "    import datetime, os\n    world = int(os.environ['WORLD_SIZE'])\n"
+           "    rank = int(os.environ.get('SLURM_PROCID', os.environ['RANK']))  # the Slurm task id is the rank\n"
+           "    local_rank = int(os.environ.get('LOCAL_RANK', 0))\n"
+           "    device, backend = cdist.pick_device(os.environ.get('COURSE_DEVICE', 'auto'), local_rank)\n"
+           "    dist.init_process_group(backend, world_size=world, rank=rank,\n"
+           "                            timeout=datetime.timedelta(seconds=timeout_s))\n"
+           "    return cdist.DistEnv(rank, world, local_rank, device, backend)\n",
+           "fixed_incident1", "the world size fixed, but the rank still taken from Slurm's task id", _V2, blind=True),
+    Mutant("skip_nan_only", "incident2.py", "    flag = torch.tensor([0.0 if math.isfinite(loss) else 1.0]",
+           "    flag = torch.tensor([1.0 if math.isnan(loss) else 0.0]", "fixed_incident2",
+           "tests for NaN only: an infinite loss (an overflow) is not skipped", _V2, blind=True),
+    Mutant("eval_every_hardcoded", "incident3.py", "    if step % job.eval_every:\n", "    if step % 4:\n",
+           "fixed_incident3", "the validation interval hard-coded to the 4 seen in the log", _V1, blind=True),
+    Mutant("nccl_ifname_only", "incident6.py",
+           'flush=True)\n    os.environ["GLOO_SOCKET_IFNAME"] = os.environ["NCCL_SOCKET_IFNAME"] = ifname\n',
+           'flush=True)\n    os.environ["NCCL_SOCKET_IFNAME"] = ifname\n', "fixed_incident6",
+           "only NCCL's variable set: gloo picks its own interface, not the checked one", _V1, blind=True),
+    Mutant("accum_sum_not_mean", "incident8.py", "            (loss / k).backward()\n", "            loss.backward()\n",
+           "fixed_incident8", "the micro-batch losses summed, not averaged: the gradient is k times the mean",
+           blind=True),
     Mutant("incident2_evidence_reset", "diagnosis.toml",
            'evidence = "Received data size doesn\'t match expected size. Is there a distributed collective mismatch in '
            'your code?"', f'evidence = "{_RESET}"', "diagnosed_incident2",
