@@ -9,6 +9,7 @@
     api.hint_tasks(lab)                # the lab's tasks: name, contract, tiers (checker/hints.py; the notebook's
     api.open_hint(lab, task)           #   hint button opens the next tier, kept in the learner's tree)
     api.long_context_figures(target)   # lab 9: memory, bytes and per-rank work of your attention, measured on 4 ranks
+    api.goodput_run(target)            # lab 8: the chaos job on your checkpoints, once: goodput measured and predicted
 
 Grading itself is the `checker` command; a notebook runs it as a subprocess and shows its --json report
 (labs.notebook.grade_table), so a notebook's grade is the terminal's grade.
@@ -22,8 +23,8 @@ from checker.harness import REPO_ROOT
 from checker.labs.lab5_k8s import K8S_VERSION, validate_manifests
 from checker.seams import notebook_target
 
-__all__ = ["K8S_VERSION", "hint_tasks", "long_context_figures", "notebook_target", "open_hint", "pristine_tree",
-           "slurm", "validate_manifests"]
+__all__ = ["K8S_VERSION", "goodput_run", "hint_tasks", "long_context_figures", "notebook_target", "open_hint",
+           "pristine_tree", "slurm", "validate_manifests"]
 
 
 def hint_tasks(lab: str) -> list[dict]:
@@ -65,4 +66,23 @@ def long_context_figures(target: str, timeout_s: float = 300) -> dict:
                            capture_output=True, text=True, cwd=REPO_ROOT, timeout=timeout_s)
         if r.returncode or not out.exists():
             raise RuntimeError(f"lab 9's measurement exited {r.returncode}:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
+        return json.loads(out.read_text())
+
+
+def goodput_run(target: str, mtbf_s: float = 4.0, steps: int = 800, factor: float = 1.0,
+                timeout_s: float = 180) -> dict:
+    """Lab 8: goodput_chaos's job on `target`'s checkpoints and formulas, once (checker/labs/lab8_goodput_report.py
+    says what it measures); RuntimeError with its output when it fails."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "goodput.json"
+        r = subprocess.run([sys.executable, "-m", "checker.labs.lab8_goodput_report", "--target", target, "--out",
+                            str(out), "--mtbf", str(mtbf_s), "--steps", str(steps), "--factor", str(factor)],
+                           capture_output=True, text=True, cwd=REPO_ROOT, timeout=timeout_s)
+        if r.returncode or not out.exists():
+            raise RuntimeError(f"the goodput job exited {r.returncode}:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
         return json.loads(out.read_text())

@@ -333,7 +333,8 @@ def build(out: Path = DEFAULT_OUT, labs: list[str] | None = None, results_path: 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder for the HTML (default: build/slides)")
-    ap.add_argument("--lab", action="extend", nargs="+", metavar="LAB", help="lab1 ... lab6 (repeatable; default: all)")
+    ap.add_argument("--lab", action="extend", nargs="+", metavar="LAB",
+                    help="lab1 ... lab10 (repeatable; default: all)")
     ap.add_argument("--results", type=Path, default=DEFAULT_RESULTS,
                     help="the measured figures (default: bench/results.json)")
     args = ap.parse_args(argv)

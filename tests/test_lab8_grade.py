@@ -115,6 +115,22 @@ def test_failure_gaps_are_stratified_exponential_with_the_stated_mean():
     assert ch.schedule(0, 16) == gaps[:16] and ch.schedule(1, 16) != gaps[:16]
 
 
+def test_each_failures_time_adds_up_to_the_wall_time_not_spent_on_kept_steps():
+    """measure() on a hand-made run: 0.1 s steps; attempt 0 runs steps 1-3, saves after 2 (0.2 s), is killed at 0.75;
+    attempt 1 boots (first step at 1.0: a 0.25 s restart) and runs steps 3-4 again from the save."""
+    from checker.labs import lab8_chaos as ch
+    steps = [(0, 1, 0.0), (0, 2, 0.1), (0, 3, 0.4), (1, 3, 1.0), (1, 4, 1.1)]
+    ev = [{"a": a, "ev": "step", "step": s, "t0": t, "t1": t + 0.1} for a, s, t in steps]
+    ev.insert(2, {"a": 0, "ev": "saved", "step": 2, "t0": 0.2, "t1": 0.4})
+    m = ch.measure({"events": ev, "kills": [{"a": 0, "t": 0.75}]})
+    assert (m["kept"], m["failures"], m["saves"]) == (4, 1, 1)
+    assert m["wall_s"] == pytest.approx(1.2) and m["useful_s"] == pytest.approx(0.4)
+    lost = m["per_failure_s"]
+    assert lost["restart"] == pytest.approx(0.25) and lost["save_stalls"] == pytest.approx(0.2)
+    assert lost["redone"] == pytest.approx(0.35)  # step 3's first run and the wait for the kill: 0.4 to 0.75
+    assert sum(lost.values()) * m["failures"] == pytest.approx(m["wall_s"] - m["useful_s"])
+
+
 def test_a_torn_save_is_named_and_a_resume_from_it_fails_the_check():
     """_resume_problems on a hand-made log: attempt 1 saved step 4, was killed inside (held) its save of step 8;
     attempt 2 resumed from 8 (the torn one) or crashed reading it."""

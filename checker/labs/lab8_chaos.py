@@ -361,10 +361,16 @@ def measure(r: dict) -> dict:
             firsts[e["a"]] = e["t0"]
     restarts = [firsts[a] - kill_t[a - 1] for a in firsts if a - 1 in kill_t]
     wall = end - first["t0"]
+    save_s = sum(saves) / len(saves) if saves else 0.0
+    restart_s = sum(restarts) / len(restarts) if restarts else 0.0
+    n = max(1, len(r["kills"]))
+    # where each failure's time went: the restarts, the save stalls spread over the failures, and the rest of the
+    # wall time that was not a kept step (the steps run again after a kill)
+    lost = {"redone": (wall - useful - sum(saves) - restart_s * n) / n, "restart": restart_s,
+            "save_stalls": sum(saves) / n}
     return {"kept": len(kept), "useful_s": useful, "wall_s": wall, "goodput": useful / wall if wall > 0 else 0.0,
-            "step_s": useful / len(kept), "save_s": sum(saves) / len(saves) if saves else 0.0,
-            "restart_s": sum(restarts) / len(restarts) if restarts else 0.0, "saves": len(saves),
-            "failures": len(r["kills"]), "mtbf_s": wall / max(1, len(r["kills"]))}
+            "step_s": useful / len(kept), "save_s": save_s, "restart_s": restart_s, "saves": len(saves),
+            "failures": len(r["kills"]), "mtbf_s": wall / n, "per_failure_s": lost}
 
 
 TASKS = {"goodput_units": task_goodput_units, "goodput_chaos": task_goodput_chaos}
