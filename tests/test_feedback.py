@@ -48,3 +48,14 @@ def test_a_byte_estimate_off_by_one_term_is_named_with_its_sign():
     scores = explain_bytes(shapes, [-4 * 4 * 2 * 64 * 64, -4 * 3 * 3 * 40 * 40, -4 * 2 * 4 * 24 * 24])
     assert "-4 x a*b*s^2" in scores
     assert explain_bytes(shapes, [5, 7, 0]) == ""  # no single term: the check's own hint stays
+
+
+def test_a_collective_that_timed_out_waiting_for_a_peer_says_a_rank_skipped_it():
+    """gloo's words for a peer that never came, from labs 2, 3, 6, 9 and 10 alike: the hint asks which rank skipped
+    or reordered a collective, not the check's own hint about the values."""
+    check = next(c for c in lab2.CHECKS if c.name == "grad_equivalence")
+    err = {"type": "RuntimeError", "message": "naive: [third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:129] "
+           "Timed out waiting 30000ms for send operation to complete", "traceback": ""}
+    r = error_result(check, err)
+    assert r.hint.startswith("A rank waited in a collective that a peer never joined"), r.hint
+    assert check.hint in r.hint  # the check's own hint still follows

@@ -59,6 +59,10 @@ SYMPTOMS: tuple[tuple[str, str], ...] = (
     (r"Trying to backward through the graph a second time",
      "The same graph was backpropagated twice: a tensor from an earlier step (a loss, an output kept in a list) "
      "is part of this step's loss; detach what you keep across steps."),
+    (r"Timed out waiting \d+ ?ms for (send|recv)|Connection closed by peer|Application timeout caused pair closure",
+     "A rank waited in a collective that a peer never joined, or joined with another size: every rank must call "
+     "the same collectives in the same order with the same shapes. Look for one behind a rank test (if rank == "
+     "0), in a loop whose length differs per rank, or skipped on some ranks (a parameter without gradient)."),
     (r"does not require grad and does not have a grad_fn",
      "The loss is cut off from the parameters: something between them detached it (no_grad, .detach(), .item(), "
      "a new tensor built from values)."),
