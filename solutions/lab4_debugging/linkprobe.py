@@ -13,8 +13,8 @@ https://ui.perfetto.dev opens) to DIR/trace_rank<R>.json. A slow link shows on e
     python -m labs.lab4_debugging.forensics --link runs/lab4/link    # your slow_rank on them
 
 The slow link is emulated (no root needed): a transfer that touches the slow rank takes at least nbytes / rate,
-as a link of that rate would carry it (slowlink.py's model). Unthrottled, gloo over loopback moved 1 MiB and its
-ack in ~1.7 ms here (0.62 GB/s). As root, `--netns-rate-mbit R` runs it over a real link instead: one network
+as a link of that rate would carry it (slowlink.py's model). Unthrottled, gloo over loopback moves 4 MiB and its
+ack in ~7 ms here (0.57 GB/s, a busy machine). As root, `--netns-rate-mbit R` runs it over a real link instead: one network
 namespace per rank on a bridge (slowlink.Star), the slow rank's cable tbf-shaped to R.
 
     sudo .venv/bin/python -m labs.lab4_debugging.linkprobe --slow-rank 1 --netns-rate-mbit 200
@@ -29,7 +29,9 @@ import time
 from pathlib import Path
 
 WORLD = 3
-NBYTES = 1 << 20   # 1 MiB per transfer: at 0.05 GB/s 21 ms, far above loopback's ~1 ms, so the link dominates
+NBYTES = 4 << 20   # 4 MiB per transfer: at 0.05 GB/s 84 ms (42 ms at the fastest hidden rate, 0.1), far above
+#                    loopback's ~5 ms and above what a busy CPU adds to a transfer (each of its four hand-overs can
+#                    wait a scheduler's slice: at 1 MiB, 21 ms, a load of 15 on 2 cores made a fast pair look slow)
 REPEATS = 3        # round trips per pair; the median ignores a descheduled one
 TIMEOUT_S = 30.0
 
