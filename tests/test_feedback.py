@@ -59,3 +59,19 @@ def test_a_collective_that_timed_out_waiting_for_a_peer_says_a_rank_skipped_it()
     r = error_result(check, err)
     assert r.hint.startswith("A rank waited in a collective that a peer never joined"), r.hint
     assert check.hint in r.hint  # the check's own hint still follows
+
+
+def test_a_byte_estimate_off_at_some_shapes_names_the_slip_that_fits():
+    """Dropout-only and view-only errors name their likely slip, in the precision and recompute mode they show in."""
+    from checker.labs.lab7_eval import explain_bytes
+
+    shapes = [(64, 4, 2, 64, 0.1), (96, 3, 3, 40, 0.1), (48, 2, 4, 24, 0.0), (64, 4, 1, 48, 0.1)]
+    bsh = [b * s * h for h, a, b, s, p in shapes]
+    halved = explain_bytes(shapes, [-6 * n if p else 0 for n, (*_, p) in zip(bsh, shapes)], "bf16")
+    assert "dropout on" in halved and "autocast dtype" in halved and "masks?" not in halved
+    bools = explain_bytes(shapes, [-6 * n if p else 0 for n, (*_, p) in zip(bsh, shapes)], "fp32")
+    assert "1-byte bools" in bools
+    view = explain_bytes(shapes, [0, 0, 0, -8 * bsh[3]])
+    assert "b = 1 or a = 1" in view and "v counted as a copy" in view
+    selective = explain_bytes(shapes[:3], [18 * n for n in bsh[:3]], "bf16", "selective")
+    assert "counted in fp32" in selective

@@ -1,14 +1,16 @@
 """Lab 7 checks: activation memory predicted then measured, recomputation, mixed precision, a memory plan.
 
 World size 1; three runs:
-  memory  the learner's activation_bytes at hidden shapes; apply_recompute's and autocast's saved bytes; equal
+  memory  the learner's activation_bytes at hidden shapes, with no recomputation and under the checker's own
+          full and selective checkpointing; apply_recompute's and autocast's saved bytes; equal
           losses and gradients with recomputation (dropout on). Bytes are the checker's own: a dispatch mode sees
           every tensor the blocks create, and after forward the storages still alive (parameters and the output
           aside) are what the graph keeps for backward. That counts what torch.utils.checkpoint keeps too, which
           saved_tensors_hooks cannot see (checkpoint's own hooks take those tensors).
-  amp     the learner's train_step in bf16 vs the checker's own fp32 loop; fp16 with the learner's LossScaler and
-          an overflow the checker injects (a gradient hook writes inf); the scale used is read from the gradient
-          that reaches the loss (d(S*loss)/d loss = S), not asked of the scaler.
+  amp     the learner's train_step in bf16 vs the checker's own fp32 loop (losses) and bf16 step (step 1's
+          gradients); fp16 with the learner's LossScaler and an overflow the checker injects (a gradient hook writes
+          inf); the scale used is read from the gradient that reaches the loss (d(S*loss)/d loss = S), not asked of
+          the scaler; and a LossScaler with a small growth_interval, driven by the checker on one parameter.
   timing  steps with and without apply_recompute(model, "full"), interleaved; alone, as it times things.
   fp8     the learner's to_fp8, DelayedScaler and Fp8Linear against the checker's own emulation (casts to torch's
           float8 dtypes, computed before the learner's code is imported): the bytes of every cast, every scale used,
@@ -27,10 +29,19 @@ GRADE_SECONDS = 60
 WHERE = "labs/lab7_memory"
 SEED = 7
 # (n_embd, n_head, batch, seq, dropout): the public shapes; a hidden variant moves them (grade()).
-# One head (a = 1): q, k, v reshape to (b, 1, s, d) and v stays a view of the qkv output, whose base it keeps.
-SHAPES = [(64, 4, 2, 64, 0.1), (96, 3, 3, 40, 0.1), (48, 2, 4, 24, 0.0), (48, 1, 2, 32, 0.1)]
+# One head (a = 1) or one sequence (b = 1): q, k, v reshape to (b, a, s, d) by merging dims, so v stays a view of
+# the qkv output, whose whole base (3 bsh) it keeps; the two shapes catch the two halves of that rule.
+SHAPES = [(64, 4, 2, 64, 0.1), (96, 3, 3, 40, 0.1), (48, 2, 4, 24, 0.0), (48, 1, 2, 32, 0.1), (64, 4, 1, 48, 0.1)]
+# The estimate under recomputation, at the first ESTIMATE_RECOMPUTED shapes (dropout on and off), in both precisions,
+# against the blocks measured under the checker's own checkpointing: graded apart from the learner's recompute.py.
+RECOMPUTE, ESTIMATE_RECOMPUTED = ("selective", "full"), 3
 AMP_STEPS, AMP_BATCH, AMP_LR = 8, 8, 3e-3
 SCALE_STEPS, OVERFLOW_AT = 6, 3    # fp16 steps; the checker's inf lands in step 3's backward
+# The scale's feedback loop, driven by the checker on one parameter: G - 1 clean steps, an overflow, 2G + 1 clean
+# steps. The scale must halve, stay for G clean steps (the count restarted), double, stay G more, double. A count
+# kept across the overflow doubles it after 1 clean step; a count that must pass G doubles it a step late.
+# G: GROWTH_INTERVAL, moved by hidden variants (grade()).
+GROWTH_INTERVAL = 2
 # Timing: wide enough that matmuls, not Python, dominate a step (h = 128: 0.17 s fwd+bwd on one core).
 PRECISIONS = ("fp32", "bf16")  # activation_estimate grades the learner's count in both
 TIMING = dict(n_embd=128, n_head=4, batch=8, seq=64, reps=10)
@@ -41,8 +52,9 @@ FP8 = dict(amax=(0.0, 3.0, 40.0, 2.0, 900.0, 5.0, 0.5, 70.0, 1.0), history=3, ma
 PLAN = dict(config="gpt2-124m", n_params=124_475_904, batch=16, seq=1024, world_size=8, budgets_gib=(80, 16, 6, 2))
 
 CHECKS = [
-    Check("activation_estimate", "activation_bytes(cfg, b, s) equals the bytes one block keeps for backward, "
-          "measured by the checker, at three shapes (dropout on and off)",
+    Check("activation_estimate", "activation_bytes(cfg, b, s, precision, recompute) equals the bytes one block "
+          "keeps for backward, measured by the checker (fp32 and bf16; no, selective and full recomputation under "
+          "the checker's own checkpointing), at five shapes (dropout on and off, b = 1, a = 1)",
           f"A term missing, counted twice (one storage is kept once) or in the wrong dtype ({WHERE}/activations.py), "
           "at the shape the message names; measure.py's saved_bytes on one block lists what is really kept "
           "(checker hint lab7 activations.activation_terms)"),
@@ -59,19 +71,22 @@ CHECKS = [
           "band the FLOP count gives (one more forward of the blocks)",
           f"Not one extra forward of the blocks ({WHERE}/recompute.py): below the band nothing is recomputed; above "
           "it a block reruns more than once or every op is traced (checker hint lab7 recompute.checkpointed)"),
-    Check("amp_equivalence", "train_step in bf16: losses within 1% of the checker's fp32 run; parameters, "
-          "gradients and optimizer state stay fp32 (master weights)",
-          f"Mixed precision changes the compute, not what is stored ({WHERE}/amp.py): masters, gradients and "
+    Check("amp_equivalence", "train_step in bf16: the MLP's Linear computes in bfloat16; the first step's "
+          "gradients equal the checker's bf16 recipe (forward and loss in autocast, backward outside); losses within "
+          "1% of the checker's fp32 run; parameters, gradients and optimizer state stay fp32 (master weights)",
+          f"Mixed precision changes the compute, not what is stored ({WHERE}/amp.py): forward and loss in the "
+          "16-bit region of the dtype asked for, backward and the update outside it; masters, gradients and "
           "optimizer state stay fp32 (a 1e-3 update is below bf16's 0.4%) (checker hint lab7 amp.train_step)"),
     Check("amp_memory", "under your autocast('cpu', 'bf16') a block keeps exactly the bf16 count (the checker's "
           "own), fewer than fp32",
           f"Nothing ran in 16 bits ({WHERE}/amp.py): most likely the region is opened for another device type than "
           "the tensors', or another dtype (checker hint lab7 amp.autocast)"),
     Check("loss_scaling", "fp16 with your LossScaler: the step with an injected inf gradient is skipped (weights "
-          "unchanged), the next uses half the scale, weights stay finite and training continues",
-          f"See the message ({WHERE}/loss_scale.py): scale not halved (checker hint lab7 loss_scale.update); loss "
-          "not scaled (checker hint lab7 amp.train_step); an overflowed step changed the weights or a clean one "
-          "got gradients not divided by the scale (checker hint lab7 loss_scale.step)"),
+          "unchanged), the next uses half the scale, weights stay finite and training continues; a small-"
+          "growth_interval LossScaler driven through an overflow halves, then doubles after exactly G clean steps",
+          f"See the message ({WHERE}/loss_scale.py): scale not halved or grown at the wrong step (checker hint "
+          "lab7 loss_scale.update); loss not scaled (checker hint lab7 amp.train_step); an overflowed step changed "
+          "the weights or a clean one got gradients not divided by the scale (checker hint lab7 loss_scale.step)"),
     Check("memory_plan", "plan_memory picks the first (micro-batch, recompute, ZeRO stage) that fits, in the "
           "README's order, with the checker's byte count, at four budgets",
           f"Not the checker's first fit ({WHERE}/planner.py): the order options are tried in is the contract, and "
@@ -121,8 +136,29 @@ def _cfg(n_embd, n_head, dropout):
     return dataclasses.replace(get_config("tiny"), n_embd=n_embd, n_head=n_head, dropout=dropout)
 
 
-def _measure(cfg, batch, seq, seed, recompute=None, context=None, seam=None):
-    """(bytes per block, output) for the tiny GPT's blocks of `cfg`, training mode."""
+def _own_recompute(mode):
+    """The checker's own recomputation of every block, as the README defines it (full: checkpoint the block;
+    selective: keep the matmuls' outputs, recompute the rest): the estimate is measured apart from recompute.py."""
+    import functools
+
+    import torch
+    from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+
+    mm = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default}
+
+    def keep_mm(ctx, op, *args, **kwargs):
+        return CheckpointPolicy.MUST_SAVE if op in mm else CheckpointPolicy.PREFER_RECOMPUTE
+    extra = {"context_fn": functools.partial(create_selective_checkpoint_contexts, keep_mm)} if mode == "selective" \
+        else {}
+
+    def apply(model):
+        for block in model.blocks:
+            block.forward = functools.partial(checkpoint, block.forward, use_reentrant=False, **extra)
+    return apply
+
+
+def _measure(cfg, batch, seq, seed, recompute=None, context=None):
+    """Bytes per block kept by the tiny GPT's blocks of `cfg`, training mode; recompute(model) applies one."""
     import torch
 
     from labs.common.model import build_model
@@ -130,7 +166,7 @@ def _measure(cfg, batch, seq, seed, recompute=None, context=None, seam=None):
     torch.manual_seed(seed)
     model = build_model(cfg).train()
     if recompute:
-        seam.apply_recompute(model, recompute)
+        recompute(model)
     x = torch.randn(batch, seq, cfg.n_embd, requires_grad=True)
 
     def blocks(h):
@@ -145,20 +181,25 @@ def task_memory(ctx, target, shapes=SHAPES, seed=SEED):
     seam = seams.load(LAB, target)
     out = ctx.partial
     out["shapes"] = shapes
-    # activation_estimate: fp32 and bf16 (the checker's own autocast), no recomputation, the learner's prediction
-    # vs the checker's measurement, every shape in both precisions
+    # activation_estimate: the learner's prediction vs the checker's measurement, fp32 and bf16 (the checker's own
+    # autocast), every shape with no recomputation, the first few under the checker's own selective and full
     import torch
 
     bf16 = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
-    out["measured"] = [_measure(_cfg(h, a, p), b, s, seed, context=bf16() if pr == "bf16" else None)
-                       for pr in PRECISIONS for h, a, b, s, p in shapes]
+    cases = [(pr, "none", shape) for pr in PRECISIONS for shape in shapes] + [
+        (pr, rc, shape) for rc in RECOMPUTE for pr in PRECISIONS for shape in shapes[:ESTIMATE_RECOMPUTED]]
+    out["cases"] = cases
+    out["measured"] = [_measure(_cfg(h, a, p), b, s, seed, _own_recompute(rc) if rc != "none" else None,
+                                context=bf16() if pr == "bf16" else None) for pr, rc, (h, a, b, s, p) in cases]
     out["predicted"], out["predicted_error"] = ctx.attempt(lambda: [
-        int(seam.activation_bytes(_cfg(h, a, p), b, s, precision=pr)) for pr in PRECISIONS for h, a, b, s, p in shapes])
+        int(seam.activation_bytes(_cfg(h, a, p), b, s, precision=pr, recompute=rc))
+        for pr, rc, (h, a, b, s, p) in cases])
     h, a, b, s, p = shapes[0]
     cfg = _cfg(h, a, 0.1)
     out["cfg"] = dict(n_embd=h, n_head=a, batch=b, seq=s)
     for mode in ("full", "selective"):  # checkpoint_memory
-        out[mode], out[f"{mode}_error"] = ctx.attempt(lambda mode=mode: _measure(cfg, b, s, seed, mode, seam=seam))
+        out[mode], out[f"{mode}_error"] = ctx.attempt(
+            lambda mode=mode: _measure(cfg, b, s, seed, lambda model: seam.apply_recompute(model, mode)))
     out["bf16"], out["bf16_error"] = ctx.attempt(  # amp_memory: the learner's autocast vs the checker's
         lambda: _measure(cfg, b, s, seed, context=seam.autocast("cpu", "bf16")))
     out["bf16_ref"] = _measure(cfg, b, s, seed, context=bf16())
@@ -236,7 +277,20 @@ def _fresh(seed):
     return model, torch.optim.AdamW(model.parameters(), lr=AMP_LR)
 
 
-def task_amp(ctx, target, seed=SEED):
+def _bf16_grads(batch, seed):
+    """The checker's bf16 recipe on a fresh model: forward and loss under autocast, backward outside it. The
+    gradients of one step (deterministic on the CPU: the learner's step on the same weights gives the same bits)."""
+    import torch
+
+    model, _ = _fresh(seed)
+    torch.manual_seed(seed)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(*batch)[1]
+    loss.backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+def task_amp(ctx, target, seed=SEED, growth_interval=GROWTH_INTERVAL):
     import torch
 
     seam = seams.load(LAB, target)
@@ -253,8 +307,16 @@ def task_amp(ctx, target, seed=SEED):
         ref.append(loss.item())
     out["fp32"] = ref
 
+    want = _bf16_grads(batches[0], seed)
+
     def bf16():
         model, opt = _fresh(seed)
+        computed: set[str] = set()  # the dtype the MLP's first Linear computed in (bf16 asked; fp16 has its bytes)
+        model.blocks[0].mlp.fc.register_forward_hook(lambda mod, args, out: computed.add(str(out.dtype)))
+        handed: list[float] = []  # step 1's gradients as the optimizer is handed them, vs the checker's recipe's
+        opt.register_step_pre_hook(lambda o, args, kwargs: handed.append(max(
+            (p.grad - w).abs().max().item() if p.grad is not None else float("inf")
+            for p, w in zip(model.parameters(), want))) if not handed else None)
         losses = []
         for i, b in enumerate(batches):
             torch.manual_seed(seed + i)
@@ -263,10 +325,34 @@ def task_amp(ctx, target, seed=SEED):
                                                                if p.grad is not None}
         dtypes |= {str(v.dtype) for st in opt.state.values() for v in st.values()
                    if torch.is_tensor(v) and v.is_floating_point()}
-        return {"losses": losses, "dtypes": sorted(dtypes)}
+        return {"losses": losses, "dtypes": sorted(dtypes), "computed": sorted(computed),
+                "grad_diff": handed[0] if handed else None,
+                "grad_max": max(w.abs().max().item() for w in want)}
     out["bf16"], out["bf16_error"] = ctx.attempt(bf16)
     out["fp16"], out["fp16_error"] = ctx.attempt(lambda: _loss_scaling(seam, seed))
+    out["growth"], out["growth_error"] = ctx.attempt(lambda: _scale_growth(seam, growth_interval))
     return out
+
+
+def _scale_growth(seam, interval):
+    """The scale used at each step of a LossScaler(growth_interval=interval) the checker drives on one parameter:
+    interval - 1 clean steps, an overflow (an inf written into the gradient), 2 * interval + 1 clean steps. The
+    scale used is read from the gradient of loss = sum(p): d(S * loss)/dp = S."""
+    import torch
+
+    p = torch.nn.Parameter(torch.ones(4))
+    opt = torch.optim.SGD([p], lr=1e-3)
+    scaler = seam.LossScaler(growth_interval=interval)
+    overflow, scales = interval - 1, []
+    for i in range(3 * interval + 1):
+        opt.zero_grad(set_to_none=True)
+        scaler.scale(p.sum()).backward()
+        scales.append(p.grad[0].item())
+        if i == overflow:
+            p.grad[1] = float("inf")
+        scaler.step(opt)
+        scaler.update()
+    return {"scales": scales, "interval": interval, "overflow": overflow}
 
 
 def _loss_scaling(seam, seed):

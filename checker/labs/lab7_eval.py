@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from checker.labs._common import Check, error_result, first_error, run_info
-from checker.labs.lab7 import FP8, OVERFLOW_AT, PLAN, PRECISIONS, RUNS, SEED, SHAPES
+from checker.labs.lab7 import FP8, GROWTH_INTERVAL, OVERFLOW_AT, PLAN, RUNS, SEED, SHAPES
 from checker.report import CheckResult
 
 EQUIV_TOL = 1e-6   # recomputation reruns the same ops on the same inputs: measured 0.0 here
@@ -16,6 +16,10 @@ COST_BAND = (0.5, 2.0)
 # The gradient norm the optimizer is handed / the checker's fp32 one at the same weights and masks: fp16's forward
 # moves it by ~1e-3 (measured below); a scale never divided out moves it by the scale (2^16 at the start).
 GRAD_BAND = (0.5, 2.0)
+# amp_equivalence: step 1's gradients vs the checker's bf16 recipe on the same weights, batch and masks, relative to
+# the largest gradient. The same ops give the same bits on the CPU (measured 0.0); backward inside the region
+# autocasts its ops again (measured 2e-3 of the largest gradient: 2.4e-4 of 0.11).
+GRAD_TOL = 1e-5
 
 
 def expected_bytes(n_embd, n_head, batch, seq, dropout=0.1, precision="fp32", recompute="none") -> int:
@@ -47,32 +51,62 @@ def activation_estimate(c: Check, runs) -> CheckResult:
     if bad:
         return bad
     r = runs["memory"].result
-    n = len(r["shapes"])
-    rows, worst, at = [], 0, ""
-    for k, (got, want) in enumerate(zip(r["measured"], r["predicted"])):
-        h, a, b, s, p = r["shapes"][k % n]
-        rows.append(f"{PRECISIONS[k // n]} h={h} a={a} b={b} s={s} dropout={p}: predicted {want:,} B, "
-                    f"measured {got:,} B")
+    rows, worst, at, groups = [], 0, "", {}
+    for (pr, rc, shape), got, want in zip(r["cases"], r["measured"], r["predicted"]):
+        h, a, b, s, p = shape
+        mode = "" if rc == "none" else f", {rc} recomputation"
+        rows.append(f"{pr}{mode} h={h} a={a} b={b} s={s} dropout={p}: predicted {want:,} B, measured {got:,} B")
         if abs(want - got) > abs(worst):
             worst, at = want - got, rows[-1]
+        groups.setdefault((pr, rc), []).append((shape, want - got))
     ok = all(x == y for x, y in zip(r["measured"], r["predicted"]))
     why = ""
-    for k, pr in enumerate(PRECISIONS):  # the error as one term of the derivation, precision by precision
-        diffs = [p - m for p, m in zip(r["predicted"][k * n:(k + 1) * n], r["measured"][k * n:(k + 1) * n])]
-        if any(diffs) and not why:
-            why = explain_bytes(r["shapes"], diffs)
-            why = f"{pr}: {why}" if why else ""
+    for (pr, rc), diffs in groups.items():  # the error as one term of the derivation, one count at a time
+        if any(d for _, d in diffs) and not why:
+            why = explain_bytes([shape for shape, _ in diffs], [d for _, d in diffs], pr, rc)
+            why = f"{pr}{'' if rc == 'none' else ', ' + rc + ' recomputation'}: {why}" if why else ""
+    n = sum(rc == "none" for _, rc, _ in r["cases"])
     return CheckResult(c.name, ok, value=worst, threshold=0, unit="bytes off (predicted - measured)",
                        hint=why or c.hint,
-                       message=("per block: " + "; ".join(rows)) if ok else f"off by {worst:+,} B at {at}")
+                       message=("per block: " + "; ".join(rows[:n]) + f"; and {len(rows) - n} estimates under "
+                                "selective and full recomputation (the checker's own), fp32 and bf16")
+                       if ok else f"off by {worst:+,} B at {at}")
 
 
-def explain_bytes(shapes, diffs) -> str:
+def _causes(name, k, bytes_per, dropout_only, recompute) -> str:
+    """The slips that give exactly k x name bytes, in words ('' if none known): the symptom, named by its cause."""
+    f, known = bytes_per, {}
+    if recompute == "selective" and name == "b*s*h":
+        known = {9 * (4 - f): "selective's Linear outputs counted in fp32: they keep the matmul's dtype "
+                              f"({f} bytes here)", -9 * f: "the Linear outputs left out", -f: "one h-wide Linear "
+                              "output left out (qkv 3h, attention proj h, fc 4h, MLP proj h: 9 bsh in all)"}
+    elif recompute == "full" and name == "b*s*h":
+        known = {k: "full recomputation keeps the block input alone (4 bsh, fp32): checkpoint holds it to rerun "
+                    "the block; everything else, the block's output included, is rerun or belongs to the next block"}
+    elif recompute == "none" and dropout_only and name == "b*s*h":
+        known = {2 * (1 - f): f"the two dropout masks counted as 1-byte bools: on the CPU a mask is a float in the "
+                              f"tensor's dtype ({f} bytes)",
+                 -2 * f: "the two dropout masks (attention, MLP) left out", -f: "one dropout mask left out",
+                 -12: "attention's q, k, v copies left out (the math kernel keeps all three, in fp32)"}
+        if f != 4:  # under autocast the math attention still runs, and keeps q, k, v, in fp32
+            known[3 * (f - 4)] = f"q, k, v counted in the autocast dtype ({f} bytes): the CPU's math attention " \
+                                 "runs in fp32 under bf16 autocast too, and keeps them in fp32"
+        if known.get(-2 * f) and -f == 2 * (1 - f):
+            known[-f] += ", or " + known[2 * (1 - f)]
+    return known.get(k, "")
+
+
+def explain_bytes(shapes, diffs, precision="fp32", recompute="none") -> str:
     """The estimate's error as one term of the derivation, where one fits every shape: '+8,192 B = 4 x b*s*h at
-    ...: a tensor counted that the graph does not keep'. '' when no single term explains it."""
+    ...: a tensor counted that the graph does not keep', with the slip that gives it where one is known. '' when no
+    single term explains it."""
     terms = (("b*s*h", lambda h, a, b, s: b * s * h), ("a*b*s^2", lambda h, a, b, s: a * b * s * s),
              ("b*s", lambda h, a, b, s: b * s), ("h^2", lambda h, a, b, s: h * h), ("h", lambda h, a, b, s: h))
     off = [(shape, d) for shape, d in zip(shapes, diffs) if d]
+    some = len(off) < len(diffs)  # the error shows at some shapes only: where is the pattern?
+    dropout_only = some and all(shape[4] for shape, _ in off)
+    # b = 1 or a = 1, dropout on: the reshape of v to (b, a, s, d) merges dims, so v is a view keeping its base
+    view_only = dropout_only and recompute == "none" and all(shape[1] == 1 or shape[2] == 1 for shape, _ in off)
     for name, size in terms:
         ks = {d / size(*shape[:4]) for shape, d in off}
         if len(ks) != 1:
@@ -82,12 +116,22 @@ def explain_bytes(shapes, diffs) -> str:
             continue
         per = {1: ", one bool mask's worth", 4: ", one fp32 tensor's worth"}.get(abs(k), "")
         (h, a, b, s, p), d = off[0]
-        mask = " (only where dropout is on: its masks?)" if len(off) < len(diffs) and all(
-            shape[4] for shape, _ in off) else ""
-        side = ("you count a tensor the graph does not keep for backward: counted twice, an alias of another, or "
+        if view_only:
+            where = (" (only at shapes with dropout on and b = 1 or a = 1: there the reshape of v to (b, a, s, d) "
+                     "merges dims, so v is a view of the qkv output, not a copy, and a view keeps its whole base, "
+                     "3 bsh in fp32)")
+        elif dropout_only:
+            where = (" (only at the shapes with dropout on: there the CPU runs the math attention kernel, with its "
+                     "q, k, v copies and a*s^2 tensors, and dropout keeps its masks)")
+        else:
+            where = ""
+        cause = ("v counted as a copy (4 bsh) where it is a view keeping its base (12 bsh)" if k == -8 else ""
+                 ) if view_only else _causes(name, k, {"fp32": 4, "bf16": 2}[precision], dropout_only, recompute)
+        side = (f"most likely {cause}." if cause else
+                "you count a tensor the graph does not keep for backward: counted twice, an alias of another, or "
                 "freed after forward?" if k > 0 else
                 f"a tensor backward needs is missing from your count: which op keeps a {name}-sized input or output?")
-        return (f"{d:+,} B at h={h} a={a} b={b} s={s} is {k:+g} x {name} bytes{per}{mask}: {side} Measure one op "
+        return (f"{d:+,} B at h={h} a={a} b={b} s={s} is {k:+g} x {name} bytes{per}{where}: {side} Measure one op "
                 f"at a time with saved_bytes (measure.py) to find it.")
     return ""
 
@@ -152,9 +196,24 @@ def amp_equivalence(c: Check, runs) -> CheckResult:
     r = runs["amp"].result
     rel = max(abs(a - b) / abs(b) for a, b in zip(r["bf16"]["losses"], r["fp32"]))
     not32 = [d for d in r["bf16"]["dtypes"] if d != "torch.float32"]
-    ok = rel <= AMP_TOL and not not32 and len(r["bf16"]["losses"]) == len(r["fp32"])
+    computed, gd, gmax = r["bf16"].get("computed"), r["bf16"].get("grad_diff"), r["bf16"].get("grad_max", 1.0)
+    grads_ok = gd is not None and gd <= GRAD_TOL * gmax
+    ok = (rel <= AMP_TOL and not not32 and len(r["bf16"]["losses"]) == len(r["fp32"])
+          and computed == ["torch.bfloat16"] and grads_ok)
     msg = (f"{len(r['fp32'])} steps: loss {r['fp32'][0]:.3f} -> fp32 {r['fp32'][-1]:.4f}, bf16 "
-           f"{r['bf16']['losses'][-1]:.4f}; worst step {rel:.1e} relative")
+           f"{r['bf16']['losses'][-1]:.4f}; worst step {rel:.1e} relative; step 1's gradients vs the checker's bf16 "
+           f"recipe: {gd if gd is not None else float('nan'):.1e} max abs")
+    if not grads_ok:
+        msg = (("the optimizer was never handed gradients" if gd is None else
+                f"step 1's gradients differ from the checker's bf16 recipe (forward and loss under autocast, backward "
+                f"outside it; the same weights, batch and dropout masks) by up to {gd:.1e} (largest gradient "
+                f"{gmax:.1e}): did backward run inside the autocast region? Inside it backward's ops are autocast "
+                "again; outside, backward follows the dtypes forward recorded; ") + msg)
+    if computed != ["torch.bfloat16"]:
+        msg = (f"under precision 'bf16' the MLP's first Linear computed in {', '.join(computed or ['nothing'])}: the "
+               "autocast region must compute in the dtype asked for (bfloat16 keeps fp32's exponent range, so it "
+               "needs no loss scaling; float16 has the same 2 bytes but flushes gradients below 6e-8 and overflows "
+               "past 65,504) (amp.autocast); " + msg)
     if not32:
         msg = f"parameters, gradients or optimizer state in {', '.join(not32)}: the masters must stay fp32; " + msg
     return CheckResult(c.name, ok, value=rel, threshold=AMP_TOL, unit="relative loss diff", hint=c.hint, message=msg)
@@ -210,16 +269,64 @@ def loss_scaling(c: Check, runs) -> CheckResult:
         problems.append(f"step {i + 1} left the weights unchanged though the checker injected no inf there: your "
                         "scaler found an overflow of its own or skipped a good step (scales so far: "
                         f"{', '.join(grew)}; does update() grow the scale only after growth_interval clean steps?)")
+    problems += _growth_problems(runs["amp"].result)
     if len(scales) != len(steps) or scales[0] <= 1:
         problems.append(f"the loss was scaled by {scales[:1]} (expected > 1 on every step)")
     ratios = [s["grad_ratio"] for i, s in enumerate(steps) if i != k and s.get("grad_ratio") is not None]
     seen = f"; gradients handed to the optimizer {min(ratios):.3f}-{max(ratios):.3f}x fp32's" if ratios else ""
     msg = problems[0] if problems else (f"injected inf at step {k + 1}: skipped, scale {scales[k]:g} -> "
                                         f"{scales[k + 1]:g}; {len(steps) - k - 1} more steps trained, weights "
-                                        f"finite{seen}")
+                                        f"finite{seen}{_growth_seen(runs['amp'].result)}")
     return CheckResult(c.name, not problems, value=scales[k + 1] if len(scales) > k + 1 else None,
                        threshold=scales[k] / 2 if len(scales) > k else None, unit="scale after overflow",
                        hint=c.hint, message=msg)
+
+
+def expected_growth(first: float, interval: int, overflow: int, n: int) -> list[float]:
+    """The scales update() gives, step by step, from `first`: halved after the overflow step, doubled after
+    `interval` clean steps in a row, the count restarting at 0 after either (loss_scale.py's contract)."""
+    scales, s, clean = [], first, 0
+    for i in range(n):
+        scales.append(s)
+        if i == overflow:
+            s, clean = s / 2, 0
+        else:
+            clean += 1
+            if clean == interval:
+                s, clean = s * 2, 0
+    return scales
+
+
+def _growth_problems(amp) -> list[str]:
+    """loss_scaling's side run: the learner's LossScaler(growth_interval=G) driven by the checker on one
+    parameter, against the contract's scale at every step."""
+    if amp.get("growth_error"):
+        return [f"LossScaler(growth_interval=...) driven by the checker raised {amp['growth_error']['type']}: "
+                f"{amp['growth_error']['message']}"]
+    g = amp.get("growth")
+    if not g:
+        return []
+    got, k, n = g["scales"], g["overflow"], g["interval"]
+    want = expected_growth(got[0], n, k, len(got))
+    if got == want:
+        return []
+    i = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
+    if i == k + 1:
+        why = "an overflow must halve the scale for the next step"
+    elif got[i] > want[i]:
+        why = ("it doubled before growth_interval clean steps in a row: the count of clean steps restarts at 0 "
+               "after an overflow and after each growth")
+    else:
+        why = "it doubled late or never: it doubles when the count of clean steps reaches growth_interval, not past it"
+    return [f"a LossScaler(growth_interval={n}) driven by the checker ({k} clean step(s), an overflow, "
+            f"{len(got) - k - 1} clean): scales used {', '.join(f'{x:g}' for x in got)}; expected "
+            f"{', '.join(f'{x:g}' for x in want)}: at step {i + 1} {got[i]:g}, not {want[i]:g}: {why}"]
+
+
+def _growth_seen(amp) -> str:
+    g = amp.get("growth")
+    return (f"; a LossScaler(growth_interval={g['interval']}) through an overflow: scales "
+            f"{', '.join(f'{x:g}' for x in g['scales'])}, as update's contract says") if g else ""
 
 
 def reference_plan(budget: int) -> dict:
@@ -346,10 +453,11 @@ def info(runs) -> list[tuple[str, str]]:
 def grade(h, checks):
     need = set().union(*(RUNS[c.name] for c in checks))
     v = h.variant  # hidden variants: other batch and sequence lengths, other weights
-    shapes = [(hh, a, b + v % 3, s - 4 * (v % 4), p) for hh, a, b, s, p in SHAPES]
+    shapes = [(hh, a, b + v % 3 if b > 1 else b, s - 4 * (v % 4), p) for hh, a, b, s, p in SHAPES]  # b = 1 stays
     runs = h.run_phases([
         [dict(name="memory", task="memory", args=dict(shapes=shapes, seed=SEED + v), budget_s=60),
-         dict(name="amp", task="amp", args=dict(seed=SEED + v), budget_s=90),
+         dict(name="amp", task="amp", args=dict(seed=SEED + v, growth_interval=GROWTH_INTERVAL + v % 2),
+              budget_s=90),
          dict(name="fp8", task="fp8", args=dict(seed=SEED + v), budget_s=60)],
         [dict(name="timing", task="timing", args={}, budget_s=60)],
     ], need)

@@ -134,4 +134,26 @@ MUTANTS = [
            "self.scale = fp8_max(self.dtype) / top * 2 ** self.margin", "fp8_delayed_scaling",
            "the margin multiplies the scale by 2^m instead of dividing: a tensor at its history's amax saturates",
            blind=True),
+    # blind, session of 2026-12-06 (third), survivors killed since (tests/mutants/SURVIVORS.md, "Caught since")
+    Mutant("v_view_at_batch_one_missed", "activations.py", "(b == 1 or a == 1) and precision", "a == 1 and precision",
+           "activation_estimate", "at batch 1 (a > 1) v is a view of the qkv output and keeps all 3 bsh of it: "
+           "counted as a copy (bsh)", blind=True),
+    Mutant("selective_outputs_fp32_under_bf16", "activations.py",
+           '"Linear outputs (qkv, proj, fc, proj)": 9 * f * bsh',
+           '"Linear outputs (qkv, proj, fc, proj)": 9 * FP32 * bsh', "activation_estimate",
+           "selective recomputation's kept Linear outputs counted 4 bytes under bf16 autocast too", blind=True),
+    Mutant("bf16_region_computes_fp16", "amp.py", "dtype=DTYPES[precision])", "dtype=torch.float16)",
+           "amp_equivalence", "the autocast region always computes in fp16: 'bf16' training runs fp16, unscaled",
+           blind=True),
+    Mutant("backward_inside_autocast", "amp.py", "        _, loss = model(x, y)\n    if scaler is None:",
+           "        _, loss = model(x, y)\n        if scaler is None:\n            loss.backward()\n"
+           "            optimizer.step()\n            return loss.item()\n    if scaler is None:",
+           "amp_equivalence", "without a scaler, backward and the update run inside the autocast region", blind=True),
+    Mutant("clean_count_kept_after_overflow", "loss_scale.py",
+           "            self._scale *= self.backoff_factor\n            self._clean_steps = 0\n",
+           "            self._scale *= self.backoff_factor\n", "loss_scaling",
+           "an overflow does not restart the count of clean steps: the scale grows back too soon", blind=True),
+    Mutant("growth_one_step_late", "loss_scale.py", "if self._clean_steps == self.growth_interval:",
+           "if self._clean_steps > self.growth_interval:", "loss_scaling",
+           "the scale doubles after growth_interval + 1 clean steps, not growth_interval", blind=True),
 ]
