@@ -84,6 +84,8 @@ def lab8_link(r):
 
 @figure("lab8_goodput", "lab8")
 def lab8_goodput(r):
+    from checker.labs import lab8_chaos as ch  # the checker's own first-order model (no torch imported)
+
     g = need(r, "lab8", "goodput")
     rows = [x for x in g["rows"] if not x.get("failed")]
     if not rows:
@@ -94,11 +96,9 @@ def lab8_goodput(r):
     for mtbf, colour in zip(mtbfs, (ORANGE, BLUE, GREEN)):
         mine = sorted((x for x in rows if x["mtbf_s"] == mtbf), key=lambda x: x["factor"])
         restart = sorted(x["per_failure_s"]["restart"] for x in mine)[len(mine) // 2]  # the runs' median restart
-        optimum = (2 * save_s * mtbf) ** 0.5  # Young-Daly: seconds of training between saves
+        optimum = ch.young_daly(save_s, mtbf)  # seconds of training between saves
         factors = [0.2 + 0.02 * i for i in range(140)]  # 0.2x to 3x the optimum
-        # first order in 1/MTBF: tau/(tau + C) of a period trains; a failure costs R and half a period
-        curve = [f * optimum / (f * optimum + save_s) * (1 - (restart + (f * optimum + save_s) / 2) / mtbf)
-                 for f in factors]
+        curve = [ch.goodput(step_s, save_s, restart, mtbf, max(1, round(f * optimum / step_s))) for f in factors]
         ax[0].plot(factors, curve, color=colour, label=f"predicted, MTBF {mtbf:g} s")
         ax[0].plot([x["factor"] for x in mine], [x["measured"] for x in mine], "o", color=colour,
                    label=f"measured, MTBF {mtbf:g} s")
