@@ -156,8 +156,8 @@ def find_memory_leak(snapshot: dict, source: str) -> dict | None:
     #                allocations grow with every pass through it, and the bytes one pass leaves alive: not the line
     #                of the largest allocation, not the bytes in total. None for a loop whose memory is flat.
     # HINT 1         Replay the events: which allocations are never freed? For each, which line of `source` made it
-    #                (a frame of the stack, not the first: that is torch's)? A leak is a line that leaves bytes
-    #                alive on (nearly) every pass through it; the optimizer's state is left once, by the first pass.
+    #                (a frame of its stack, rarely the first: that one is inside torch or the model)? A leak is a line
+    #                that leaves bytes alive on (nearly) every pass through it; the optimizer's state is left once.
     # HINT 2         An alloc is alive at the end if no free_completed at its address follows it. Attribute each alloc
     #                to the innermost frame whose filename is `source`. A pass through a line is a run of
     #                consecutive allocs attributed to it; sum the surviving bytes of each pass. Leaking: more than
