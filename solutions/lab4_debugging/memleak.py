@@ -28,12 +28,6 @@ import inspect
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
-from labs.common.data import TokenFile, ensure_corpus
-from labs.common.model import build_model, get_config
-from labs.instruments.memory_history import MemoryHistory, save
-
 KINDS = ("logits", "losses", "cache", "clean")
 # The statement each leak's kept tensors are allocated by (in train below): its line is the answer key.
 LEAKS_AT = {"logits": "logits, loss = model(x, y)", "losses": "val_losses.append(model(xv, yv)[1])",
@@ -62,6 +56,12 @@ def case(kind: str, variant: int = 0) -> Case:
 def train(c: Case, device="cpu") -> dict:
     """c.steps steps of the tiny GPT, the memory history recording; the snapshot is taken after the last step, with
     the loop's variables still alive (as a snapshot taken mid-run would find them)."""
+    import torch  # here, not at the top: the checker reads KINDS and case() without loading torch
+
+    from labs.common.data import TokenFile, ensure_corpus
+    from labs.common.model import build_model, get_config
+    from labs.instruments.memory_history import MemoryHistory
+
     torch.manual_seed(0)
     model = build_model(get_config("tiny")).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -97,6 +97,11 @@ def saved_bytes(c: Case, device="cpu") -> int:
     """Bytes one step of the case keeps, measured apart from the recording: the logits' bytes (logits, cache), or
     the loss plus every storage its graph saved for backward (losses), the weights and the batch left out (they are
     allocated elsewhere)."""
+    import torch
+
+    from labs.common.data import TokenFile, ensure_corpus
+    from labs.common.model import build_model, get_config
+
     cfg = get_config("tiny")
     if c.kind in ("logits", "cache"):
         return c.batch * c.seq * cfg.vocab_size * 4
@@ -120,6 +125,10 @@ def saved_bytes(c: Case, device="cpu") -> int:
 
 
 def main(argv=None) -> int:
+    import torch
+
+    from labs.instruments.memory_history import save
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("kind", choices=KINDS)
     p.add_argument("--out", default="runs/lab4/memory", help="folder for KIND.pickle")
