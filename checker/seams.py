@@ -98,6 +98,9 @@ SEAMS: dict[str, Seam] = {
                        "disagree, and 'op' | 'size' | 'dtype' | 'missing'",
         "slow_rank": "slow_rank(trace_paths) -> {rank, gbps}; linkprobe.py's profiler traces, one per rank: the rank "
                      "whose link is slow and its rate in GB/s (10^9 bytes/s)",
+        "find_memory_leak": "find_memory_leak(snapshot, source) -> {file, line, bytes_per_step} or None; a memory "
+                            "snapshot (torch.cuda.memory._snapshot()'s dict) of the training script `source`: the line "
+                            "whose allocations stay alive and grow every step, and the bytes each step adds",
     }),
     "lab5": Seam("lab5", "lab5_scheduler", "Training under a scheduler: Slurm and Kubernetes", {
         "train.sbatch": "the batch script (a file, not a function): #SBATCH --requeue, --open-mode=append, "

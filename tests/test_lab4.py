@@ -302,3 +302,31 @@ def test_a_hung_job_s_ranks_are_read_by_py_spy_when_it_is_installed(tmp_path):
     assert text.count("# py-spy dump --pid") == 1 and "(rank 0)" in text  # the rank, not the launcher
     assert "wait_for_peer" in text, text[-2000:]
     assert processes_with(marker) == []
+
+
+# ---------------------------------------------------------------- forensics: find_memory_leak on memory snapshots
+def test_memory_leak_found_grades_line_bytes_and_the_clean_run_without_giving_the_line_away():
+    from types import SimpleNamespace
+
+    from checker.labs import lab4_forensics
+    check = next(c for c in lab4.CHECKS if c.name == "memory_leak_found")
+    keys = {"logits": {"file": "/course/memleak.py", "line": 74, "bytes_per_step": 524288, "steps": 8},
+            "clean": {"file": "/course/memleak.py", "line": None, "bytes_per_step": 0, "steps": 8}}
+    right = {"logits": {"file": "/course/memleak.py", "line": 74, "bytes_per_step": 530000}, "clean": None}
+
+    def runs(answers):
+        res = {"memory": {k: {"answer": a, "error": None} for k, a in answers.items()}}
+        ok = SimpleNamespace(results=[{}], result={"keys": keys}, killed_on_cue=False, error=lambda: None)
+        return {"memleak": ok, "forensics": SimpleNamespace(results=[res], result=res, killed_on_cue=False,
+                                                           error=lambda: None)}
+    assert lab4_forensics.memory_leak_found(check, runs(right)).passed
+    total = lab4_forensics.memory_leak_found(check, runs({**right, "logits": {**right["logits"],
+                                                                                "bytes_per_step": 8 * 524288}}))
+    assert not total.passed and "8.00x" in total.message
+    moved = lab4_forensics.memory_leak_found(check, runs({**right, "logits": {**right["logits"], "line": 73}}))
+    assert not moved.passed and "memleak.py:73" in moved.message and "74" not in moved.message
+    inner = lab4_forensics.memory_leak_found(check, runs({**right, "logits": {**right["logits"],
+                                                                               "file": "/torch/nn/functional.py"}}))
+    assert not inner.passed and "not a line of memleak.py" in inner.message
+    flagged = lab4_forensics.memory_leak_found(check, runs({**right, "clean": right["logits"]}))
+    assert not flagged.passed and flagged.value == 1 and "clean run" in flagged.message

@@ -38,12 +38,14 @@ def test_tuned_fixes_and_invented_evidence_fail(lab_tree):
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("variant", [7, 11])
 def test_forensics_pass_on_the_reference_at_hidden_variants_and_leave_nothing(tmp_path, variant):
-    """The faulty jobs (desync.py) and the link probe move their rank, step and rate with the variant; the
-    reference analysers still find them, and no rank of a hung job outlives the grade."""
+    """The faulty jobs (desync.py), the link probe and the leaking loop (memleak.py) move their rank, step, rate and
+    sizes with the variant; the reference analysers still find them, and no rank of a hung job outlives the grade."""
     from conftest import processes_with
     r = run_checker("grade", "lab4", "--solutions", "--variant", str(variant), "--only", "desync_found",
-                    "--only", "slow_rank_found", "--json", tmp_path / "report.json", env={"TMPDIR": str(tmp_path)})
+                    "--only", "slow_rank_found", "--only", "memory_leak_found", "--json", tmp_path / "report.json",
+                    env={"TMPDIR": str(tmp_path)})
     checks = {c["name"]: c for c in load_json(tmp_path / "report.json")["checks"]}
     assert r.returncode == 0, r.stdout[-3000:]
     assert checks["desync_found"]["value"] == 5 and 0.75 <= checks["slow_rank_found"]["value"] <= 1.25
+    assert checks["memory_leak_found"]["passed"] and checks["memory_leak_found"]["value"] == 4
     assert processes_with(str(tmp_path)) == []

@@ -102,6 +102,15 @@ CHECKS.append(Check(
     "`python -m labs.lab4_debugging.linkprobe`'s traces (checker hint lab4 forensics.slow_rank)"))
 HINT_TASKS["slow_rank"] = "forensics.slow_rank"
 CHECKS.append(Check(
+    "memory_leak_found", "forensics.find_memory_leak on memory snapshots of memleak.py's training loop, which the "
+    "checker recorded (hidden batch, sequence, steps): the leaking line of 3 leaks exactly, its bytes per step within "
+    "a band; None for the clean run",
+    f"{WHERE}/forensics.py find_memory_leak(): which allocations are never freed, which line of the script made "
+    "each (not torch's frame), and does that line leave bytes alive on every pass or only once? Try it on `python -m "
+    "labs.lab4_debugging.memleak logits`'s snapshot, and open it in https://pytorch.org/memory_viz "
+    "(checker hint lab4 forensics.find_memory_leak)"))
+HINT_TASKS["memory_leak"] = "forensics.find_memory_leak"
+CHECKS.append(Check(
     "slow_rank_found_netns", "forensics.slow_rank on the link probe over a real link: one network namespace per rank "
     "on a bridge, one rank's cable tbf-shaped (hidden rank and rate): that rank, and the rate within a band",
     "The same slow_rank as slow_rank_found, on traces of a real shaped link: a kernel-buffered send returns early; "
@@ -288,9 +297,26 @@ def task_linkprobe(ctx, target, out, slow_rank, rate_gbps):
     return {"trace": path}
 
 
-def task_forensics(ctx, target, cases, traces, netns_traces=()):
+def task_memleak(ctx, target, cases, out):
+    """The course's leaking training loop (memleak.py, never the graded tree's), one snapshot per case pickled into
+    `out`, with the answer key: the line the kept tensors are allocated at, and the bytes a step keeps (measured
+    apart from the recording). No learner code is imported here."""
+    memleak = course_module("memleak")
+    from labs.instruments.memory_history import save
+
+    keys = {}
+    for case in cases:
+        c = memleak.Case(**case)
+        save(memleak.train(c), Path(out) / f"{c.kind}.pickle")
+        keys[c.kind] = {"file": memleak.__file__, "line": memleak.leak_line(c.kind),
+                        "bytes_per_step": memleak.saved_bytes(c), "steps": c.steps}
+    return {"keys": keys}
+
+
+def task_forensics(ctx, target, cases, traces, netns_traces=(), snapshots=None):
     """The learner's analysers on the evidence the checker made: find_desync on each case's dumps, slow_rank on the
-    link probe's traces (emulated link; real link); each call on its own (one that raises fails alone)."""
+    link probe's traces (emulated link; real link), find_memory_leak on each memory snapshot (of `source`); each
+    call on its own (one that raises fails alone)."""
     seam = seams.load(LAB, target)
 
     def call(fn, paths):
@@ -302,11 +328,20 @@ def task_forensics(ctx, target, cases, traces, netns_traces=()):
         out["slow_rank"] = call(seam.slow_rank, traces)
     if netns_traces:
         out["slow_rank_netns"] = call(seam.slow_rank, netns_traces)
+    if snapshots:
+        from labs.instruments.memory_history import load
+
+        def leak(path):
+            answer, err = ctx.attempt(lambda: seam.find_memory_leak(load(path), snapshots["source"]))
+            ok = answer is None or isinstance(answer, dict)
+            return {"answer": answer if ok else {"returned": repr(answer)[:200]}, "error": err}
+        out["memory"] = {kind: leak(path) for kind, path in snapshots["paths"].items()}
+        out["snapshots"] = snapshots["paths"]  # the evaluator reads the line a learner named there
     return out
 
 
 TASKS = {"probe": task_probe, "job": task_job, "desync": task_desync, "linkprobe": task_linkprobe,
-         "forensics": task_forensics}
+         "memleak": task_memleak, "forensics": task_forensics}
 
 
 # ---------------------------------------------------------------- checker side
@@ -421,6 +456,11 @@ def grade(h, checks):
     if link:
         phase1.append(dict(name="linkprobe", task="linkprobe", nproc=link.WORLD, budget_s=60,
                            args=dict(out=str(h.workdir / "link"), slow_rank=slow_at[0], rate_gbps=slow_at[1])))
+    memleak = course_module("memleak") if "memory_leak_found" in names else None
+    if memleak:  # the leaking loop, every kind at this grade's variant, in a process of its own
+        phase1.append(dict(name="memleak", task="memleak", budget_s=60,
+                           args=dict(cases=[vars(memleak.case(k, v)) for k in memleak.KINDS],
+                                     out=str(h.workdir / "memory"))))
     real = course_module("linkprobe") if "slow_rank_found_netns" in names else None
     real_at = real.netns_rates(v) if real else None
     if real:  # it makes namespaces: the host's privileges, not the grade's sandbox (as lab 8's link)
@@ -444,7 +484,7 @@ def grade(h, checks):
         # The two jobs and the port's holder must share one network, as jobs on one node do: in a sandbox of
         # its own each job would have a loopback to itself, and no launch could ever clash.
         phase2 += [{**job_spec(7, f"fixed7_job{j}"), "launch": launch, "sandbox": False} for j in range(2)]
-    if desync or link or real:  # the learner's analysers, in one process, on the evidence that was produced
+    if desync or link or real or memleak:  # the learner's analysers, in one process, on the evidence produced
         dumps = {k: [str(h.workdir / "dumps" / k / f"rank{r}") for r in range(desync.WORLD)]
                  for k in (desync.KINDS if desync else ())}
         dumps = {k: p for k, p in dumps.items() if all(Path(x).exists() for x in p)}
@@ -452,8 +492,11 @@ def grade(h, checks):
         traces = traces if all(Path(t).exists() for t in traces) else []
         netns = [str(h.workdir / "reallink" / f"trace_rank{r}.json") for r in range(real.WORLD)] if real else []
         netns = netns if all(Path(t).exists() for t in netns) else []
+        snapshots = {"source": memleak.__file__, "paths": {  # source: the file as the snapshots' frames name it
+            k: str(h.workdir / "memory" / f"{k}.pickle") for k in memleak.KINDS
+            if (h.workdir / "memory" / f"{k}.pickle").exists()}} if memleak else None
         phase2.append(dict(name="forensics", task="forensics", budget_s=60,
-                           args=dict(cases=dumps, traces=traces, netns_traces=netns)))
+                           args=dict(cases=dumps, traces=traces, netns_traces=netns, snapshots=snapshots)))
     try:
         runs.update(h.run_many(phase2, parallel=3))
     finally:
@@ -463,6 +506,7 @@ def grade(h, checks):
                else lab4_forensics.slow_rank_found(c, runs, *slow_at) if c.name == "slow_rank_found"
                else lab4_forensics.slow_rank_found(c, runs, real_at[0], real_at[1] / 8e3, "linkprobe_netns",
                                                    "slow_rank_netns", command=True) if c.name == "slow_rank_found_netns"
+               else lab4_forensics.memory_leak_found(c, runs) if c.name == "memory_leak_found"
                else lab4_eval.evaluate(c, runs, logs, diagnosis, sc.scenario, v, launch) for c in checks]
     return results, lab4_eval.info(runs, logs)
 

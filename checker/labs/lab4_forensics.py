@@ -11,8 +11,18 @@ the rate within RATE_BAND of the configured one: the emulated link carries a tra
 own ~1 ms, so a right reading lands within a few percent; reading bits for bytes is 8x off, averaging in the fast
 pairs is several times off. slow_rank_found_netns: the same probe over a real link (root): one namespace per rank
 on a bridge, the slow rank's cable tbf-shaped (slowlink.Star); measured 0.0247 GB/s for a 200 Mbit/s (0.025) cable.
+
+memory_leak_found: the course's leaking loop (solutions/lab4_debugging/memleak.py) ran once per kind at the grade's
+variant (batch, sequence and steps hidden), its memory history recorded (labs/instruments/memory_history.py: torch's
+recorder on a GPU, the same format emulated on the CPU). The key: the line of memleak.py that allocates what each
+step keeps, and the bytes one step keeps, measured apart from the recording (memleak.saved_bytes). The line must be
+exact, the bytes within BYTES_BAND, and the clean run None. The recorder counts every storage exactly, so a right
+reading lands on the key (measured: equal at variants 0-2); the wrong readings are off by whole factors: the total
+over all steps (5-8x), one tensor of a step's graph instead of all it saved (losses: ~1/10).
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 from checker.labs._common import Check, error_result, first_error
 from checker.report import CheckResult
@@ -103,3 +113,92 @@ def slow_rank_found(c: Check, runs, slow: int, rate_gbps: float, probe: str = "l
                            f" (the link was set to {rate_gbps:g} GB/s)" if ok else
                            f": {ratio:.2f}x the rate the checker set; within {1 - RATE_BAND:.2f}..{1 + RATE_BAND:.2f}"
                            " passes. Bytes or bits? Which transfers crossed the slow link?")))
+
+
+BYTES_BAND = 0.10  # |bytes_per_step / key - 1| at most
+
+
+def memory_leak_found(c: Check, runs) -> CheckResult:
+    """Every leak's line exact and bytes within the band, and no leak named in the clean run. The message says what
+    the learner named and why it is not the leak, never the key's line."""
+    err = first_error(runs, "memleak")
+    if err:
+        return CheckResult(c.name, False, hint=c.hint, message="the checker's leaking loop did not produce its "
+                           f"snapshots: {err.get('type')}: {err.get('message', '')[:200]}")
+    keys = runs["memleak"].result["keys"]
+    err = first_error(runs, "forensics")
+    if err:
+        return error_result(c, err)
+    answers = runs["forensics"].result.get("memory") or {}
+    wrong = []
+    for kind, key in keys.items():
+        got = answers.get(kind)
+        if got is None:
+            wrong.append(f"{kind}: not analysed")
+            continue
+        if got["error"]:
+            return error_result(c, got["error"])
+        wrong += _leak_wrong(kind, key, got["answer"], runs["forensics"].result.get("snapshots", {}).get(kind))
+    right = len(keys) - len(wrong)
+    if wrong:
+        return CheckResult(c.name, False, value=right, threshold=len(keys), unit="runs right", hint=c.hint,
+                           message="; ".join(wrong))
+    return CheckResult(c.name, True, value=right, threshold=len(keys), unit="runs right", hint=c.hint,
+                       message="every leak's line and bytes per step, and the clean run clean: " + ", ".join(
+                           f"{k} line {v['line']} {v['bytes_per_step']:,} B/step" if v["line"] else f"{k} none"
+                           for k, v in keys.items()))
+
+
+def _leak_wrong(kind: str, key: dict, answer, snapshot: str | None) -> list[str]:
+    """What is wrong with one answer ([] if nothing), with what the snapshot shows of the line the learner named."""
+    name = Path(key["file"]).name
+    if answer is not None and not isinstance(answer, dict):
+        return [f"{kind} run: return a dict or None, not {answer!r}"]
+    said = f"{Path(str(answer.get('file'))).name}:{answer.get('line')}" if answer else ""
+    if key["line"] is None:  # the clean run
+        if answer is None:
+            return []
+        return [f"clean run: you named {said}, but nothing in this run grows: {_named(snapshot, key, answer)}"]
+    if answer is None:
+        return [f"{kind} run: you returned None; what this run keeps grows by {key['bytes_per_step']:,} bytes every "
+                "step"]
+    file, line, nbytes = answer.get("file"), answer.get("line"), answer.get("bytes_per_step")
+    if Path(str(file)).name != name:
+        return [f"{kind} run: you named {said}, not a line of {name} (the script): a frame of what it calls"]
+    if line != key["line"]:
+        return [f"{kind} run: you named {said}: {_named(snapshot, key, answer)}; what piles up grows by "
+                f"{key['bytes_per_step']:,} bytes per step"]
+    if not isinstance(nbytes, (int, float)) or nbytes <= 0:
+        return [f"{kind} run: bytes_per_step must be a positive number of bytes, got {nbytes!r}"]
+    ratio = nbytes / key["bytes_per_step"]
+    if abs(ratio - 1) > BYTES_BAND:
+        return [f"{kind} run: line {line} is right, but {nbytes:,} bytes per step is {ratio:.2f}x what one step "
+                f"keeps ({key['steps']} steps ran): the total, or one tensor of several?"]
+    return []
+
+
+def _named(snapshot: str | None, key: dict, answer: dict) -> str:
+    """What the snapshot shows of the line the learner named: its allocations, and how many outlive the run. (A
+    snapshot is plain pickled dicts and lists: reading it needs no torch.)"""
+    import pickle
+
+    if not snapshot or not Path(snapshot).exists():
+        return "not the line that allocates what piles up"
+    with open(snapshot, "rb") as f:
+        trace = pickle.load(f)["device_traces"][0]
+    mine, live = [], {}
+    for e in trace:
+        if e["action"] == "alloc":
+            at = next((f["line"] for f in e["frames"] if f["filename"] == key["file"]), None)
+            live[e["addr"]] = len(mine) if at == answer.get("line") else None
+            if at == answer.get("line"):
+                mine.append(e["size"])
+        elif e["action"] == "free_completed" and live.get(e["addr"]) is not None:
+            mine[live.pop(e["addr"])] = 0
+    if not mine:
+        return "nothing was allocated there in this run (frames[0] is the innermost call, inside torch or the model)"
+    kept = [b for b in mine if b]
+    if not kept:
+        return f"its {len(mine)} allocations were all freed within their step"
+    return (f"{len(kept)} of its {len(mine)} allocations ({sum(kept):,} bytes) are alive at the end, but they were "
+            "allocated once (the optimizer's state) or by the step in progress, not again every step")

@@ -10,4 +10,5 @@ trace_plot        exported traces drawn as a timeline PNG (docs/reading-a-trace.
 stage_probe       pipeline/tensor-parallel instruments: a stage of known cost, an activation meter
 schedule_timeline a pipeline schedule read from timestamps: bubble fraction, live activations, the picture
 proctree          a launched run's process tree, from /proc: find, sample and end every process in it
+memory_history    every allocation and free with its Python stack, as torch's memory snapshot (GPU: torch's own)
 """

@@ -11,9 +11,11 @@ Lay the ranks' records side by side by sequence number and the first place they 
     python -m torch.distributed.flight_recorder.fr_trace runs/lab4/dumps/order --prefix rank   # torch's analyser
     python -m labs.lab4_debugging.forensics runs/lab4/dumps/order                              # yours
     python -m labs.lab4_debugging.linkprobe && python -m labs.lab4_debugging.forensics --link runs/lab4/link
+    python -m labs.lab4_debugging.memleak logits && \
+        python -m labs.lab4_debugging.forensics --memory runs/lab4/memory/logits.pickle
 
-The checker runs the faulty job itself, with the faulty rank, step and collective moved (hidden variants), and
-grades what your function says about the dumps IT produced.
+The checker runs the faulty jobs itself, with the faulty rank, step and collective, the slow link, the leak's sizes
+moved (hidden variants), and grades what your functions say about the evidence IT produced.
 """
 from __future__ import annotations
 
@@ -87,9 +89,31 @@ def slow_rank(paths: list[str]) -> dict:
                               "of the rate the checker set. (hints: checker hint lab4 forensics.slow_rank)")
 
 
+def find_memory_leak(snapshot: dict, source: str) -> dict | None:
+    """The line of a training script whose allocations outlive their step, and how fast they pile up.
+
+    `snapshot`: a memory snapshot as torch.cuda.memory._snapshot() returns it (memory_history.load reads a .pickle),
+    taken after some steps of a loop that ran with the history recording. Its `device_traces[0]` lists the
+    allocator's events, oldest first: `action` ("alloc", "free_requested", "free_completed", "segment_alloc",
+    "segment_free"), `addr` (an address is reused once freed), `size` in bytes, and `frames`, the Python stack of the
+    allocating call, innermost first: [{"filename", "line", "name"}]. `source`: the training script's file, as the
+    frames name it.
+
+    Returns {"file": source, "line": L, "bytes_per_step": N}: L the line of `source` whose allocations are still
+    alive at the end and grow with every step (one step: one pass through L), N how many bytes one pass through L
+    adds to what stays alive. None when no line of `source` grows: memory allocated once and kept (the optimizer's
+    state) or still held by the step in progress is no leak.
+    """
+    raise NotImplementedError("TODO(lab4): Returns the line of `source` (not of torch or the model, which `source` "
+                              "calls) whose surviving allocations grow with every pass through it, and the bytes one "
+                              "pass leaves alive: not the line of the largest allocation, not the bytes in total. None "
+                              "for a loop whose memory is flat. (hints: checker hint lab4 forensics.find_memory_leak)")
+
+
 def main(argv=None) -> int:
     """`python -m labs.lab4_debugging.forensics DIR`: find_desync on the dumps in DIR (files rank0, rank1, ...);
-    `... --link DIR`: slow_rank on linkprobe.py's traces in DIR."""
+    `... --link DIR`: slow_rank on linkprobe.py's traces in DIR; `... --memory FILE [SCRIPT]`: find_memory_leak on
+    a memory snapshot of SCRIPT (default: memleak.py, which wrote it)."""
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
         print(__doc__.split("\n\n")[2], file=sys.stderr)
@@ -98,6 +122,12 @@ def main(argv=None) -> int:
         folder = Path(argv[1])
         paths = sorted(str(p) for p in folder.glob("trace_rank*.json"))
         print(f"{len(paths)} traces in {folder}: {slow_rank(paths)}")
+        return 0
+    if argv[0] == "--memory":  # a memory snapshot (memleak.py's, or one of yours)
+        with open(argv[1], "rb") as f:
+            snapshot = pickle.load(f)
+        source = argv[2] if len(argv) > 2 else str(Path(__file__).with_name("memleak.py"))
+        print(f"{argv[1]}: {find_memory_leak(snapshot, str(Path(source).resolve()))}")
         return 0
     folder = Path(argv[0])
     paths = sorted(str(p) for p in folder.glob("rank*") if re.search(r"\d+$", p.name))

@@ -12,7 +12,7 @@ import importlib
 SEAM = {"join": "incident1", "skip_step": "incident2", "after_step": "incident3", "shard_indices": "incident4",
         "save_checkpoint": "incident5", "load_checkpoint": "incident5", "configure_network": "incident6",
         "launch_args": "incident7", "train_step": "incident8", "Job": "job", "run": "job",
-        "find_desync": "forensics", "slow_rank": "forensics"}
+        "find_desync": "forensics", "slow_rank": "forensics", "find_memory_leak": "forensics"}
 __all__ = list(SEAM)
 
 

@@ -9,9 +9,11 @@ Lay the ranks' records side by side by sequence number and the first place they 
     python -m torch.distributed.flight_recorder.fr_trace runs/lab4/dumps/order --prefix rank   # torch's analyser
     python -m labs.lab4_debugging.forensics runs/lab4/dumps/order                              # yours
     python -m labs.lab4_debugging.linkprobe && python -m labs.lab4_debugging.forensics --link runs/lab4/link
+    python -m labs.lab4_debugging.memleak logits && \
+        python -m labs.lab4_debugging.forensics --memory runs/lab4/memory/logits.pickle
 
-The checker runs the faulty job itself, with the faulty rank, step and collective moved (hidden variants), and
-grades what your function says about the dumps IT produced.
+The checker runs the faulty jobs itself, with the faulty rank, step and collective, the slow link, the leak's sizes
+moved (hidden variants), and grades what your functions say about the evidence IT produced.
 """
 from __future__ import annotations
 
@@ -135,9 +137,72 @@ def slow_rank(paths: list[str]) -> dict:
     # END SOLUTION
 
 
+def find_memory_leak(snapshot: dict, source: str) -> dict | None:
+    """The line of a training script whose allocations outlive their step, and how fast they pile up.
+
+    `snapshot`: a memory snapshot as torch.cuda.memory._snapshot() returns it (memory_history.load reads a .pickle),
+    taken after some steps of a loop that ran with the history recording. Its `device_traces[0]` lists the
+    allocator's events, oldest first: `action` ("alloc", "free_requested", "free_completed", "segment_alloc",
+    "segment_free"), `addr` (an address is reused once freed), `size` in bytes, and `frames`, the Python stack of the
+    allocating call, innermost first: [{"filename", "line", "name"}]. `source`: the training script's file, as the
+    frames name it.
+
+    Returns {"file": source, "line": L, "bytes_per_step": N}: L the line of `source` whose allocations are still
+    alive at the end and grow with every step (one step: one pass through L), N how many bytes one pass through L
+    adds to what stays alive. None when no line of `source` grows: memory allocated once and kept (the optimizer's
+    state) or still held by the step in progress is no leak.
+    """
+    # BEGIN SOLUTION Returns the line of `source` (not of torch or the model, which `source` calls) whose surviving
+    #                allocations grow with every pass through it, and the bytes one pass leaves alive: not the line
+    #                of the largest allocation, not the bytes in total. None for a loop whose memory is flat.
+    # HINT 1         Replay the events: which allocations are never freed? For each, which line of `source` made it
+    #                (a frame of its stack, rarely the first: that one is inside torch or the model)? A leak is a line
+    #                that leaves bytes alive on (nearly) every pass through it; the optimizer's state is left once.
+    # HINT 2         An alloc is alive at the end if no free_completed at its address follows it. Attribute each alloc
+    #                to the innermost frame whose filename is `source`. A pass through a line is a run of
+    #                consecutive allocs attributed to it; sum the surviving bytes of each pass. Leaking: more than
+    #                half of at least 3 passes left bytes alive; bytes_per_step is the typical (median) pass's.
+    # HINT 3         allocs = []; live = {}; for e in events: alloc -> allocs.append([line, e["size"], True]),
+    #                live[e["addr"]] = len(allocs) - 1; free_completed at an addr in live -> allocs[live.pop(addr)][2]
+    #                = False. passes = {}; walk allocs, opening passes.setdefault(line, []).append(0) when line
+    #                changes, adding size when alive. Candidates: len(p) >= 3 and count(b > 0) > len(p) / 2; the one
+    #                with the most surviving bytes; statistics.median of its passes.
+    import statistics
+
+    def line_of(frames):  # the innermost frame in the script: where the script asked for this memory
+        return next((f["line"] for f in frames if f["filename"] == source), None)
+
+    allocs, live = [], {}
+    for e in (e for trace in snapshot["device_traces"] for e in trace):
+        if e["action"] == "alloc":
+            live[e["addr"]] = len(allocs)
+            allocs.append([line_of(e.get("frames", [])), e["size"], True])
+        elif e["action"] == "free_completed" and e["addr"] in live:
+            allocs[live.pop(e["addr"])][2] = False
+    # One pass through a line (one step of the loop) allocates a run of consecutive events from it; what each pass
+    # leaves alive is the leak's stair. The recording may have dropped its oldest events (max_entries): the passes
+    # it still holds are enough.
+    passes: dict[int, list[int]] = {}
+    previous = None
+    for line, size, alive in allocs:
+        if line != previous:
+            passes.setdefault(line, []).append(0)
+            previous = line
+        if alive:
+            passes[line][-1] += size
+    growing = {line: p for line, p in passes.items()
+               if line is not None and len(p) >= 3 and sum(b > 0 for b in p) > len(p) / 2}
+    if not growing:
+        return None
+    line = max(growing, key=lambda k: sum(growing[k]))
+    return {"file": source, "line": line, "bytes_per_step": int(statistics.median(growing[line]))}
+    # END SOLUTION
+
+
 def main(argv=None) -> int:
     """`python -m labs.lab4_debugging.forensics DIR`: find_desync on the dumps in DIR (files rank0, rank1, ...);
-    `... --link DIR`: slow_rank on linkprobe.py's traces in DIR."""
+    `... --link DIR`: slow_rank on linkprobe.py's traces in DIR; `... --memory FILE [SCRIPT]`: find_memory_leak on
+    a memory snapshot of SCRIPT (default: memleak.py, which wrote it)."""
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
         print(__doc__.split("\n\n")[2], file=sys.stderr)
@@ -146,6 +211,12 @@ def main(argv=None) -> int:
         folder = Path(argv[1])
         paths = sorted(str(p) for p in folder.glob("trace_rank*.json"))
         print(f"{len(paths)} traces in {folder}: {slow_rank(paths)}")
+        return 0
+    if argv[0] == "--memory":  # a memory snapshot (memleak.py's, or one of yours)
+        with open(argv[1], "rb") as f:
+            snapshot = pickle.load(f)
+        source = argv[2] if len(argv) > 2 else str(Path(__file__).with_name("memleak.py"))
+        print(f"{argv[1]}: {find_memory_leak(snapshot, str(Path(source).resolve()))}")
         return 0
     folder = Path(argv[0])
     paths = sorted(str(p) for p in folder.glob("rank*") if re.search(r"\d+$", p.name))

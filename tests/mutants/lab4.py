@@ -121,6 +121,29 @@ MUTANTS = [
            "    slow = min(ranks, key=lambda r: best[r])\n",
            "    slow = min(min(rate, key=rate.get))  # a rank of the slowest pair\n",
            "slow_rank_found", "blames the lower rank of the slowest pair: half the time its healthy partner"),
+    Mutant("leak_largest_allocation", "forensics.py",
+           "    line = max(growing, key=lambda k: sum(growing[k]))\n",
+           "    line = max((a for a in allocs if a[0] is not None), key=lambda a: a[1])[0]  # the biggest tensor's\n"
+           "    growing[line] = passes[line]\n",
+           "memory_leak_found", "names the line of the largest allocation (the training forward's), not the line "
+           "whose allocations pile up"),
+    Mutant("leak_first_frame", "forensics.py",
+           '        return next((f["line"] for f in frames if f["filename"] == source), None)\n',
+           '        return frames[0]["line"] if frames else None  # the allocating call\n',
+           "memory_leak_found", "attributes each allocation to the innermost frame (torch's or the model's), not to "
+           "the script's line that called it"),
+    Mutant("leak_total_bytes", "forensics.py",
+           '"bytes_per_step": int(statistics.median(growing[line]))}',
+           '"bytes_per_step": int(sum(growing[line]))}',
+           "memory_leak_found", "reports every byte the line left alive, over all steps, as the bytes per step"),
+    Mutant("leak_one_tensor_per_step", "forensics.py",
+           '"bytes_per_step": int(statistics.median(growing[line]))}',
+           '"bytes_per_step": int(statistics.median(a[1] for a in allocs if a[0] == line and a[2]))}',
+           "memory_leak_found", "the typical surviving tensor taken for a step's growth: a kept graph holds dozens"),
+    Mutant("leak_flags_clean_run", "forensics.py",
+           "if line is not None and len(p) >= 3 and sum(b > 0 for b in p) > len(p) / 2}",
+           "if line is not None and any(p)}",
+           "memory_leak_found", "any line that left bytes alive is a leak: the clean run's optimizer state is named"),
     # blind: written from the lab's README, starters, the checker's output and its logs of the faulty jobs only (never
     # checker/): each incident fixed and diagnosed, then broken the way a learner does. The ones every check passed are
     # listed for the grader's owner in the branch's SURVIVORS.md, not here.
