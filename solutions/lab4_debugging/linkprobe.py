@@ -14,8 +14,8 @@ https://ui.perfetto.dev opens) to DIR/trace_rank<R>.json. A slow link shows on e
 
 The slow link is emulated (no root needed): a transfer that touches the slow rank takes at least nbytes / rate,
 as a link of that rate would carry it (slowlink.py's model). Unthrottled, gloo over loopback moves 4 MiB and its
-ack in ~7 ms here (0.57 GB/s, a busy machine). As root, `--netns-rate-mbit R` runs it over a real link instead: one network
-namespace per rank on a bridge (slowlink.Star), the slow rank's cable tbf-shaped to R.
+ack in ~7 ms here (0.57 GB/s, a busy machine). As root, `--netns-rate-mbit R` runs it over a real link instead: one
+network namespace per rank on a bridge (slowlink.Star), the slow rank's cable tbf-shaped to R.
 
     sudo .venv/bin/python -m labs.lab4_debugging.linkprobe --slow-rank 1 --netns-rate-mbit 200
 """
