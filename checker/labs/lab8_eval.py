@@ -341,7 +341,7 @@ def grade(h, checks):
                 plans[run] = p
         first, second = [], []
         if "nodes" in plans and not plans["nodes"].error():
-            first += lab8_units.specs()  # a few seconds, ahead of the long runs; read by the checks the nodes run's
+            first += lab8_units.specs()  # a few seconds, ahead of the long runs; read by the nodes run's checks
             first.append(_nodes_spec(h, "nodes", plans["nodes"].result["torchrun"], link,
                                      dict(parts=["equiv"], seed=SEED, steps=STEPS, link_ifs=ifs), 150))
         second += lab8_chaos.specs(h, names)  # beside the elastic run (~45 s), not the nodes and async ones
