@@ -8,8 +8,9 @@ import pytest
 from checker.labs.lab8_tasks import launch_problem
 from conftest import load_json, run_checker
 
+CONF = "--rdzv-conf=keep_alive_interval=1,keep_alive_max_attempt=3,is_host=1"
 GOOD = ["--nnodes=2", "--nproc-per-node=2", "--node-rank=0", "--rdzv-backend=c10d", "--rdzv-endpoint=10.0.0.1:29400",
-        "--rdzv-id=job", "--local-addr=10.0.0.1", "--max-restarts=1"]
+        "--rdzv-id=job", CONF, "--local-addr=10.0.0.1", "--max-restarts=1"]
 
 
 def _without(option: str) -> list[str]:
@@ -25,16 +26,28 @@ def _without(option: str) -> list[str]:
     ([*_without("--rdzv-endpoint"), "--rdzv-endpoint=no-such-host.invalid:29400"], "does not resolve"),
     ([*_without("--max-restarts"), "--max-restarts=0"], "a lost node would end the job"),
     ([*GOOD, "--no-such-option"], "torchrun does not accept"),
+    ([*_without("--rdzv-conf"), "--rdzv-conf=is_host=1"], "dead after 15 s"),  # torchrun's keep-alive 5 s x 3
 ])
 def test_torchrun_options_that_cannot_make_two_nodes_are_refused_in_one_line(argv, needle):
-    with pytest.raises(ValueError, match=r"^torchrun_args\(\.\.\., node_rank=0, \.\.\.\): ") as e:
+    with pytest.raises(ValueError, match=r"^torchrun_args\(2, 2, node_rank=0, \.\.\.\): ") as e:
         launch_problem(argv, 0, "10.0.0.1:29400", max_restarts=1)
     assert needle in str(e.value) and "\n" not in str(e.value)
 
 
+def test_a_second_host_and_swapped_sizes_are_refused():
+    with pytest.raises(ValueError, match="says is_host on node 1"):
+        launch_problem([a.replace("node-rank=0", "node-rank=1") for a in GOOD], 1, "10.0.0.1:29400", max_restarts=1)
+    swapped = [a.replace("nproc-per-node=2", "nproc-per-node=3") for a in GOOD]  # --nnodes=2 --nproc-per-node=3
+    with pytest.raises(ValueError, match=r"^torchrun_args\(3, 2, node_rank=0, .*swapped"):
+        launch_problem(swapped, 0, "10.0.0.1:29400", max_restarts=1, shape=(3, 2))
+
+
 def test_the_reference_options_pass():
     launch_problem(GOOD, 0, "10.0.0.1:29400", max_restarts=1)
-    launch_problem(_without("--local-addr"), 1, "127.0.0.1:29400", max_restarts=0)  # loopback both ways: no root
+    node1 = [a.replace("is_host=1", "is_host=0") for a in _without("--local-addr")]
+    launch_problem(node1, 1, "127.0.0.1:29400", max_restarts=0)  # loopback both ways: no root
+    launch_problem([a.replace("nnodes=2", "nnodes=3") for a in GOOD], 0, "10.0.0.1:29400", max_restarts=1,
+                   shape=(3, 2))
 
 
 @pytest.mark.slow

@@ -9,9 +9,11 @@ solutions/lab4_debugging/slowlink.py), one torchrun agent in each with the learn
   elastic    the same job training HSDP with a checkpoint every 3 steps; after step KILL_AFTER the checker
              SIGKILLs node 1's workers; torchrun must restart both nodes' workers and the job must finish
              with every loss bit-identical to the `nodes` run's HSDP losses
+  units      2 ranks (loopback): make_mesh at 2 x 1 and 1 x 2, check_layout under a misnumbered environment
+             (lab8_units.py); the torchrun options of a 3 x 2 job are read with the 2 x 2 job's (lab8_tasks.task_plan)
   async      2 ranks (loopback): blocking vs async saves, interleaved; a checkpoint whose write the checker
-             slows while training goes on must still hold the step it was taken at; a kill during a
-             background write (async_kill), then a fresh run (async_load) must load the previous one
+             slows while training goes on (and all-reduces beside it) must still hold the step it was taken at;
+             a kill during a background write (async_kill), then a fresh run (async_load) must load the previous one
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import json
 import subprocess
 import sys
 
-from checker.labs import lab8_async, lab8_chaos, lab8_tasks
+from checker.labs import lab8_async, lab8_chaos, lab8_tasks, lab8_units
 from checker.labs._common import Check, probe
 
 LAB = "lab8"
@@ -31,21 +33,23 @@ RATE_MBIT = 400  # 50 MB/s: ~1.5 MB per FSDP step crosses in ~30 ms, small next 
 
 # Every node check starts with the learner's torchrun options: when those cannot make the job (checked with
 # torchrun's own parser, lab8_tasks.launch_problem) or the agents never meet, that is the hint, whatever the check.
-LAUNCH = ((r"torchrun_args\(\.\.\., node_rank=|NoRendezvous|no rendezvous",
+LAUNCH = ((r"torchrun_args\([^)]*node_rank=|NoRendezvous|no rendezvous",
            f"The job never started: every node check runs under your torchrun options ({WHERE}/launch.py), and the "
            "message says which one cannot make a 2-node job or why the agents never met (checker hint lab8 "
            "launch.torchrun_args)"),)
 
 CHECKS = [
     Check("multinode_launch", "2 nodes x 2 ranks under your torchrun options (c10d rendezvous): every rank sees "
-          "world 4 laid out node by node, your check_layout agrees, gloo bound to the interface that reaches "
-          "node 0 (the veth in each namespace)",
+          "world 4 laid out node by node, your check_layout agrees (and raises on 2 ranks numbered against the "
+          "nodes), gloo bound to the interface that reaches node 0 (the veth in each namespace); your options "
+          "also make a 3 x 2 job and declare a silent node dead within 3 s",
           f"The job did not come up as 2 nodes x 2 ranks on the right interface ({WHERE}/launch.py); the message "
           "says which: gloo bound where the other node cannot reach it (checker hint lab8 launch.pick_interface), "
           "or a rendezvous that never completes or numbers ranks otherwise: the endpoint, the address each node "
           "advertises, the job's size (checker hint lab8 launch.torchrun_args)", symptoms=LAUNCH),
     Check("hsdp_equivalence", f"DDP, flat FSDP (1 x 4) and your HSDP (2 x 2 mesh), {STEPS} AdamW steps from the "
-          "same weights and data: FSDP's and HSDP's losses equal DDP's",
+          "same weights and data: FSDP's and HSDP's losses equal DDP's; your make_mesh at 2 x 1 and 1 x 2 "
+          "holds one node per row, dims named (replicate, shard)",
           f"FSDP and HSDP compute DDP's step, only sharded ({WHERE}/hsdp.py): losses that differ mean the mesh "
           "does not hold every rank once, one node per row (checker hint lab8 hsdp.make_mesh), or not every "
           "parameter is sharded and its gradient reduced over it (checker hint lab8 hsdp.shard_model)",
@@ -63,12 +67,13 @@ CHECKS = [
           "(checker hint lab8 elastic.resume)", symptoms=LAUNCH),
     Check("async_checkpoint", "an async save takes at least half of the held file write off training's path "
           "(blocking minus async stall, medians of 3 interleaved); a "
-          "checkpoint holds the step it was taken at though training goes on during its write; a kill mid-write "
-          "leaves the previous checkpoint loadable",
+          "checkpoint holds the step it was taken at though training goes on during its write (its threads held "
+          "until training stepped) and all-reduces beside it; a kill mid-write leaves the previous checkpoint "
+          "loadable",
           f"The message names the property that broke ({WHERE}/async_ckpt.py): a save that stalls as long as a "
           "blocking one waits for its own write; a checkpoint holding a later step's weights was written from "
-          "tensors training kept changing; save must return once its snapshot exists "
-          "(checker hint lab8 async_ckpt.save)"),
+          "tensors training kept changing; save must return once its snapshot exists; a failed all-reduce "
+          "means the write's collectives share training's group (checker hint lab8 async_ckpt.save)"),
     Check("goodput_formulas", "checkpoint_interval and predict_goodput at a cluster's hidden numbers (saves of "
           "5-60 s, restarts of 2-10 min, a failure every 4-48 h, intervals at half, once and twice the optimum)",
           f"The message gives the inputs and the expected value ({WHERE}/goodput.py): an interval off by a factor "
@@ -128,7 +133,8 @@ def task_link_up(ctx, target, owner_pid, rate_mbit):
     return {"available": True, "ns": list(link.ns), "veth": list(link.veth), "addr": list(link.addr)}
 
 
-TASKS = {"probe": task_probe, "link_up": task_link_up, **lab8_tasks.TASKS, **lab8_async.TASKS, **lab8_chaos.TASKS}
+TASKS = {"probe": task_probe, "link_up": task_link_up, **lab8_tasks.TASKS, **lab8_units.TASKS, **lab8_async.TASKS,
+         **lab8_chaos.TASKS}
 
 
 # ---------------------------------------------------------------- checker side

@@ -7,6 +7,7 @@ be caught in progress; it never asks the learner's checkpointer what it did.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -27,6 +28,9 @@ HELD_S = 30.0  # the longest the checker holds a save's file writes back while t
 # the same work plus a copy). A ratio of the two would not hold still: on a loaded CPU the copy stretches and
 # the sleep does not (measured: 0.04 alone, up to 0.57 beside the 4-rank run).
 WRITE_S = 0.5
+GATE_S = 10.0  # the longest a thread started during the checked save waits before it may run (training's 2 steps)
+PLAN_S = 20.0  # the longest the background write may take to plan (its collectives) and reach its file writes
+PROBE = 12_345  # floats in the all-reduce training issues during the write: a size no DCP collective has
 
 
 def _setup(seed):
@@ -55,6 +59,23 @@ def _step(model, opt, n):
     opt.zero_grad(set_to_none=True)
     model(torch.randn(64, WIDTH, generator=g)).square().mean().backward()
     opt.step()
+
+
+@contextmanager
+def _gated_threads(gate: threading.Event):
+    """Every thread started inside runs no Python until `gate` is set (at most GATE_S): a save whose snapshot is
+    taken in its background thread then copies the weights after the training steps that follow it, every time,
+    not only when the thread happens to lose the race. (threading.settrace reaches threads as they start; the
+    hook stays set until the gate opens, for a thread that reads it late.)"""
+    def hook(frame, event, arg):
+        sys.settrace(None)
+        gate.wait(timeout=GATE_S)
+
+    threading.settrace(hook)
+    try:
+        yield
+    finally:
+        threading.settrace(None)
 
 
 @contextmanager
@@ -124,17 +145,22 @@ def task_async(ctx, target, root):
     out["stalls"] = stalls
     out["write_s"] = WRITE_S
     # A save whose write is slowed while training goes on: it must hold the weights of the step it was taken at.
+    # Its checkpointer is new, so that its thread starts (gated) inside the save. While the write is on its way,
+    # training all-reduces on the default group, rank 1 before its writer may start, rank 0 once its writer has
+    # planned: writer collectives on training's group would pair with the wrong ones (gloo pairs by order).
     n += 1
     _step(model, opt, n)
     out["saved_step"], out["saved_digest"] = n, _weights(model)
-    stepped = threading.Event()  # the write starts only once training has changed the weights twice
-    with _slowed_writes(stepped):
-        ckpt.save(root / "kept", _state(model, opt), n)
+    stepped, gate, planned = threading.Event(), threading.Event(), threading.Event()
+    with _slowed_writes(stepped, cue=planned.set), _gated_threads(gate):
+        kept = seam.AsyncCheckpointer()
+        kept.save(root / "kept", _state(model, opt), n)
         for _ in range(2):
             n += 1
             _step(model, opt, n)
+        _collective_beside_write(env.rank, gate, planned)
         stepped.set()
-        ckpt.wait()
+        kept.wait()
     out["moved_on_digest"] = _weights(model)
     out["reloaded_digest"] = _load_digest(seam, root / "kept")
     ctx.write(out)
@@ -146,6 +172,37 @@ def task_async(ctx, target, root):
         ckpt.save(root / "kept", _state(model, opt), n)
         time.sleep(120)
     return out
+
+
+def _collective_beside_write(rank: int, gate: threading.Event, planned: threading.Event) -> None:
+    """Training's all-reduce during the background write (see task_async): rank 1 issues it before its writer may
+    plan, rank 0 after its writer planned. On a group of its own the write's collectives never meet it."""
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    probe = torch.ones(PROBE)
+    work = dist.all_reduce(probe, async_op=True) if rank == 1 else None
+    gate.set()
+    if rank == 0:
+        if not planned.wait(timeout=PLAN_S):
+            raise RuntimeError(f"the background write had not reached its file writes {PLAN_S:.0f} s after save() "
+                               "returned, while rank 1 ran an all-reduce of training on the default group: do the "
+                               "write's collectives run on training's process group? (they pair with training's "
+                               "in the order issued; the writer needs a group of its own)")
+        work = dist.all_reduce(probe, async_op=True)
+    try:
+        work.wait(timedelta(seconds=PLAN_S))
+        ok = bool((probe == 2).all())
+    except RuntimeError as exc:
+        ok, why = False, str(exc).splitlines()[0][:160]
+    else:
+        why = f"it summed to {probe[0].item()}, not 2"
+    if not ok:
+        raise RuntimeError(f"an all-reduce of training on the default group, issued while the background write "
+                           f"planned, failed ({why}): the write's collectives run on training's process group and "
+                           "pair with training's in the order issued; the writer needs a group of its own")
 
 
 def _load_digest(seam, root: Path) -> dict:

@@ -5,7 +5,7 @@ import os
 import random
 import statistics
 
-from checker.labs import lab8_async, lab8_chaos
+from checker.labs import lab8_async, lab8_chaos, lab8_units
 from checker.labs._common import Check, error_result, first_error, not_run, run_info
 from checker.labs.lab8 import KILL_AFTER, RATE_MBIT, SEED, STEPS, _link_down, _nodes_spec, needs_root
 from checker.labs.lab8_tasks import NODES, PER_NODE
@@ -43,6 +43,14 @@ def _results(runs, name):
     return sorted(run.results, key=lambda r: r.get("rank", 0)), None
 
 
+def _unit_problem(runs, what) -> str | None:
+    """The unit run's word on make_mesh ("mesh") or check_layout ("layout"), or on why it did not say."""
+    rs, err = _results(runs, "units")
+    if err:
+        return f"the unit run of make_mesh and check_layout failed: {err.get('type')}: {err.get('message', '')[:200]}"
+    return (lab8_units.mesh_problem if what == "mesh" else lab8_units.layout_problem)(rs[0])
+
+
 def _part_error(rs, part):
     errs = [r[f"{part}_error"] for r in rs if r.get(f"{part}_error")]
     return min(errs, key=lambda e: e.get("t", float("inf"))) if errs else None
@@ -74,6 +82,7 @@ def multinode_launch(c: Check, runs, ctx) -> CheckResult:
     if bad:
         problems.append(f"check_layout on rank {bad[0]} returned {rs[bad[0]]['layout']}, expected world "
                         f"{NODES * PER_NODE}, nodes {want}")
+    problems += filter(None, [_unit_problem(runs, "layout")])
     ok = not problems
     return CheckResult(c.name, ok, float(len(every) if ok else 0), float(NODES * PER_NODE), "ranks laid out right",
                        message=(f"{NODES} nodes x {PER_NODE} ranks, gloo on {rs[0]['chosen_if']} / "
@@ -89,10 +98,11 @@ def hsdp_equivalence(c: Check, runs, ctx) -> CheckResult:
     ref = [float.fromhex(v) for v in rs[0]["ddp"]["losses"]]
     diffs = {n: max(abs(float.fromhex(a) - b) for a, b in zip(rs[0][n]["losses"], ref)) for n in ("fsdp", "hsdp")}
     worst = max(diffs.values())
-    ok = worst <= LOSS_TOL and all(len(rs[0][n]["losses"]) == STEPS for n in ("ddp", "fsdp", "hsdp"))
+    mesh = _unit_problem(runs, "mesh")
+    ok = worst <= LOSS_TOL and all(len(rs[0][n]["losses"]) == STEPS for n in ("ddp", "fsdp", "hsdp")) and not mesh
     return CheckResult(c.name, ok, worst, LOSS_TOL, "max abs diff",
                        message=f"{STEPS} steps: FSDP {diffs['fsdp']:.1e}, HSDP {diffs['hsdp']:.1e} from DDP "
-                               f"({_where(ctx)})", hint="" if ok else c.hint)
+                               f"({_where(ctx)})" + (f"; but {mesh}" if mesh else ""), hint="" if ok else c.hint)
 
 
 def formula(strategy: str, model_bytes: int, g: int = NODES, n: int = PER_NODE) -> float:
@@ -114,12 +124,14 @@ def hsdp_internode_bytes(c: Check, runs, ctx) -> CheckResult:
     r0 = rs[0]
     ratios = {n: r0[n]["link_bytes_per_step"] / formula(n, r0[n]["param_bytes"]) for n in ("fsdp", "hsdp")}
     worst = max(ratios.values(), key=lambda x: abs(x - 1))
+    mesh = _unit_problem(runs, "mesh")
     ok = all(1 - BYTES_TOL <= x <= 1 + BYTES_TOL for x in ratios.values()) and \
-        r0["hsdp"]["link_bytes_per_step"] < r0["fsdp"]["link_bytes_per_step"]
+        r0["hsdp"]["link_bytes_per_step"] < r0["fsdp"]["link_bytes_per_step"] and not mesh
     kb = {n: r0[n]["link_bytes_per_step"] / 1e3 for n in ("fsdp", "hsdp")}
     return CheckResult(c.name, ok, worst, 1 + BYTES_TOL, "measured / formula",
                        message=f"per step across the link: FSDP {kb['fsdp']:.0f} kB ({ratios['fsdp']:.2f} x formula), "
-                               f"HSDP {kb['hsdp']:.0f} kB ({ratios['hsdp']:.2f} x)", hint="" if ok else c.hint)
+                               f"HSDP {kb['hsdp']:.0f} kB ({ratios['hsdp']:.2f} x)" + (f"; but {mesh}" if mesh else ""),
+                       hint="" if ok else c.hint)
 
 
 def elastic_recovery(c: Check, runs, ctx) -> CheckResult:
@@ -329,6 +341,7 @@ def grade(h, checks):
                 plans[run] = p
         first, second = [], []
         if "nodes" in plans and not plans["nodes"].error():
+            first += lab8_units.specs()  # a few seconds, ahead of the long runs; read by the nodes run's checks
             first.append(_nodes_spec(h, "nodes", plans["nodes"].result["torchrun"], link,
                                      dict(parts=["equiv"], seed=SEED, steps=STEPS, link_ifs=ifs), 150))
         second += lab8_chaos.specs(h, names)  # beside the elastic run (~45 s), not the nodes and async ones

@@ -85,36 +85,47 @@ def _strategy(seam, env, name, seed, steps, link_if):
 def task_plan(ctx, target, endpoint, run_id, max_restarts, addrs):
     """The learner's torchrun options for each node (run here, in the checker's fork: nothing is started), read
     with torchrun's own parser: options that cannot make a 2-node job fail here, in a second, instead of two
-    agents waiting out their rendezvous timeout (600 s)."""
+    agents waiting out their rendezvous timeout (600 s). The same options for a 3 x 2 job are read too: at 2 x 2
+    --nnodes and --nproc-per-node swapped make the same job, at 3 x 2 they do not."""
     seam = seams.load(LAB, target)
     plan = [list(map(str, seam.torchrun_args(NODES, PER_NODE, g, endpoint, run_id, max_restarts, addrs[g])))
             for g in range(NODES)]
     for g, argv in enumerate(plan):
         launch_problem(argv, g, endpoint, max_restarts)
+    for g in range(WIDE[0]):
+        argv = list(map(str, seam.torchrun_args(*WIDE, g, endpoint, run_id, max_restarts, addrs[min(g, 1)])))
+        launch_problem(argv, g, endpoint, max_restarts, shape=WIDE)
     return {"torchrun": plan}
 
 
 LOOPBACK = ("localhost", "127.", "::1", "0.0.0.0")
+WIDE = (3, 2)  # (nodes, ranks per node) of the second job whose options are read: no two of its sizes are equal
+NOTICE_S = 3  # the contract: a silent node is declared dead within 3 s (keep_alive_interval x keep_alive_max_attempt)
 
 
-def launch_problem(argv: list[str], node: int, endpoint: str, max_restarts: int) -> None:
-    """Raise ValueError, in one line, for torchrun options that cannot start this lab's two-node job."""
+def launch_problem(argv: list[str], node: int, endpoint: str, max_restarts: int,
+                   shape: tuple[int, int] = (NODES, PER_NODE)) -> None:
+    """Raise ValueError, in one line, for torchrun options that cannot start this lab's job of `shape`
+    (nodes, ranks per node) as its contract asks."""
     import socket
 
     from torch.distributed.run import get_args_parser
 
-    where = f"torchrun_args(..., node_rank={node}, ...)"
+    nodes, per_node = shape
+    where = f"torchrun_args({nodes}, {per_node}, node_rank={node}, ...)"
     try:
         a = get_args_parser().parse_args([*argv, "worker.py"])
     except SystemExit:
         raise ValueError(f"{where}: torchrun does not accept {argv}") from None
     lo, _, hi = str(a.nnodes).partition(":")
-    if int(hi or lo) != NODES:
+    swapped = " (nodes and ranks per node swapped?)" if (int(hi or lo), str(a.nproc_per_node)) == (
+        per_node, str(nodes)) else ""
+    if int(hi or lo) != nodes:
         raise ValueError(f"{where}: --nnodes is {a.nnodes}" + (" (torchrun's default when it is missing)" if
-                         str(a.nnodes) == "1:1" else "") + f": each agent would wait for, or start, a job of "
-                         f"{hi or lo} node(s), not {NODES}")
-    if str(a.nproc_per_node) != str(PER_NODE):
-        raise ValueError(f"{where}: --nproc-per-node is {a.nproc_per_node}, not {PER_NODE}")
+                         str(a.nnodes) == "1:1" else swapped) + f": each agent would wait for, or start, a job of "
+                         f"{hi or lo} node(s), not {nodes}")
+    if str(a.nproc_per_node) != str(per_node):
+        raise ValueError(f"{where}: --nproc-per-node is {a.nproc_per_node}, not {per_node}{swapped}")
     if a.rdzv_backend != "c10d":
         raise ValueError(f"{where}: the rendezvous backend is {a.rdzv_backend!r}" + (
             " (torchrun's default when --rdzv-backend is missing)" if a.rdzv_backend == "static" else "")
@@ -130,6 +141,20 @@ def launch_problem(argv: list[str], node: int, endpoint: str, max_restarts: int)
         socket.getaddrinfo(host, None)
     except OSError:
         raise ValueError(f"{where}: --rdzv-endpoint {a.rdzv_endpoint}: {host!r} does not resolve") from None
+    conf = {k.strip(): v.strip() for k, _, v in (kv.partition("=") for kv in a.rdzv_conf.split(",") if kv)}
+    try:  # torchrun's defaults: a keep-alive every 5 s, 3 missed make a node dead
+        notice = int(conf.get("keep_alive_interval", 5)) * int(conf.get("keep_alive_max_attempt", 3))
+    except ValueError:
+        raise ValueError(f"{where}: --rdzv-conf={a.rdzv_conf}: keep_alive_interval and keep_alive_max_attempt "
+                         "are whole numbers") from None
+    if notice > NOTICE_S:
+        raise ValueError(f"{where}: --rdzv-conf={a.rdzv_conf} declares a silent node dead after {notice} s "
+                         f"(keep_alive_interval x keep_alive_max_attempt; torchrun's defaults 5 x 3), not within "
+                         f"{NOTICE_S} s: a lost node would hold the job that long")
+    if node and conf.get("is_host", "").lower() in ("1", "true", "t", "yes", "y"):
+        raise ValueError(f"{where}: --rdzv-conf={a.rdzv_conf} says is_host on node {node}: its agent would also "
+                         "start a rendezvous store, binding the endpoint's port on that node (and failing the job "
+                         "where the port is taken there); only node 0 hosts it")
     if a.max_restarts < max_restarts:
         raise ValueError(f"{where}: --max-restarts is {a.max_restarts}: a lost node would end the job instead of "
                          f"restarting the workers (this run asks for {max_restarts})")

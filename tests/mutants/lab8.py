@@ -10,6 +10,8 @@ RET = ('    return [f"--nnodes={nnodes}", f"--nproc-per-node={nproc_per_node}", 
        '            "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", f"--rdzv-id={run_id}",\n'
        '            f"--rdzv-conf={conf}", f"--local-addr={local_addr}", f"--max-restarts={max_restarts}"]\n')
 MESH = '    return init_device_mesh(device_type, (nnodes, nproc_per_node), mesh_dim_names=("replicate", "shard"))\n'
+CONF = ('    conf = "keep_alive_interval=1,keep_alive_max_attempt=3" + (",is_host=1" if node_rank == 0 else '
+        '",is_host=0")\n')
 
 MUTANTS = [
     Mutant("hsdp_mesh_transposed", "hsdp.py",
@@ -94,4 +96,40 @@ MUTANTS = [
            '        staged = tree_map(lambda t: t.detach().to("cpu") if isinstance(t, torch.Tensor) else t, '
            "state_dict)\n", "async_checkpoint",
            ".to('cpu') as the snapshot: on CPU tensors it returns the live tensor itself, no copy", blind=True),
+    # caught since: the blind survivors of SURVIVORS.md's lab 8 section that later checks kill
+    Mutant("default_keep_alive", _L, CONF, '    conf = "is_host=1" if node_rank == 0 else "is_host=0"\n',
+           "multinode_launch", "no keep-alive settings: a silent node is declared dead after torchrun's default "
+           "15 s, not 3 s", blind=True),
+    Mutant("every_node_hosts_store", _L, CONF,
+           '    conf = "keep_alive_interval=1,keep_alive_max_attempt=3,is_host=1"\n', "multinode_launch",
+           "is_host=1 on every node: each agent binds the rendezvous port, and a node where it is taken fails",
+           blind=True),
+    Mutant("nnodes_nproc_swapped", _L, RET,
+           RET.replace('f"--nnodes={nnodes}", f"--nproc-per-node={nproc_per_node}"',
+                       'f"--nnodes={nproc_per_node}", f"--nproc-per-node={nnodes}"'), "multinode_launch",
+           "--nnodes and --nproc-per-node swapped (the same job only when nodes = ranks per node)", blind=True),
+    Mutant("layout_numbering_unchecked", _L,
+           '        if r["rank"] != r["group_rank"] * r["local_world"] + r["local_rank"]:\n',
+           '        if r["rank"] < 0:\n', "multinode_launch",
+           "check_layout never checks RANK = GROUP_RANK * LOCAL_WORLD_SIZE + LOCAL_RANK: a job numbered against "
+           "the nodes passes it", blind=True),
+    Mutant("mesh_shape_swapped", _H, MESH, MESH.replace("(nnodes, nproc_per_node)", "(nproc_per_node, nnodes)"),
+           "hsdp_equivalence", "mesh shape (ranks per node, nodes): a row is no longer a node once they differ",
+           blind=True),
+    Mutant("mesh_names_swapped", _H, MESH, MESH.replace('("replicate", "shard")', '("shard", "replicate")'),
+           "hsdp_equivalence", "the mesh's dims named the wrong way round (shape right, names swapped)", blind=True),
+    Mutant("resume_highest_step_folder", _E, "    folder = latest(root)\n",
+           '    folder = max(Path(root).glob("step_*"), default=None, key=lambda p: int(p.name[5:].split(".")[0]))\n',
+           "goodput_chaos", "resume takes the highest step_* folder on disk, a .partial one included, not what "
+           "`latest` points at", blind=True),
+    Mutant("writer_on_default_group", _A,
+           "        self.pending = self.pool.submit(_write, Path(root), step, staged, self.group)\n",
+           "        self.pending = self.pool.submit(_write, Path(root), step, staged, None)\n", "async_checkpoint",
+           "the background write's collectives on the default group, interleaving with training's", blind=True),
+    Mutant("staging_in_the_thread", _A,
+           "        staged = stage(state_dict)\n"
+           "        self.pending = self.pool.submit(_write, Path(root), step, staged, self.group)\n",
+           "        self.pending = self.pool.submit(lambda: _write(Path(root), step, stage(state_dict), self.group))\n",
+           "async_checkpoint", "the copy to CPU done in the background thread too: save returns before the snapshot "
+           "exists", blind=True),
 ]
