@@ -257,3 +257,64 @@ MUTANTS = [
            'evidence = "step 2 loss 5.4760 368 ms 8 all-reduces"', "diagnosed_incident8",
            "quotes the all-reduce count, not the link measurement that shows the link is slow", blind=True),
 ]
+
+# Written blind (issue #33) from labs/lab4_debugging/README.md's Forensics part and the starter forensics.py's TODO
+# contracts only, never checker/: the slips a learner makes reading the flight recorder's dumps and the probe traces.
+MUTANTS += [
+    Mutant("desync_first_timeout", "forensics.py",
+           '            return {"rank": min(lacking), "seq": seq, "kind": "missing"}',
+           '            waiting = [r for r in by_seq if seq in by_seq[r]]\n'
+           '            return {"rank": min(waiting, key=lambda r: by_seq[r][seq]["time_created_ns"]), "seq": seq,\n'
+           '                    "kind": "missing"}',
+           "desync_found", "a rank lacks collective S: names the rank that entered S first (the first to time out, a "
+           "healthy peer that waited) instead of the rank that never issued it", blind=True),
+    Mutant("desync_last_issued_seq", "forensics.py",
+           '            return {"rank": min(lacking), "seq": seq, "kind": "missing"}',
+           '            return {"rank": min(lacking), "seq": max(by_seq[min(lacking)]), "kind": "missing"}',
+           "desync_found", "missing: reports the last collective the stuck rank did issue (where it was last seen), "
+           "not the first one it never issued", blind=True),
+    Mutant("desync_vs_rank0", "forensics.py",
+           "                odd = min(values, key=lambda r: (held[values[r]], r))  # the value no other rank shares",
+           "                odd = next(r for r in sorted(values) if values[r] != values[min(values)])  # != rank 0",
+           "desync_found", "the diverging rank is the first whose record differs from rank 0's: when rank 0 is the "
+           "odd one out, a healthy rank 1 is named", blind=True),
+    Mutant("desync_shape_before_op", "forensics.py",
+           '        for kind, key in (("op", "profiling_name"), ("size", "input_sizes"), ("dtype", "input_dtypes")):',
+           '        for kind, key in (("size", "input_sizes"), ("op", "profiling_name"), ("dtype", "input_dtypes")):',
+           "desync_found", "compares shapes before the collective's name: two different collectives on different "
+           "shapes are reported as a size mismatch, not an op one", blind=True),
+    Mutant("desync_fewest_entries", "forensics.py",
+           "                odd = min(values, key=lambda r: (held[values[r]], r))  # the value no other rank shares",
+           "                odd = min(by_seq, key=lambda r: (len(by_seq[r]), r))  # the one that got least far",
+           "desync_found", "the diverging rank is the one with the fewest entries (it got least far): in a silent "
+           "mismatch every rank has as many, and the lowest rank is named", blind=True),
+    Mutant("slow_pair_lower_rank", "forensics.py",
+           "    slow = min(ranks, key=lambda r: best[r])",
+           "    slow = min(min(rate, key=rate.get))  # the slowest pair's first rank",
+           "slow_rank_found", "names a rank of the slowest pair (its lower-numbered one) instead of the rank that is "
+           "in every slow pair", blind=True),
+    Mutant("slow_worst_pair", "forensics.py",
+           "    best = {r: max(v for pair, v in rate.items() if r in pair) for r in ranks}",
+           "    best = {r: min(v for pair, v in rate.items() if r in pair) for r in ranks}",
+           "slow_rank_found", "ranks each rank by its worst pair: the slow rank and its partner in the slowest pair "
+           "tie, and noise picks between them", blind=True),
+    Mutant("slow_gbits", "forensics.py",
+           "    gbps = statistics.median([x for pair, v in per_pair.items() if slow in pair for x in v]) / 1e9",
+           "    gbps = statistics.median([x for pair, v in per_pair.items() if slow in pair for x in v]) * 8 / 1e9",
+           "slow_rank_found", "reports gigabits per second (x8), not 10^9 bytes per second", blind=True),
+    Mutant("slow_mean_all_pairs", "forensics.py",
+           "    gbps = statistics.median([x for pair, v in per_pair.items() if slow in pair for x in v]) / 1e9",
+           "    gbps = statistics.mean([x for v in per_pair.values() for x in v]) / 1e9",
+           "slow_rank_found", "the rate is the mean over every transfer, the fast pair's included", blind=True),
+    Mutant("slow_dedup_bytes_not_time", "forensics.py",
+           "    gbps = statistics.median([x for pair, v in per_pair.items() if slow in pair for x in v]) / 1e9",
+           "    spans = [t for p in paths for t in probe_spans(p) if slow in t[:2]]\n"
+           "    gbps = sum(t[2] for t in spans) / 2 / sum(t[3] for t in spans) / 1e9  # each transfer is on both ends",
+           "slow_rank_found", "counts each transfer's bytes once (both ends record it) but both ends' seconds: half "
+           "the rate", blind=True),
+    Mutant("slow_round_trip_bytes", "forensics.py",
+           "            per_pair.setdefault(frozenset((src, dst)), []).append(nbytes / seconds)",
+           "            per_pair.setdefault(frozenset((src, dst)), []).append(2 * nbytes / seconds)  # both ways",
+           "slow_rank_found", "takes a span for the exchange both ways (2 x BYTES) when it is one transfer: twice the "
+           "rate", blind=True),
+]

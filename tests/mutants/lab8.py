@@ -133,3 +133,55 @@ MUTANTS = [
            "async_checkpoint", "the copy to CPU done in the background thread too: save returns before the snapshot "
            "exists", blind=True),
 ]
+
+# Written blind (issue #33) from labs/lab8_multinode/README.md's Goodput part and the starters goodput.py and
+# elastic.py only, never checker/: slips in the Young-Daly arithmetic and in the checkpoint the chaos run resumes.
+MUTANTS += [
+    Mutant("goodput_interval_no_two", "goodput.py", "    return math.sqrt(2 * save_s * mtbf_s)\n",
+           "    return math.sqrt(save_s * mtbf_s)\n", "goodput_formulas",
+           "interval sqrt(C MTBF): a failure taken to lose a whole interval, not half of one on average", blind=True),
+    Mutant("goodput_whole_period_lost", "goodput.py",
+           "    per_failure = restart_s + period / 2  # the restart, and on average half a period of work redone",
+           "    per_failure = restart_s + period  # the restart, and the period's work redone",
+           "goodput_formulas", "a failure loses the whole period, not half of one on average", blind=True),
+    Mutant("goodput_save_useful", "goodput.py",
+           "    return tau / period * max(0.0, 1 - per_failure / mtbf_s)",
+           "    return max(0.0, 1 - per_failure / mtbf_s)",
+           "goodput_formulas", "counts the save stall as useful time: only failures waste", blind=True),
+    Mutant("goodput_steps_as_seconds", "goodput.py",
+           "    tau = interval_steps * step_s\n    period",
+           "    tau = interval_steps\n    period",
+           "goodput_formulas", "takes interval_steps for seconds of training", blind=True),
+    Mutant("chaos_pointer_first", "elastic.py",
+           '    final, partial = root / f"step_{step}", root / f"step_{step}.partial"\n'
+           "    model_sd, optim_sd = get_state_dict(model, optimizer)\n"
+           '    dcp.save({"model": model_sd, "optim": optim_sd, "step": torch.tensor(step)}, '
+           'checkpoint_id=str(partial))\n'
+           "    if dist.get_rank() == 0:\n"
+           "        _commit(root, partial, final)\n",
+           '    final = root / f"step_{step}"\n'
+           "    model_sd, optim_sd = get_state_dict(model, optimizer)\n"
+           "    if dist.get_rank() == 0:\n"
+           "        root.mkdir(parents=True, exist_ok=True)\n"
+           '        (root / "latest").write_text(final.name)\n'
+           '    dcp.save({"model": model_sd, "optim": optim_sd, "step": torch.tensor(step)}, '
+           'checkpoint_id=str(final))\n',
+           "goodput_chaos", "a save that is not atomic: `latest` names the folder before it is written in place, so a "
+           "kill mid-save leaves `latest` naming a torn checkpoint", blind=True),
+    Mutant("chaos_resume_next_step", "elastic.py", '    return int(state["step"])\n',
+           '    return int(state["step"]) + 1  # the next step to run\n', "goodput_chaos",
+           "resume returns the step to run next, not the checkpoint's: the restarted job skips a step", blind=True),
+    Mutant("chaos_resume_model_only", "elastic.py",
+           '    state = {"model": model_sd, "optim": optim_sd, "step": torch.tensor(0)}\n'
+           "    dcp.load(state, checkpoint_id=str(folder))\n"
+           '    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])\n',
+           '    state = {"model": model_sd, "step": torch.tensor(0)}\n'
+           "    dcp.load(state, checkpoint_id=str(folder))\n"
+           '    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=optim_sd)\n',
+           "goodput_chaos", "resume restores the weights but not AdamW's moments and step counts (the edit of "
+           "optimizer_not_restored, graded here by the chaos run)", blind=True),
+    Mutant("chaos_steps_as_seconds", "goodput.py",
+           "    tau = interval_steps * step_s\n    period",
+           "    tau = interval_steps\n    period",
+           "goodput_chaos", "predict_goodput takes interval_steps for seconds of training", blind=True),
+]
