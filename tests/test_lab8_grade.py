@@ -181,3 +181,16 @@ def test_ctrl_c_during_the_chaos_run_leaves_no_process(tmp_path):
             p.wait()
     time.sleep(0.5)  # PR_SET_PDEATHSIG's SIGKILL is delivered at once; its reaping by init may lag
     assert processes_with(str(tmp_path)) == []
+
+
+def test_every_first_order_interval_passes_and_one_without_the_2_fails_at_every_hidden_variant():
+    """sqrt(2 C MTBF) - C, the exact optimum of the README's waste table, derived from the README, must pass; a
+    formula missing the 2 must not."""
+    import math
+
+    from checker.labs import lab8_chaos as ch
+    for variant in range(6):
+        for _, save_s, _, mtbf_s, _ in ch.unit_cases(variant):
+            young = ch.young_daly(save_s, mtbf_s)
+            assert abs((young - save_s) / young - 1) <= lab8_eval.INTERVAL_TOL
+            assert abs(math.sqrt(save_s * mtbf_s) / young - 1) > lab8_eval.INTERVAL_TOL
