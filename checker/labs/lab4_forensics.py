@@ -103,7 +103,9 @@ def slow_rank_found(c: Check, runs, slow: int, rate_gbps: float, probe: str = "l
     rank, gbps = answer.get("rank"), answer.get("gbps")
     if rank != slow:
         return CheckResult(c.name, False, hint=c.hint, message=f"you named rank {rank!r}; that is not the rank whose "
-                                                               "link the checker slowed")
+                                                               "link the checker slowed (a rank of the slowest pair "
+                                                               "is not enough: is your rank in every slow pair, and "
+                                                               "does it have no fast one?)")
     if not isinstance(gbps, (int, float)) or gbps <= 0:
         return CheckResult(c.name, False, hint=c.hint, message=f"gbps must be a positive number of GB/s, got {gbps!r}")
     ratio = gbps / rate_gbps

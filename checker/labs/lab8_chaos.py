@@ -218,11 +218,19 @@ def _calibrate(seam, root: Path, log: Path) -> None:
     _init()
     model, opt = _model()
     times = []
-    for s in range(1, CALIBRATE + 1):
-        _step(model, opt, s)
-        t0 = time.monotonic()
-        seam.save_checkpoint(str(root), model, opt, s)
-        times.append(time.monotonic() - t0)
+    try:
+        for s in range(1, CALIBRATE + 1):
+            _step(model, opt, s)
+            t0 = time.monotonic()
+            seam.save_checkpoint(str(root), model, opt, s)
+            times.append(time.monotonic() - t0)
+    except Exception as exc:  # the supervisor names it: the fork's own exit status says only that it failed
+        import traceback
+
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if "/checker/" not in f.filename]
+        where = f" ({frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name})" if frames else ""
+        log.with_suffix(".error").write_text(f"{type(exc).__name__}: {str(exc)[:400]}{where}")
+        raise
     log.write_text(json.dumps(times))
 
 
@@ -231,7 +239,9 @@ def save_cost(seam, root: Path) -> float:
     interval is asked for."""
     code = _wait(_child(lambda: _calibrate(seam, root / "calibrate", root / "calibrate.json")), 60)
     if code != 0 or not (root / "calibrate.json").exists():
-        raise RuntimeError(f"saving {CALIBRATE} checkpoints with save_checkpoint (world size 1) failed: exit {code}")
+        err = root / "calibrate.error"
+        why = err.read_text() if err.exists() else f"exit {code}"
+        raise RuntimeError(f"saving {CALIBRATE} checkpoints with save_checkpoint (world size 1) failed: {why}")
     calib = json.loads((root / "calibrate.json").read_text())
     return sorted(calib)[len(calib) // 2]
 

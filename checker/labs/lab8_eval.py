@@ -246,7 +246,10 @@ def _resume_problems(r: dict) -> list[str]:
         open_ = {x["step"] for x in before if x["ev"] == "saving" and x["step"] > last and not kills[x["a"]]["held"]}
         torn = [x["step"] for x in before if x["ev"] == "saving" and kills.get(x["a"], {}).get("held")
                 and x["step"] > last]
-        after_torn = f" (the save of step {torn[-1]} was killed half-written)" if torn else ""
+        # a resume that reads the torn save is either a resume trusting the newest folder, or a save that made the
+        # step look complete (its `latest`, or its folder's name) before every file of it was written
+        after_torn = (f" (the save of step {torn[-1]} was killed half-written: did resume read it, or did "
+                      "save_checkpoint mark it complete before its files were all written?)") if torn else ""
         if e["ev"] == "error":
             said = [ln.strip() for ln in e.get("traceback", "").splitlines() if ln.strip()]
             first = e["message"].splitlines()[0][:200] if e["message"] else ""
