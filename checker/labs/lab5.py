@@ -186,10 +186,11 @@ def preempt(job: str, log: Path, deadline: float, notes: list[str], warn_at: int
     port = None
     for restart, action in ((0, "warning"), (1, "requeue")):
         while time.monotonic() < deadline:
-            if steps_of_run(log, restart) >= warn_at:
+            done = steps_of_run(log, restart)
+            if done >= warn_at:
                 break
-            if restart == 1 and port and hold.port is None and slurm.states([job]) == {job: "PENDING"} \
-                    and hold.take(port):
+            if restart == 1 and port and hold.port is None and not done \
+                    and slurm.states([job]) == {job: "PENDING"} and hold.take(port):  # until run 2 has stepped
                 notes.append(f"port {port}, run 1's rendezvous port, held by the checker from "
                              f"{time.strftime('%H:%M:%S')} (as another job or a lingering process may hold it)")
             if not slurm.queued([job]):
