@@ -117,6 +117,22 @@ def array_tasks(array_id: str) -> list[str]:
     return sorted({rec["JobId"] for rec in jobcomp_records() if rec.get("ArrayJobId") == array_id}, key=int)
 
 
+def array_throttle(array_id: str) -> int | None:
+    """How many of the array's tasks Slurm may run at once: `--array=0-3%1` gives 1, `--array=0-3` 0 (no limit:
+    `scontrol show job` then prints no ArrayTaskThrottle); None when scontrol no longer knows the array."""
+    try:
+        r = _run(["scontrol", "-o", "show", "job", array_id])
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0 or "ArrayJobId=" not in r.stdout:
+        return None
+    for item in r.stdout.split():
+        key, _, value = item.partition("=")
+        if key == "ArrayTaskThrottle" and value.isdigit():
+            return int(value)
+    return 0
+
+
 def signal_batch(job_id: str, sig: str = "USR1") -> str:
     """What `#SBATCH --signal=B:USR1@90` does ahead of a time limit or preemption: signal the batch shell only."""
     r = _run(["scancel", "--batch", f"--signal={sig}", job_id])

@@ -3,7 +3,9 @@
 Everything runs on a real Slurm. The checker submits the learner's batch script itself, preempts
 that job twice (the warning the script must handle, then a plain `scontrol requeue`), and runs the
 learner's sweep; the jobs queue one after another on the node, so the sweep runs while the
-preempted job waits to be requeued. The learner's collect/report code then runs in a worker, and
+preempted job waits to be requeued. Its preemption saves are slowed (SAVE_DELAY_S), so a script that requeues
+before its step has ended shows in the records, and run 1's rendezvous port is held while the job waits
+(lab5_port.py), so a fixed port shows too. The learner's collect/report code then runs in a worker, and
 every number it writes is checked against the checker's own reading of the jobcomp records and
 step logs. No Slurm: every check that needs it is NOT RUN, with how to start one (never a pass).
 """
@@ -16,6 +18,7 @@ import time
 from pathlib import Path
 
 from checker import seams, slurm
+from checker.labs import lab5_port, lab5_refuse
 from checker.labs._common import Check, probe
 from checker.labs.lab5_eval import (
     DEADLINE_S,
@@ -25,6 +28,7 @@ from checker.labs.lab5_eval import (
     check_manifests,
     check_metrics,
     check_preempt,
+    check_refusal,
     check_scaling,
     read_events,
     scaling_info,
@@ -38,8 +42,12 @@ WORLD_SIZE = 2          # ranks per training job (the sweep also runs 1)
 SWEEP = [1, 2]
 TRAIN_ARGS = f"--steps {STEPS} --ckpt-every 10"
 # The preempted job idles 50 ms a step (sleeping changes no number), so the checker's two interruptions
-# land mid-run: at step WARN_AT of run 1 and WARN_AT steps into run 2.
-PREEMPT_ARGS = f"{TRAIN_ARGS} --step-sleep 0.05"
+# land mid-run: at step WARN_AT of run 1 and WARN_AT steps into run 2. Its preemption save takes SAVE_DELAY_S more
+# (as a larger model's would), so a batch shell that requeues the job before its step has ended does it visibly
+# before the ranks' checkpoint is written (lab5_eval._requeued_before_saved); tiny's ~10 ms save would be done
+# within the same second.
+SAVE_DELAY_S = 3
+PREEMPT_ARGS = f"{TRAIN_ARGS} --step-sleep 0.05 --save-delay {SAVE_DELAY_S}"
 WARN_AT = 8
 GRADE_SECONDS = 120  # two requeue round trips (~7 s each on slurm_local.sh's settings) and four jobs in one queue
 WHERE = "labs/lab5_scheduler"
@@ -113,7 +121,8 @@ def task_report(ctx, target, csv_path, out):
 def task_flag(ctx, target, signal_at):
     """PreemptionFlag on 2 ranks where only rank 1 is signalled (SIGTERM to itself before step signal_at), as one
     node of a job may hear the warning before another: should_stop, called by both at every step, must say True on
-    both from that step on. Per rank it would stop one rank and leave the other in its next collective."""
+    both from that step on. Per rank it would stop one rank and leave the other in its next collective.
+    Then, on the same 2 ranks, resume's refusal of a checkpoint from another world size (lab5_refuse.py)."""
     import os
     import signal
     import time
@@ -130,8 +139,9 @@ def task_flag(ctx, target, signal_at):
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(0.05)  # the handler has run before this step's should_stop
         said.append(bool(flag.should_stop(env.device)))
-    cdist.teardown()
-    return {"rank": env.rank, "said": said}
+    refusal, err = ctx.attempt(lambda: lab5_refuse.save_then_resume_alone(ctx, seam, target, env))
+    cdist.teardown()  # (a no-op once the refusal has torn the group down)
+    return {"rank": env.rank, "said": said, "refusal": {"raised_outside": err} if err else refusal}
 
 
 TASKS = {"probe": task_probe, "sweep": task_sweep, "collect": task_collect, "report": task_report, "flag": task_flag}
@@ -169,12 +179,20 @@ def script_problems(text: str) -> list[str]:
     return problems
 
 
-def preempt(job: str, log: Path, deadline: float, notes: list[str], warn_at: int = WARN_AT, stall=None) -> None:
-    """Interrupt run 1 with the warning, run 2 with a plain requeue; note what was done."""
+def preempt(job: str, log: Path, deadline: float, notes: list[str], warn_at: int = WARN_AT, stall=None,
+            hold=None) -> None:
+    """Interrupt run 1 with the warning, run 2 with a plain requeue; note what was done. With a PortHold, take run
+    1's rendezvous port while the job waits to be requeued (lab5_port.py)."""
+    port = None
     for restart, action in ((0, "warning"), (1, "requeue")):
         while time.monotonic() < deadline:
-            if steps_of_run(log, restart) >= warn_at:
+            done = steps_of_run(log, restart)
+            if done >= warn_at:
                 break
+            if restart == 1 and port and hold.port is None and not done \
+                    and slurm.states([job]) == {job: "PENDING"} and hold.take(port):  # until run 2 has stepped
+                notes.append(f"port {port}, run 1's rendezvous port, held by the checker from "
+                             f"{time.strftime('%H:%M:%S')} (as another job or a lingering process may hold it)")
             if not slurm.queued([job]):
                 notes.append(f"the job ended before its run {restart + 1} reached {warn_at} steps")
                 return
@@ -183,6 +201,8 @@ def preempt(job: str, log: Path, deadline: float, notes: list[str], warn_at: int
             time.sleep(0.1)
         else:
             return
+        if action == "warning" and hold is not None:
+            port = lab5_port.rendezvous_port(job)
         err = slurm.signal_batch(job) if action == "warning" else slurm.requeue(job)
         notes.append(f"{action} sent to run {restart + 1} at {time.strftime('%H:%M:%S')}"
                      + (f" ({err})" if err else ""))
@@ -238,18 +258,21 @@ def grade(h, checks):
     sweep = h.run("sweep", "sweep", dict(runs=str(runs), train_args=TRAIN_ARGS, world_sizes=SWEEP), budget_s=30,
                   sandbox=False)
     array = sweep.result.get("array") if not sweep.error() else None
+    throttle = slurm.array_throttle(array) if array else None  # read now: the controller forgets it MinJobAge after
     submitted = [j for j in (job, array) if j]
     notes: list[str] = []
     stall = Stall(runs, submitted)  # a job that runs but writes nothing ends the wait (lab5_stall.py)
+    hold = lab5_port.PortHold()
     try:
         if job:
             h.on_progress("preempted job")
             preempt(job, runs / job / "log.jsonl", deadline, notes,
-                    WARN_AT + h.variant % 5, stall)  # a hidden variant moves the step
+                    WARN_AT + h.variant % 5, stall, hold)  # a hidden variant moves the step
         h.on_progress("jobs")
         left = slurm.wait_all(submitted, deadline, stop=stall.poll)
     finally:
         slurm.cancel(submitted)  # anything still queued at the deadline: no job outlives the grade
+        hold.close()
     records = slurm.jobcomp_records()
     tasks = slurm.array_tasks(array) if array else []
     if stall.why:
@@ -261,7 +284,7 @@ def grade(h, checks):
     if "preempt_resume" in names:
         results["preempt_resume"] = check_preempt(byname["preempt_resume"], job, said, runs, ref, records, left, notes,
                                                   stall.why)
-        if results["preempt_resume"].passed and (wrong := check_flag(flag, signal_at)):
+        if results["preempt_resume"].passed and (wrong := check_flag(flag, signal_at) or check_refusal(flag)):
             fail("preempt_resume", wrong, unit="max |loss diff|")
     if names & {"metrics_complete", "scaling_curve"}:
         finished = [j for j in ([job] if job else []) + tasks if slurm.finished(j, records)]
@@ -281,7 +304,8 @@ def grade(h, checks):
                     hint=c.hint)
             else:
                 rep = h.run("report", "report", dict(csv_path=str(csv_path), out=str(runs / "report")), budget_s=60)
-                results["scaling_curve"] = check_scaling(byname["scaling_curve"], rep, finished, runs, records)
+                results["scaling_curve"] = check_scaling(byname["scaling_curve"], rep, finished, runs, records,
+                                                         (array, throttle))
                 info += scaling_info(rep)
     return [results[c.name] for c in checks], info
 

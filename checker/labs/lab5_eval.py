@@ -87,6 +87,50 @@ def check_flag(run, signal_at: int) -> str | None:
             "collective")
 
 
+def check_refusal(run) -> str | None:
+    """Why resume did not refuse a 2-rank checkpoint at 1 rank (task_flag, lab5_refuse.py), or None."""
+    from checker.labs import lab5_refuse
+
+    mine = next((r.get("refusal") for r in run.results if r.get("rank") == 0), None) if not run.error() else None
+    if mine and mine.get("raised_outside"):
+        err = mine["raised_outside"]
+        return (f"a checkpoint saved by 2 ranks for resume's world-size test: {err.get('type', 'error')}: "
+                f"{err.get('message', '')[:300]} ({err.get('where') or 'lab 2'}: save_checkpoint)")
+    return lab5_refuse.verdict(mine)
+
+
+SAVED_AFTER_REQUEUE_S = 1.5  # jobcomp's EndTime has whole seconds (the requeue at 12:00:00.9 reads 12:00:00):
+# a save finished before the requeue is at most 1 s after it; one the requeue did not wait for ends the preempted
+# job's --save-delay (lab5.py: 3 s) after it
+
+
+def _requeued_before_saved(events: list[dict], first_run: dict) -> str | None:
+    """Run 1 is interrupted by the warning alone, so the only requeue that ends it is the batch shell's own, and
+    jobcomp's EndTime of run 1 is the moment of that `scontrol requeue`. The ranks' "preempted" record is written
+    once the checkpoint is saved: later than that moment means the shell requeued the job while its step was still
+    saving. Slurm then SIGTERMs the step and SIGKILLs it after KillWait (10 s here, 30 s by default): a save that
+    takes longer is cut off. (Both clocks are this machine's here; on a cluster, the controller's and the node's.)"""
+    saved, run = None, None
+    for e in events:
+        if e.get("event") == "start":
+            run = e.get("restart_count")
+        elif e.get("event") == "preempted" and run == 0:
+            saved = e.get("time")
+            break
+    try:
+        requeued = datetime.fromisoformat(first_run["EndTime"]).timestamp()
+    except (KeyError, ValueError):
+        return None
+    if not isinstance(saved, (int, float)) or saved - requeued <= SAVED_AFTER_REQUEUE_S:
+        return None
+    return (f"run 1 was requeued at {first_run['EndTime'][11:]} (its jobcomp EndTime) while its ranks were still "
+            f"saving: their checkpoint was written at {datetime.fromtimestamp(saved):%H:%M:%S.%f}"[:-5]
+            + f", {saved - requeued:.1f} s later. The batch shell requeued before the step had ended: does its "
+            "wait return when the USR1 trap has run, not when srun has exited? Slurm SIGKILLs a requeued job's "
+            "processes KillWait after the requeue (30 s by default): a longer save is cut off, and run 2 falls "
+            "back to an older checkpoint")
+
+
 def check_preempt(check, job, said, runs, ref, records, left, notes, stalled=None) -> CheckResult:
     def fail(msg, value=None, details=""):
         return CheckResult(check.name, False, value, 0.0, "max |loss diff|", msg, check.hint, details)
@@ -109,6 +153,8 @@ def check_preempt(check, job, said, runs, ref, records, left, notes, stalled=Non
     if len(starts) < 2:
         return fail(f"the log shows {len(starts)} run(s), not 2 or more: the warning did not lead to a requeue "
                     f"({'; '.join(notes)})", details=tail)
+    if early := _requeued_before_saved(events, mine[0]):
+        return fail(early, details=tail)
     if starts[1].get("resumed_from", 0) == 0:
         return fail("run 2 started from step 0: it did not find (or load) the checkpoint run 1 left", details=tail)
     if ref is None:
@@ -186,13 +232,21 @@ def check_metrics(check, col, csv_path, finished, runs, records, sweep, array, s
                        f"{len(finished)} jobs, every cell equal to the checker's reading")
 
 
-def check_scaling(check, rep, jobs, runs, records) -> CheckResult:
-    """Recompute the table from every COMPLETED job the CSV holds (the preempted one is a 2-rank job too)."""
+def check_scaling(check, rep, jobs, runs, records, throttle=(None, None)) -> CheckResult:
+    """Recompute the table from every COMPLETED job the CSV holds (the preempted one is a 2-rank job too).
+    `throttle`: (the sweep's array id, its ArrayTaskThrottle as scontrol read it after submission, or None)."""
     def fail(msg, value=None):
         return CheckResult(check.name, False, value, 0.01, "max |efficiency diff|", msg, check.hint)
 
     if rep.error():
         return error_result(check, rep.error(), "max |efficiency diff|")
+    array, limit = throttle
+    if limit is not None and limit != 1:  # 0: no limit
+        return fail(f"the sweep's array {array} may run {limit or 'all its'} tasks at once (`scontrol show job "
+                    f"{array}`: {f'ArrayTaskThrottle={limit}' if limit else 'no ArrayTaskThrottle'}): on a node with "
+                    "room for two, the world sizes would be measured while competing for the same cores (this "
+                    "node, 2 CPUs, happens to run them one by one). Ask the array for one task at a time: %1 after "
+                    "its index range (sweep.py)")
     per_size: dict[int, list[float]] = {}
     for j in jobs:
         _, steps = read_events(runs / j / "log.jsonl")

@@ -19,6 +19,7 @@ import yaml
 # learner when kubernetes-validate ships a newer schema.
 K8S_VERSION = "1.31"
 MIN_GRACE_S = 30  # Kubernetes' own default; below it a step plus a checkpoint rarely fits
+TORCHRUN_SHUTDOWN_S = 30  # torchrun's --shutdown-timeout when neither it nor TORCH_ELASTIC_SHUTDOWN_TIMEOUT is set
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,12 @@ def _common_pod_checks(file: str, where: str, pod: dict, container: dict, script
     elif isinstance(grace, int) and grace < MIN_GRACE_S:
         out.append(Problem(file, f"{where} terminationGracePeriodSeconds",
                            f"is {grace} s, under {MIN_GRACE_S} s: {why}. A step plus a save rarely fits; try 90"))
+    elif isinstance(grace, int) and grace <= (shutdown := _shutdown_timeout(container, script)):
+        out.append(Problem(file, f"{where} terminationGracePeriodSeconds",
+                           f"is {grace} s, but torchrun gives its ranks {shutdown} s after passing SIGTERM on "
+                           f"(--shutdown-timeout, default {TORCHRUN_SHUTDOWN_S}) before it SIGKILLs them: the pod "
+                           f"is SIGKILLed first, and a save that needs the time torchrun allows is cut off. Make "
+                           f"the grace period longer than that (e.g. {shutdown + 10})"))
     shell = re.match(r"\s*(?:/bin/|/usr/bin/)?(?:ba|da|z)?sh\b", str((container.get("command") or [""])[0]))
     if shell and not re.search(r"\btrap\b[^\n]*\b(?:SIG)?TERM\b", script) and \
             not re.search(r"\bexec\s+(?:\S*python\S*|torchrun)\b", script):
@@ -179,6 +186,14 @@ def _common_pod_checks(file: str, where: str, pod: dict, container: dict, script
                            f"the pod on any node, room or not, and torchrun starts its ranks "
                            f"anyway (train.sbatch: --cpus-per-task, --mem)"))
     return out
+
+
+def _shutdown_timeout(container: dict, script: str) -> int:
+    """Seconds torchrun waits, after passing a SIGTERM on to its ranks, before it SIGKILLs them: its
+    --shutdown-timeout, else the container's TORCH_ELASTIC_SHUTDOWN_TIMEOUT, else torchrun's default."""
+    env = {e.get("name"): str(e.get("value")) for e in container.get("env") or [] if "value" in e}
+    value = _opt(script, "shutdown-timeout") or env.get("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "")
+    return int(value) if value.isdigit() else TORCHRUN_SHUTDOWN_S
 
 
 def _checkpoint_on_a_volume(file, where, pod, container, script) -> list[Problem]:

@@ -43,6 +43,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--out", default="runs/lab5/by-hand")
     ap.add_argument("--ckpt-every", type=int, default=25, help="periodic checkpoints: what a hard kill falls back to")
     ap.add_argument("--step-sleep", type=float, default=0.0, help="seconds to idle per step (a slower job, for demos)")
+    ap.add_argument("--save-delay", type=float, default=0.0,
+                    help="seconds a preemption checkpoint takes at least (a larger model's save; the checker uses it "
+                         "to see that the job is requeued only once the save is done)")
     ap.add_argument("--device", default="auto", choices=cdist.DEVICE_CHOICES)
     precision.add_argument(ap)
     return ap.parse_args(argv)
@@ -78,6 +81,7 @@ def main(argv=None) -> int:
     step = start
     while step < args.steps:
         if flag.should_stop(env.device):
+            time.sleep(args.save_delay)  # a kill in here loses this checkpoint, as one during a long save would
             save_checkpoint(ckpt_path, ddp, optimizer, scheduler, sampler, step)
             log.write(event="preempted", at_step=step, signal=flag.received)  # not step=: read_log keys records by step
             cdist.log(env, f"preemption signal: checkpoint at step {step} saved; exiting for the requeue")

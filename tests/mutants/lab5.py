@@ -8,6 +8,8 @@ mutants that need Slurm are therefore graded only where `checker.slurm.unavailab
 from . import Mutant
 
 _SB, _K8S, _PTJ = "train.sbatch", "k8s/torchrun-job.yaml", "k8s/pytorchjob.yaml"
+_WAIT = ('while :; do\n    wait "$step_pid"; rc=$?\n'
+         '    kill -0 "$step_pid" 2>/dev/null || break   # `wait` returns early when a trapped signal arrives\ndone\n')
 
 MUTANTS = [
     # train.sbatch: the directives and the trap
@@ -96,6 +98,24 @@ MUTANTS = [
     Mutant("stop_when_all_agree", "preemption.py", "            dist.all_reduce(mine, op=dist.ReduceOp.MAX)\n",
            "            dist.all_reduce(mine, op=dist.ReduceOp.MIN)\n", "preempt_resume",
            "MIN where MAX was needed: the ranks stop only once every one of them has been signalled", blind=True),
+    # blind survivors made checks (SURVIVORS.md, lab 5: caught since)
+    Mutant("k8s_grace_shorter_than_shutdown", _K8S, "      terminationGracePeriodSeconds: 90\n",
+           "      terminationGracePeriodSeconds: 30\n", "k8s_manifests_valid",
+           "30 s between SIGTERM and SIGKILL: less than torchrun's 80 s shutdown timeout, the save is cut off",
+           blind=True),
+    Mutant("world_size_not_checked", "restart.py", "    if saved != dist.get_world_size():\n",
+           "    if saved != saved:\n", "preempt_resume",
+           "a checkpoint written at another world size is loaded, not refused", blind=True),
+    Mutant("array_tasks_concurrent", "sweep.py", 'f"--array=0-{len(world_sizes) - 1}%1"',
+           'f"--array=0-{len(world_sizes) - 1}"', "scaling_curve",
+           "no %1: the sweep's tasks may run at once and compete for the cores they are measured on", blind=True),
+    Mutant("single_wait", _SB, _WAIT, 'wait "$step_pid"; rc=$?\n', "preempt_resume",
+           "one `wait`: it returns as soon as the trap has run, and the job requeues itself while the ranks still save",
+           blind=True),
+    Mutant("fixed_master_port", _SB,
+           "master_port=$(\"$python\" -c 'from checker.spawn import free_port; print(free_port())')\n",
+           "master_port=29500\n", "preempt_resume",
+           "the rendezvous port hard-coded to 29500: two jobs on one node (or a port still held) clash", blind=True),
 ]
 
 NEEDS_SLURM = {"batch_script_valid", "preempt_resume", "metrics_complete", "scaling_curve"}
