@@ -291,5 +291,7 @@ def test_a_collective_one_rank_skips_fails_at_the_process_groups_timeout_with_it
     seconds = time.monotonic() - t0
     assert r.returncode == 1, r.stdout + r.stderr
     (c,) = load_json(root / "r.json")["checks"]
-    assert "Timed out waiting" in c["message"] and c["hint"].startswith("A rank waited in a collective"), c
+    # rank 0 times out waiting, or sees rank 1's connection close first when rank 1 finishes and exits
+    assert re.search("Timed out waiting|Connection closed by peer", c["message"]), c
+    assert c["hint"].startswith("A rank waited in a collective"), c
     assert seconds < 60, f"{lab} took {seconds:.0f} s to fail"
