@@ -39,7 +39,22 @@ class HandleLog:
     def _launched(self, op: str, result) -> None:
         if result is not None:
             self._handles.append(result)
+            if type(result).wait is not self._work.wait:  # a subclass's own wait (labs/common/staging.StagedWork)
+                self._watch(result)
         self.events.append(("launch", op, id(result) if result is not None else None))
+
+    def _watch(self, work) -> None:
+        """The handle's own wait and get_future, recorded on the instance (a Python subclass has a __dict__)."""
+        for name in ("wait", "get_future"):
+            own = getattr(work, name)
+
+            def recorded(*args, _own=own, **kwargs):
+                self._waited(work)
+                return _own(*args, **kwargs)
+            try:
+                setattr(work, name, recorded)
+            except AttributeError:
+                return
 
     def _waited(self, work) -> None:
         self.events.append(("wait", id(work)))
