@@ -145,3 +145,14 @@ def test_a_crash_in_zero2_is_reported_at_zero2_and_the_parts_before_it_are_grade
     assert not own.passed and "Check failed" in own.message and "zero2.reduce_scatter" in own.hint
     later = lab3_eval.fsdp_equivalence(checks["fsdp_equivalence"], runs)
     assert not later.passed and "broke in zero2's code" in later.message and "zero2_equivalence" in later.hint
+
+
+def test_an_unwritten_todo_in_zero1_does_not_hide_zero2s_own_error():
+    from checker.labs import lab3_eval
+    from checker.run import Run
+
+    todo = {"type": "NotImplementedError", "message": "TODO(partition)", "todo": "TODO(partition)", "t": 1.0}
+    own = {"type": "NotImplementedError", "message": "TODO(FlatBucket)", "todo": "TODO(FlatBucket)", "t": 2.0}
+    runs = {"correctness": Run("correctness", 0, 1.0, nproc=2,
+                               results=[{"zero1_error": todo, "zero2_error": own} for _ in range(2)])}
+    assert lab3_eval._parts(runs, "zero2") == (None, own)
