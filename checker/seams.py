@@ -66,6 +66,7 @@ SEAMS: dict[str, Seam] = {
         "load_checkpoint": "load_checkpoint(path, ddp_model, optimizer, scheduler, sampler) -> step; every rank",
     }),
     "lab3": Seam("lab3", "lab3_sharding", "Sharding: ZeRO, FSDP2, DeepSpeed", {
+        "partition": "partition(sizes, world_size) -> owner rank per tensor: largest first, to the least-loaded rank",
         "ShardedOptimizer": "ShardedOptimizer(params or groups, optimizer_cls, **defaults); .optim holds this "
                             "rank's state only; .step() steps owned params and broadcasts every param from its owner",
         "Zero2Optimizer": "Zero2Optimizer(params or groups, optimizer_cls, bucket_cap_mb=25.0, **defaults); a "

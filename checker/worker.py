@@ -83,7 +83,8 @@ def describe(exc: BaseException, root: Path) -> dict:
     frames = traceback.extract_tb(exc.__traceback__)
     prefixes = tuple(str(b / part) + os.sep for b in {root, root.resolve()} for part in ("labs", "solutions"))
     learner = [f for f in frames if f.filename.startswith(prefixes)]  # not checker/labs/: that's ours
-    own = [f for f in learner if f"{os.sep}common{os.sep}" not in f.filename]  # the learner's lab, not the core
+    core = (f"{os.sep}common{os.sep}", f"{os.sep}instruments{os.sep}")  # the course's own code, not the learner's lab
+    own = [f for f in learner if not any(c in f.filename for c in core)]
     where = ""
     if learner:
         f = (own or learner)[-1]

@@ -112,3 +112,47 @@ def test_sharded_optimizers_at_their_edges(tmp_path):
         assert sorted(r["mixed"]["calls"]) == sorted(["reduce_scatter_single"] * 4 + ["all_gather_single"] * 2)
         assert r["comm"]["records"] == ["all_reduce", "reduce_scatter_tensor"]
         assert r["comm"]["sent"] == 2 * 32 * (world - 1) / world  # 8 fp32 = 32 B: 2S(N-1)/N
+
+
+def test_handle_log_reads_overlap_and_completeness_from_the_order_of_events():
+    """The order of launches and waits decides, not a clock: a handle waited inside backward blocked it, a handle
+    never waited by the end is still in flight when step() returns."""
+    from checker.labs._handles import HandleLog
+
+    log = HandleLog.__new__(HandleLog)  # the events alone: no torch patched
+    log.events = [("mark", "backward"), ("launch", "reduce_scatter_single", 1), ("launch", "reduce_scatter_single", 2),
+                  ("wait", 2), ("mark", "step"), ("wait", 1), ("launch", "all_gather_single", 3),
+                  ("launch", "broadcast", None), ("mark", "end")]
+    p = log.phases("backward", "step", "end")
+    assert p["backward"] == {"launched": ["reduce_scatter_single"] * 2, "blocked": ["reduce_scatter_single"]}
+    assert p["step"]["blocked"] == ["broadcast"]  # synchronous: blocks where it is called
+    assert p["unwaited"] == ["all_gather_single"]
+
+
+def test_a_crash_in_zero2_is_reported_at_zero2_and_the_parts_before_it_are_graded():
+    """One part's error is not every check's: zero1 finished on both ranks and is graded, zero2's own check shows the
+    error with its hint, a later part's checks send the learner to zero2_equivalence."""
+    from checker.labs import lab3, lab3_eval
+    from checker.run import Run
+
+    err = {"type": "RuntimeError", "message": "Check failed", "where": "labs/lab3_sharding/zero2.py:162", "t": 1.0}
+    results = [{"zero1": {"ok": rank}, "zero2_error": err if rank else None,
+                "fsdp_error": {"type": "RuntimeError", "message": "closed by peer", "t": 2.0}} for rank in (0, 1)]
+    runs = {"correctness": Run("correctness", 1, 1.0, results=results, nproc=2)}
+    assert lab3_eval._parts(runs, "zero1") == ([{"ok": 0}, {"ok": 1}], None)
+    checks = {c.name: c for c in lab3.CHECKS}
+    own = lab3_eval.zero2_equivalence(checks["zero2_equivalence"], runs)
+    assert not own.passed and "Check failed" in own.message and "zero2.reduce_scatter" in own.hint
+    later = lab3_eval.fsdp_equivalence(checks["fsdp_equivalence"], runs)
+    assert not later.passed and "broke in zero2's code" in later.message and "zero2_equivalence" in later.hint
+
+
+def test_an_unwritten_todo_in_zero1_does_not_hide_zero2s_own_error():
+    from checker.labs import lab3_eval
+    from checker.run import Run
+
+    todo = {"type": "NotImplementedError", "message": "TODO(partition)", "todo": "TODO(partition)", "t": 1.0}
+    own = {"type": "NotImplementedError", "message": "TODO(FlatBucket)", "todo": "TODO(FlatBucket)", "t": 2.0}
+    runs = {"correctness": Run("correctness", 0, 1.0, nproc=2,
+                               results=[{"zero1_error": todo, "zero2_error": own} for _ in range(2)])}
+    assert lab3_eval._parts(runs, "zero2") == (None, own)

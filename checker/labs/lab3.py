@@ -18,27 +18,36 @@ BATCH, SEQ = 8, 64   # per rank
 GLOBAL = 16          # sequences per step in the resume runs, at any world size
 DROPOUT, RNG_SEED = 0.1, 4242  # the same-world-size resume trains with dropout, every rank its own stream
 N_STEPS, SAVE_AT = 12, 5
+RESHARD_STEPS = 2    # steps after resuming at another world size, compared between 1 rank and 4
 WHERE = "labs/lab3_sharding"
 
 # On CUDA tensors gloo carries only all-reduce and broadcast: two ranks sharing one GPU over gloo reduce-scatter and
 # all-gather through host memory (labs/common/staging.py, a teaching fallback), so every check runs there but the
 # two speed ratios against DDP, which would time the fallback's copies (needs: NOT RUN, not failed).
 CHECKS = [
-    Check("zero1_equivalence", "ShardedOptimizer(AdamW) takes exactly the steps of an unsharded AdamW "
-          "(4 steps, atol 1e-6), ranks in sync",
+    Check("zero1_equivalence", "ShardedOptimizer(SGD) takes exactly the steps of torch DDP + SGD (4 steps, atol "
+          "1e-6; also a float64 toy with a parameter unused in one step and a group added by add_param_group), "
+          "ranks in sync",
           f"Only a parameter's owner can update it: does every rank end the step with every owner's new values, and "
           f"do the local groups follow the outer groups' learning rates? ({WHERE}/zero1.py) "
           "(checker hint lab3 zero1.step)"),
-    Check("zero1_memory", "per-rank optimizer-state bytes within 3% of 8Ψ/N",
+    Check("zero1_memory", "per-rank optimizer-state bytes within 3% of 8Ψ/N; partition() on sizes whose largest "
+          "comes last loads no rank more than the largest-first greedy",
           f"An optimizer keeps state for every parameter it is handed: which parameters does this rank's local "
           f"optimizer see? ({WHERE}/zero1.py) (checker hint lab3 zero1.ShardedOptimizer)"),
     Check("zero2_equivalence", "Zero2Optimizer(SGD) takes the steps of torch DDP + SGD (4 steps from random "
-          "weights, an LR schedule, 4-5 buckets; and a 31-element tensor that needs padding), ranks in sync",
+          "weights, an LR schedule, 4-5 buckets; a 31-element tensor that needs padding; a float64 toy with a "
+          "parameter unused in one step and a group added later), ranks in sync, dtypes kept, every handle "
+          "step() launched waited before it returns",
           f"Does each rank's slice hold the mean (not the sum) of its gradient, does the step's update reach the "
           f"model's weights (views, not copies), and does every rank end with every updated slice? "
-          f"({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)"),
+          f"({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)",
+          symptoms=((r"Check failed: outputShape\[0\] \* worldSize == inputShape\[0\]",
+                     "the reduce-scatter's output must be exactly 1/N of its input: every rank's slice [lo, hi) is P/N "
+                     "elements of the padded bucket, the last rank's padding included "
+                     f"({WHERE}/zero2.py) (checker hint lab3 zero2.FlatBucket)."),)),
     Check("zero2_memory", "per rank after a step: AdamW moments 8Ψ/N and gradients 4Ψ/N, each within 0.2% "
-          "(the padding: at most N-1 elements per bucket)",
+          "(the padding: at most N-1 elements per bucket, checked per flat buffer)",
           f"Something outlives the step at full size: a whole bucket's gradient kept alive by a slice or view of it, "
           f"or optimizer state beyond the owned slices ({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)"),
     Check("zero_comm_bytes", "bytes ZeRO-2 sends per rank per step, counted from its collectives, within 1% of "
@@ -54,7 +63,8 @@ CHECKS = [
           f"A parameter outside every sharded unit stays whole on every rank, and a sharded tensor occupies only its "
           f"local piece, whatever shape it reports ({WHERE}/fsdp.py) (checker hint lab3 fsdp.model_state_bytes)"),
     Check("fsdp_structure", "FSDP2 forward all-gathers one unit per block and the root (>= blocks + 1 calls) and "
-          "never holds more unsharded than the root's parameters + one block",
+          "never holds more unsharded than the root's parameters + one block; with mixed_precision=True every unit "
+          "computes in bfloat16",
           f"Each sharded unit is gathered whole before its forward: what is the largest unit you made? The root "
           f"alone gathers the whole model at once: DDP's memory during forward, even though the bytes at rest look "
           f"sharded ({WHERE}/fsdp.py) (checker hint lab3 fsdp.apply_fsdp)"),
@@ -64,12 +74,17 @@ CHECKS = [
           f"AdamW's hyperparameters (or the parameter groups the engine gets) changes the losses or the bytes "
           f"({WHERE}/deepspeed_zero.py) (checker hint lab3 deepspeed_zero.ds_config)"),
     Check("sharded_resume", f"FSDP2 + DCP: save at step {SAVE_AT}, 2 more steps, SIGKILL inside the next save (its "
-          "shards written, its .metadata not), resume from the last complete checkpoint at 2 ranks (bit-identical) "
-          "and at 1 rank (same losses within 1e-4)",
+          "shards written, its .metadata not), resume from the last complete checkpoint at 2 ranks (each piece of "
+          "state as saved, bit-identical), at 4 ranks and at 1 (same losses within 1e-4); optimizer moments keyed "
+          "by parameter name; latest replaced, never rewritten in place",
           f"A resume needs all the state the next step reads, at any world size (sharded model and optimizer, "
           f"scheduler, sampler, step, each rank's RNG), and latest may only ever name a complete checkpoint "
           f"({WHERE}/dcp_state.py) (checker hint lab3 dcp_state.save_sharded)",
-          symptoms=((r"\.metadata|No such file or directory: .*step-\d+",
+          symptoms=((r"No such file or directory: .*rng-rank\d+",
+                     "a rank found no RNG file of its own: the job grew since the save (the checker resumes a "
+                     "2-rank checkpoint at 4 ranks), and a new rank has none. Restore a rank's RNG only where its file "
+                     "exists; a new rank keeps its seed (checker hint lab3 dcp_state.load_sharded)."),
+                    (r"\.metadata|No such file or directory: .*step-\d+",
                      "latest names a checkpoint folder the kill left incomplete: DCP writes each rank's shards, then "
                      ".metadata last, and the kill landed in between. Write the folder under a temporary name, and "
                      "only once every rank's part is in it rename it and then point latest at it: a kill then "
@@ -79,8 +94,9 @@ CHECKS = [
           f"Every sharded unit costs an all-gather in forward, another in backward and a reduce-scatter: how many "
           f"units did you make, and how small? ({WHERE}/fsdp.py) (checker hint lab3 fsdp.apply_fsdp)",
           needs=("unstaged_collectives",)),
-    Check("zero2_throughput", "Zero2Optimizer tokens/s >= 0.8x torch DDP (median of interleaved windows): the same "
-          "bytes as DDP's all-reduce, so about as fast (0.8 leaves room for a busy machine)",
+    Check("zero2_throughput", "Zero2Optimizer launches its collectives inside backward and waits on none there "
+          "(the order of events, not a clock), and its tokens/s >= 0.8x torch DDP (median of interleaved windows): "
+          "the same bytes as DDP's all-reduce, so about as fast (0.8 leaves room for a busy machine)",
           f"The same bytes as DDP should cost about DDP's time: does each bucket's communication run while backward "
           f"goes on, or does something wait for it there, and do buckets travel whole? ({WHERE}/zero2.py) "
           f"(checker hint lab3 zero2.reduce_scatter)",
@@ -122,6 +138,30 @@ def _unsharded_peak(model):
     return peak
 
 
+def _mp_dtypes(seam, env, x, y) -> dict:
+    """apply_fsdp(model, mixed_precision=True), one forward: the dtype of each unit's weights inside its forward
+    (pre-hooks after FSDP2's own, which gather and cast them): bfloat16 wherever the precision policy reached."""
+    import torch
+
+    model = seam.apply_fsdp(tiny_model(0).to(env.device), mixed_precision=True)
+    seen = {}
+
+    def look(name, params):
+        def hook(*_):
+            seen[name] = str(next(iter(params())).dtype).removeprefix("torch.")
+        return hook
+    model.register_forward_pre_hook(look("root", lambda: (p for n, p in model.named_parameters()
+                                                          if not n.startswith("blocks."))))
+    for i, block in enumerate(model.blocks):
+        block.register_forward_pre_hook(look(f"block {i}", block.parameters))
+    try:
+        with torch.no_grad():
+            model(x[:1], y[:1])
+    except RuntimeError as exc:  # a unit left in float32 meets bfloat16 activations: the dtypes seen so far say which
+        seen["forward"] = f"raised {str(exc)[:120]}"
+    return seen
+
+
 def _fsdp(ctx, seam, env, comm, steps=4, windows=12):
     import torch
 
@@ -154,6 +194,7 @@ def _fsdp(ctx, seam, env, comm, steps=4, windows=12):
     structure = {"forward_all_gathers": sum(1 for op, *_ in forward if "all_gather" in op), "blocks": len(block_bytes),
                  "peak_unsharded": peak[0], "block_bytes": max(block_bytes),
                  "root_bytes": 4 * _psi(ddp_model) - sum(block_bytes), "sent": fsdp_bytes}
+    structure["mp"], structure["mp_error"] = ctx.attempt(lambda: _mp_dtypes(seam, env, x, y))
 
     timed = Windows()  # the ratios are computed by the checker's parent from these (checker/labs/_windows.py)
 
@@ -266,12 +307,52 @@ def task_deepspeed(ctx, target, steps=3):
     return out
 
 
-def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False, dropout=0.0):
+def _pieces(model, opt, sched, sampler) -> dict:
+    """A fingerprint of each piece of training state apart, so that a resume that lost one can name it. Sharded
+    tensors are compared whole (full_tensor: every rank calls this), so a resume at another world size compares too;
+    the RNG is this rank's (python, numpy, torch)."""
+    import hashlib
+    import json
+    import random
+
+    import numpy as np
+    import torch
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    def whole(t):
+        return t.full_tensor() if hasattr(t, "full_tensor") else t
+    model_sd, optim_sd = get_state_dict(model, opt)
+    moments = sorted(((f"{k}.{n}", whole(v)) for k, st in optim_sd["state"].items() for n, v in st.items()
+                      if torch.is_tensor(v)), key=lambda kv: kv[0])
+    sd = sched.state_dict()
+    rng = hashlib.sha256(repr(random.getstate()).encode() + np.random.get_state()[1].tobytes()
+                         + torch.get_rng_state().numpy().tobytes()).hexdigest()[:16]
+    return {"model": digest(sorted(((k, whole(v)) for k, v in model_sd.items()), key=lambda kv: kv[0])),
+            "optimizer": digest(moments),
+            "scheduler": json.dumps({k: sd.get(k) for k in ("last_epoch", "_last_lr")}),
+            "sampler": json.dumps(sampler.state_dict(), sort_keys=True, default=int), "RNG": rng}
+
+
+def _optim_keys(root, model) -> dict:
+    """The optimizer moments' keys in every complete DCP checkpoint under root: each must carry the fully qualified
+    name of its parameter (a key by position loads onto whichever parameter has that position)."""
+    from pathlib import Path
+
+    import torch.distributed.checkpoint as dcp
+
+    names = [n for n, _ in model.named_parameters()]
+    keys = [k for meta in sorted(Path(root).glob("*/.metadata"))
+            for k in dcp.FileSystemReader(str(meta.parent)).read_metadata().state_dict_metadata if "exp_avg" in k]
+    return {"moments": len(keys), "unnamed": [k for k in keys if not any(n in k for n in names)][:3]}
+
+
+def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False, dropout=0.0, resave=None):
     """FSDP2 + the learner's DCP save/load, GLOBAL sequences per step at any world size. With dropout, each rank
     draws its masks from its own stream (seeded by rank; a resumed run's from another seed), so only a resume
     that restores every rank's own RNG state replays the same masks. With save_at, a checkpoint after step save_at,
     two more steps and a second checkpoint killed once its shards are written, before its .metadata
-    (_held_save.HeldDCPWrite)."""
+    (_held_save.HeldDCPWrite). Each piece of state is fingerprinted after the complete save and after a load.
+    With resave, two saves into that folder at the end: latest must be replaced (a new file), never rewritten."""
     import torch
 
     from labs.common import dist as cdist
@@ -291,6 +372,10 @@ def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False, dropou
     local = GLOBAL // env.world_size
     start = seam.load_sharded(ckpt, model, opt, sched, sampler) if resume else 0
     out.update(start=start, losses=[], world_size=env.world_size)
+    if resume:
+        out["loaded_pieces"] = _pieces(model, opt, sched, sampler)
+        if env.rank == 0:
+            out["optim_keys"] = _optim_keys(ckpt, model)
 
     def run(a, b):
         import torch.distributed as dist
@@ -308,7 +393,7 @@ def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False, dropou
     run(start, save_at or steps)
     if save_at:
         seam.save_sharded(ckpt, model, opt, sched, sampler, save_at)  # complete: what a resume comes back to
-        out["complete_at"] = save_at
+        out["complete_at"], out["saved_pieces"] = save_at, _pieces(model, opt, sched, sampler)
         run(save_at, save_at + 2)
         held.armed = True  # the next DCP save's shards are written, then the kill, before its .metadata
         seam.save_sharded(ckpt, model, opt, sched, sampler, save_at + 2)
@@ -316,6 +401,15 @@ def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False, dropou
         ctx.await_kill(out, lambda: run(save_at + 2, steps))
     full = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in model.state_dict().items()}
     out["digest"] = digest(full.items())
+    if resave:
+        import os
+        from pathlib import Path
+        inodes = []
+        for s in (steps, steps + 1):
+            seam.save_sharded(resave, model, opt, sched, sampler, s)
+            latest = Path(resave) / "latest"
+            inodes.append(os.stat(latest).st_ino if latest.exists() else None)
+        out["latest_inodes"] = inodes
     cdist.teardown()
     return out
 
@@ -327,7 +421,7 @@ RUNS = {"zero1_equivalence": {"correctness"}, "zero1_memory": {"correctness"}, "
         "zero2_equivalence": {"correctness"}, "zero2_memory": {"correctness"}, "zero_comm_bytes": {"correctness"},
         "fsdp_structure": {"correctness"}, "zero2_throughput": {"correctness"},
         "fsdp_memory": {"correctness"}, "throughput": {"correctness"}, "deepspeed_stages": {"deepspeed"},
-        "sharded_resume": {"full", "resume_1", "resume_2", "resume_2_plain", "resume_ws1"}}
+        "sharded_resume": {"full", "resume_1", "resume_2", "resume_grow", "resume_ws1"}}
 
 
 def grade(h, checks):
@@ -345,12 +439,13 @@ def grade(h, checks):
               args=dict(steps=N_STEPS, save_at=save_at, ckpt=ckpt, dropout=DROPOUT))],
         [dict(name="resume_2", task="train", nproc=2, budget_s=90,
               args=dict(steps=N_STEPS, resume=True, ckpt=ckpt, dropout=DROPOUT)),
-         # dropout off: the same checkpoint resumed at 2 ranks and at 1 must give the same losses (masks drawn on
-         # another number of ranks could never match)
-         dict(name="resume_2_plain", task="train", nproc=2, budget_s=90, args=dict(steps=N_STEPS, resume=True,
-                                                                                   ckpt=ckpt)),
+         # dropout off: the same checkpoint resumed at 4 ranks (the job grew: ranks 2 and 3 have no RNG file) and
+         # at 1 must give the same losses (masks drawn on another number of ranks could never match)
+         # (RESHARD_STEPS steps each: resharding errors show in the first steps)
+         dict(name="resume_grow", task="train", nproc=4, budget_s=90, args=dict(steps=save_at + RESHARD_STEPS,
+                                                                                resume=True, ckpt=ckpt)),
          dict(name="resume_ws1", task="train", nproc=1, group=True, budget_s=90,
-              args=dict(steps=N_STEPS, resume=True, ckpt=ckpt))],
+              args=dict(steps=save_at + RESHARD_STEPS, resume=True, ckpt=ckpt, resave=str(h.workdir / "resave")))],
     ]
     runs = h.run_phases(phases, need)
     return [lab3_eval.EVALUATORS[c.name](c, runs) for c in checks], lab3_eval.info(runs)

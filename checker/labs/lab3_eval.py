@@ -1,7 +1,7 @@
 """Lab 3: from the runs' measurements to pass/fail. Formulas and thresholds are stated once, here."""
 from __future__ import annotations
 
-from checker.labs._common import Check, diverged_at, error_result, first_error, part, run_info
+from checker.labs._common import Check, diverged_at, error_result, every_rank, first_error, run_info
 from checker.labs._held_save import last_complete
 from checker.labs._windows import checked_rates, medians, paired_ratio
 from checker.report import CheckResult
@@ -22,12 +22,73 @@ DS_FORMULA = {0: lambda n: (4, 0, 8), 1: lambda n: (4, 4 / n, 8 / n), 2: lambda 
               3: lambda n: (4 / n, 4 / n, 8 / n)}
 
 
+# The correctness run's parts, in the order they run, and the check that grades each one's own code first
+PARTS = {"zero1": "zero1_equivalence", "zero2": "zero2_equivalence", "fsdp": "fsdp_equivalence"}
+
+
+def _parts(runs, name: str):
+    """(every rank's result of one part of the correctness run, None) where it finished on every rank, even if a
+    later part broke the run; else (None, the error to show). An error in an earlier part (a collective it left
+    half done breaks every later one; an unwritten TODO, which raises before communicating, does not), or a crash
+    whose last frame is in another part's file, is that part's, marked so that the check sends the learner there."""
+    rs, err = every_rank(runs, "correctness", name)
+    if rs is not None:
+        return rs, None
+    if err and err.get("type") == "Crash":  # no results at all: where the process died says whose code it was
+        died_in = [other for other in PARTS if f"lab3_sharding/{other}.py" in err.get("message", "")]
+        return None, {**err, "earlier": died_in[0]} if died_in and died_in[0] != name else err
+    run = runs.get("correctness")
+    for earlier in list(PARTS)[:list(PARTS).index(name)]:  # a TODO raises before any collective: it breaks nothing
+        errs = [e for x in (run.results if run else []) if (e := x.get(f"{earlier}_error")) and not e.get("todo")]
+        if errs:
+            return None, {**min(errs, key=lambda e: e.get("t", 0)), "earlier": earlier}
+    return None, err
+
+
+def _part(runs, name: str):
+    rs, err = _parts(runs, name)
+    return (rs[0] if rs else None), err
+
+
+def _error(c: Check, err: dict, unit: str = "") -> CheckResult:
+    """error_result, or where an earlier part broke the run, that part's error under its own check's name."""
+    if not err.get("earlier"):
+        return error_result(c, err, unit=unit)
+    first = PARTS[err["earlier"]]
+    return CheckResult(c.name, False, unit=unit, cause="error",
+                       message=f"not graded: the run broke in {err['earlier']}'s code, which {first} grades "
+                               f"({err.get('type', 'Error')}: {err.get('message', '')[:300]}"
+                               + (f" at {err['where']}" if err.get("where") else "") + ")",
+                       hint=f"Fix what {first} reports first: the error is in that code, and this check's part of "
+                            "the run shares its process group (or its process). Then grade again.")
+
+
+# toy2's tensors (checker/labs/lab3_zero.toy2), each there for one clause of torch's optimizer contract
+TOY2 = {"a": "31 float64 elements in a padded bucket",
+        "b": "no gradient in step 3 on any rank: torch skips a parameter whose .grad is None (no momentum step, no "
+             "decay), DDP leaves it None",
+        "c": "handed over with add_param_group after construction: stepped from then on, by its owner"}
+
+
 def _equivalence(c: Check, runs, part_name: str, what: str) -> CheckResult:
-    r, err = part(runs, "correctness", part_name)
+    r, err = _part(runs, part_name)
     if err:
-        return error_result(c, err, unit="max abs diff")
+        return _error(c, err, unit="max abs diff")
+    if r.get("dtype_changed"):
+        return CheckResult(c.name, False, unit="max abs diff", hint=c.hint,
+                           message=f"building {what.split('(')[0]} changed the model's parameter dtypes "
+                                   f"({'; '.join(r['dtype_changed'])}): a buffer the parameters become views of must "
+                                   "have their dtype (a float64 or bfloat16 model silently turned float32)")
+    unwaited = sorted({op for res in runs["correctness"].results for op in
+                       (res.get(part_name) or {}).get("handles", {}).get("unwaited", [])})
+    if unwaited:
+        return CheckResult(c.name, False, unit="max abs diff", hint=c.hint,
+                           message=f"step() returned with collectives still in flight ({', '.join(unwaited)} "
+                                   "launched with async_op=True and never waited): the next forward may read weights "
+                                   "another rank's slice has not reached yet. Wait on every handle before returning")
     parts = ", ".join(f"{k} {v['max_diff']:.1e}" + ("" if v["in_sync"] else " (ranks differ)")
-                      for k, v in r["parts"].items())
+                      + (f" (worst: {v['worst']}, {TOY2[v['worst']]})" if k == "toy2" and v["max_diff"] > SGD_TOL
+                         else "") for k, v in r["parts"].items())
     ok = r["max_diff"] <= SGD_TOL and r["in_sync"] and r.get("kwargs", True)
     msg = f"{what} vs torch DDP + SGD, 4 steps, max weight difference: {parts}" + (
         "" if r["in_sync"] else "; ranks hold different weights after the step") + (
@@ -46,32 +107,37 @@ def zero2_equivalence(c: Check, runs) -> CheckResult:
 
 
 def zero2_memory(c: Check, runs) -> CheckResult:
-    results = runs["correctness"].results if not first_error(runs, "correctness") else []
-    if not results:
-        return error_result(c, first_error(runs, "correctness"), unit="x formula")
+    results, err = _parts(runs, "zero2")
+    if err:
+        return _error(c, err, unit="x formula")
     rows, worst = [], 1.0
-    for rank, res in enumerate(results):
-        if res.get("zero2_error"):
-            return error_result(c, res["zero2_error"], unit="x formula")
-        z = res["zero2"]
+    for rank, z in enumerate(results):
         n, psi = z["world_size"], z["psi"]
         m, g = z["moments"] / (8 * psi / n), z["grads"] / (4 * psi / n)
         worst = max(worst, m, g, key=lambda x: abs(x - 1))
         rows.append(f"rank {rank}: moments {z['moments']:,} B = {m:.4f} x 8Ψ/N, "
                     f"gradients {z['grads']:,} B = {g:.4f} x 4Ψ/N")
+    pads = results[0].get("padding", [])
+    if any(x >= n for x in pads):
+        return CheckResult(c.name, False, value=round(worst, 4), threshold=1 + SLICE_TOL, unit="x formula",
+                           hint="Round each bucket up to the least multiple of N, not the next one "
+                                "(labs/lab3_sharding/zero2.py) (checker hint lab3 zero2.FlatBucket)",
+                           message=f"flat buffers padded with {pads} zeros at N = {n}: at most N - 1 "
+                                                "each (the least multiple of N at least the bucket's size); a bucket "
+                                                "already a multiple of N needs none. " + "; ".join(rows))
     return CheckResult(c.name, abs(worst - 1) <= SLICE_TOL, value=round(worst, 4), threshold=1 + SLICE_TOL,
                        unit="x formula", hint=c.hint, message="; ".join(rows))
 
 
 def zero_comm_bytes(c: Check, runs) -> CheckResult:
-    r, err = part(runs, "correctness", "zero2")
+    r, err = _part(runs, "zero2")
     if err:
-        return error_result(c, err, unit="x DDP")
+        return _error(c, err, unit="x DDP")
     n, psi = r["world_size"], r["psi"]
     ddp = 2 * 4 * psi * (n - 1) / n
     ratio = r["sent"] / ddp
     ops = ", ".join(f"{op} {b:,.0f}" for op, b in r["sent_by_op"].items())
-    f, _ = part(runs, "correctness", "fsdp")
+    f, _ = _part(runs, "fsdp")
     fsdp = (f"; FSDP2 (forward + backward) {f['structure']['sent'] / ddp:.2f}x (3x for the blocks, 2x for the root, "
             "which stays gathered from forward to backward)") if f else ""
     return CheckResult(c.name, abs(ratio - 1) <= COMM_TOL, value=round(ratio, 4), threshold=1 + COMM_TOL, unit="x DDP",
@@ -80,11 +146,25 @@ def zero_comm_bytes(c: Check, runs) -> CheckResult:
 
 
 def fsdp_structure(c: Check, runs) -> CheckResult:
-    r, err = part(runs, "correctness", "fsdp")
+    r, err = _part(runs, "fsdp")
     if err:
-        return error_result(c, err, unit="B unsharded")
+        return _error(c, err, unit="B unsharded")
     s = r["structure"]
     limit = s["root_bytes"] + s["block_bytes"]
+    if s.get("mp_error"):
+        return error_result(c, {**s["mp_error"], "message": "apply_fsdp(model, mixed_precision=True): "
+                                                            + s["mp_error"].get("message", "")}, unit="B unsharded")
+    mp = dict(s.get("mp") or {})
+    raised = mp.pop("forward", None)
+    fp32 = [k for k, v in mp.items() if v != "bfloat16"]
+    if fp32 or raised or not mp:
+        return CheckResult(c.name, False, value=s["peak_unsharded"], threshold=limit, unit="B unsharded",
+                           hint="Every unit gets the precision options apply_fsdp was given: each fully_shard call "
+                                "takes the same keyword arguments (labs/lab3_sharding/fsdp.py) (checker hint lab3 "
+                                "fsdp.apply_fsdp)",
+                           message=f"apply_fsdp(model, mixed_precision=True), one forward: the weights inside each "
+                                   f"unit's forward were {mp}" + (f" (then the forward {raised})" if raised else "")
+                                   + f"; {', '.join(fp32) or 'no unit'} computed without the bfloat16 policy")
     ok = s["forward_all_gathers"] >= s["blocks"] + 1 and s["peak_unsharded"] <= limit
     return CheckResult(c.name, ok, value=s["peak_unsharded"], threshold=limit, unit="B unsharded", hint=c.hint,
                        message=f"one forward issued {s['forward_all_gathers']} all-gathers ({s['blocks']} blocks + the "
@@ -93,31 +173,50 @@ def fsdp_structure(c: Check, runs) -> CheckResult:
 
 
 def zero2_throughput(c: Check, runs) -> CheckResult:
-    _, err = part(runs, "correctness", "zero2")  # what blocked it: your Zero2Optimizer first, then FSDP2's windows
-    r, fsdp_err = part(runs, "correctness", "fsdp")
-    err = err or fsdp_err
+    zs, err = _parts(runs, "zero2")  # what blocked it: your Zero2Optimizer first, then FSDP2's windows
+    if err:
+        return _error(c, err, unit="x DDP")
+    for rank, z in enumerate(zs):  # overlap, read from the order of events: no clock, no luck
+        bw = z["handles"]["backward"]
+        if not bw["launched"] or bw["blocked"]:
+            why = (f"{len(bw['blocked'])} of the {len(bw['launched'])} collectives launched inside backward were "
+                   f"waited on (or synchronous) before backward returned ({', '.join(sorted(set(bw['blocked'])))}): "
+                   "backward stalls on each bucket instead of computing the next one while it travels. Start each "
+                   "with async_op=True, keep the handle, wait in step()" if bw["launched"] else
+                   "no collective was launched during backward: the gradients all travel after it, so none overlaps it")
+            return CheckResult(c.name, False, threshold=ZERO2_MIN, unit="x DDP", hint=c.hint,
+                               message=f"rank {rank}, one AdamW step: {why}")
+    r, err = _part(runs, "fsdp")
     if not err and "zero2" not in r["windows"]:
         err = {"type": "Error", "message": "Zero2Optimizer could not be built for the throughput windows"}
     if not err:
         rates, err = checked_rates(runs["correctness"], r["windows"])
     if err:
-        return error_result(c, err, unit="x DDP")
+        return _error(c, err, unit="x DDP")
     ratio, t = paired_ratio(rates, "zero2", "ddp"), medians(rates)
     return CheckResult(c.name, ratio >= ZERO2_MIN, value=round(ratio, 3), threshold=ZERO2_MIN,
                        unit="x DDP", hint=c.hint, message=f"Zero2Optimizer {t['zero2']:,.0f} vs DDP {t['ddp']:,.0f} "
-                                                         "tokens/s (2 ranks, median of interleaved windows)")
+                                                         "tokens/s (2 ranks, median of interleaved windows; every "
+                                                         "bucket's collective launched in backward, none waited there)")
 
 
 def zero1_memory(c: Check, runs) -> CheckResult:
-    results = runs["correctness"].results if not first_error(runs, "correctness") else []
-    if not results:
-        return error_result(c, first_error(runs, "correctness"), unit="x formula")
+    results, err = _parts(runs, "zero1")
+    if err:
+        return _error(c, err, unit="x formula")
     ratios = []
+    for row in results[0].get("partitions", []):
+        if not row["ok"]:
+            return CheckResult(c.name, False, value=max(row["loads"]) / max(row["greedy"]), threshold=1.0,
+                               unit="x greedy", hint="Deal the tensors largest first, each to the rank with the "
+                                                     "fewest elements so far (labs/lab3_sharding/zero1.py) (checker "
+                                                     "hint lab3 zero1.partition)",
+                               message=f"partition({row['sizes']}, {row['n']}) loads the ranks with {row['loads']} "
+                                       f"elements; dealt largest first, each to the least-loaded rank: "
+                                       f"{row['greedy']}. A large tensor dealt late lands on an already loaded rank")
     for res in results:
-        if res.get("zero1_error"):
-            return error_result(c, res["zero1_error"], unit="x formula")
-        formula = 8 * res["zero1"]["psi"] / res["zero1"]["world_size"]
-        ratios.append(res["zero1"]["state_bytes"] / formula)
+        formula = 8 * res["psi"] / res["world_size"]
+        ratios.append(res["state_bytes"] / formula)
     worst = max(ratios, key=lambda x: abs(x - 1))
     return CheckResult(c.name, abs(worst - 1) <= BYTES_TOL, value=round(worst, 4), threshold=1 + BYTES_TOL,
                        unit="x formula", hint=c.hint,
@@ -126,18 +225,18 @@ def zero1_memory(c: Check, runs) -> CheckResult:
 
 
 def fsdp_equivalence(c: Check, runs) -> CheckResult:
-    r, err = part(runs, "correctness", "fsdp")
+    r, err = _part(runs, "fsdp")
     if err:
-        return error_result(c, err, unit="max abs diff")
+        return _error(c, err, unit="max abs diff")
     return CheckResult(c.name, r["loss_diff"] <= FSDP_TOL, value=r["loss_diff"], threshold=FSDP_TOL,
                        unit="max abs diff", hint=c.hint, message=f"4 steps, losses FSDP2 vs DDP differ by at most "
                                                                  f"{r['loss_diff']:.1e}")
 
 
 def fsdp_memory(c: Check, runs) -> CheckResult:
-    r, err = part(runs, "correctness", "fsdp")
+    r, err = _part(runs, "fsdp")
     if err:
-        return error_result(c, err, unit="x formula")
+        return _error(c, err, unit="x formula")
     formula = 16 * r["psi"] / r["world_size"]
     ratio = r["checker_bytes"]["total"] / formula
     if abs(ratio - 1) > BYTES_TOL:
@@ -190,22 +289,68 @@ def deepspeed_stages(c: Check, runs) -> CheckResult:
                        message="losses equal stage 0; persistent weights+master+moments: " + "; ".join(notes))
 
 
+# What each piece of state lost on a resume does to the next steps (sharded_resume names the ones that differ)
+LOST = {"model": "the weights are not the saved ones", "optimizer": "AdamW's moments are not the saved ones",
+        "scheduler": "the LR schedule is not where it was (another learning rate from the first step on)",
+        "sampler": "the sampler is not where it was (epoch, cursor): the resumed run draws other batches than the "
+                   "saved run would have",
+        "RNG": "this rank's random streams are not the ones it saved (other dropout masks): each rank restores its "
+               "own RNG file"}
+
+
+def _lost(saved: list[dict], loaded: list[dict], rng: bool) -> list[str]:
+    """Pieces of state that differ between the save and the load, per rank where the RNG is compared (ranks that
+    existed at save time), else the state every rank shares."""
+    lost = []
+    for rank, (a, b) in enumerate(zip(saved, loaded)):
+        for k in a:
+            if (k != "RNG" or rng) and a.get(k) != b.get(k):
+                lost.append(f"{k} (rank {rank})" if k == "RNG" else k)
+    return list(dict.fromkeys(lost))
+
+
 def sharded_resume(c: Check, runs) -> CheckResult:
-    names = ("full", "resume_1", "resume_2", "resume_2_plain", "resume_ws1")
+    names = ("full", "resume_1", "resume_2", "resume_grow", "resume_ws1")
     err = first_error(runs, *names)
     if err:
         return error_result(c, err)
-    full, r1, r2, p2, w1 = (runs[n].result for n in names)
+    full, r1, r2, g4, w1 = (runs[n].result for n in names)
     if not runs["resume_1"].killed_on_cue:
         return CheckResult(c.name, False, hint=c.hint, message="the first half never reported its checkpoint saved")
     saved_at, held = last_complete([r1])
-    for name, r in (("2 ranks", r2), ("2 ranks, dropout off", p2), ("1 rank", w1)):
+    grown = f"{g4['world_size']} ranks, dropout off"
+    for name, r in (("2 ranks", r2), (grown, g4), ("1 rank", w1)):
         if r["start"] != saved_at:
             return CheckResult(c.name, False, hint=c.hint, value=r["start"], threshold=saved_at, unit="step",
                                message=f"{name}: load_sharded returned step {r['start']}; the last complete "
                                        f"checkpoint is step {saved_at}" + (
                                            f" (the one of step {saved_at + 2} was killed before its .metadata)"
                                            if held else ""))
+    saved = [x.get("saved_pieces") for x in runs["resume_1"].results]
+    if r1.get("complete_at") == saved_at and all(saved):
+        for name, run, rng in (("2 ranks", "resume_2", True), (grown, "resume_grow", False), ("1 rank", "resume_ws1",
+                                                                                            False)):
+            loaded = [x["loaded_pieces"] for x in runs[run].results]
+            lost = _lost(saved if rng else saved[:1] * len(loaded), loaded, rng)
+            if lost:
+                kept = [k for k in saved[0] if k not in {x.split(" ")[0] for x in lost} and (rng or k != "RNG")]
+                return CheckResult(c.name, False, hint=c.hint,
+                                   message=f"{name}: right after load_sharded, {', '.join(lost)} differ(s) from what "
+                                           f"was saved at step {saved_at} ({', '.join(kept) or 'nothing'} match): "
+                                           + "; ".join(LOST[x.split(" ")[0]] for x in lost))
+    keys = r2.get("optim_keys") or {}
+    if keys.get("unnamed"):
+        return CheckResult(c.name, False, hint=c.hint,
+                           message=f"the checkpoint keys the optimizer's moments by position, not by parameter name "
+                                   f"(e.g. {', '.join(keys['unnamed'])}): a loading side that builds its model or "
+                                   "groups in another order puts them on the wrong parameters. get_state_dict(model, "
+                                   "optimizer) keys them by fully qualified name")
+    inodes = w1.get("latest_inodes") or []
+    if len(inodes) == 2 and None not in inodes and inodes[0] == inodes[1]:
+        return CheckResult(c.name, False, hint=c.hint,
+                           message="two saves in a row rewrote latest in place (the same file): a kill between its "
+                                   "truncation and its write leaves latest empty, naming no checkpoint. Write it under "
+                                   "a temporary name and os.replace it (ckpt.atomic_write_text)")
     resumed = r1["losses"][:saved_at] + r2["losses"]
     if resumed != full["losses"] or r2["digest"] != full["digest"]:
         where = diverged_at(resumed, full["losses"])
@@ -213,22 +358,25 @@ def sharded_resume(c: Check, runs) -> CheckResult:
         why = (": the first step after the resume already differs, with dropout on (each rank's masks come from its "
                "own RNG state: was every rank's restored, its own?)" if first else "")
         return CheckResult(c.name, False, hint=c.hint, message=f"2 ranks, dropout on: resumed run {where}{why}")
-    diff = max(abs(float.fromhex(a) - float.fromhex(b)) for a, b in zip(w1["losses"], p2["losses"]))
+    diff = max((abs(float.fromhex(a) - float.fromhex(b)) for a, b in zip(w1["losses"], g4["losses"])), default=0.0)
+    if not w1["losses"] or len(w1["losses"]) != len(g4["losses"]):
+        return CheckResult(c.name, False, hint=c.hint, message=f"after resuming, 1 rank trained {len(w1['losses'])} "
+                                                               f"steps and {grown} {len(g4['losses'])}")
     return CheckResult(c.name, diff <= RESHARD_TOL, value=diff, threshold=RESHARD_TOL, unit="max loss diff",
                        hint=c.hint,
                        message=f"saved by 2 ranks at step {saved_at} (dropout on), " + (
                            f"killed inside step {saved_at + 2}'s save (shards in {r1.get('held_path', '?')}, no "
                            ".metadata)" if held else "killed after the next save (no DCP write for the checker to "
-                           "hold)") + f"; resumed by 2 ranks: bit-identical; dropout off, resumed by 1 rank vs 2: "
-                                      f"losses within {diff:.1e}")
+                           "hold)") + "; resumed by 2 ranks: bit-identical, each piece of state as saved; dropout off, "
+                                      f"resumed by 1 rank vs {g4['world_size']}: losses within {diff:.1e}")
 
 
 def throughput(c: Check, runs) -> CheckResult:
-    r, err = part(runs, "correctness", "fsdp")
+    r, err = _part(runs, "fsdp")
     if not err:
         rates, err = checked_rates(runs["correctness"], r["windows"])
     if err:
-        return error_result(c, err, unit="x DDP")
+        return _error(c, err, unit="x DDP")
     ratio, t = paired_ratio(rates, "fsdp", "ddp"), medians(rates)
     return CheckResult(c.name, ratio >= THROUGHPUT_MIN, value=round(ratio, 3), threshold=THROUGHPUT_MIN,
                        unit="x DDP", hint=c.hint, message=f"FSDP2 {t['fsdp']:,.0f} vs DDP {t['ddp']:,.0f} tokens/s "

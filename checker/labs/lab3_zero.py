@@ -4,7 +4,8 @@ Equivalence runs use plain SGD with momentum (a gradient twice too large doubles
 hide it) from seeded random weights, biases included (a term that is zero at initialisation hides
 nothing), with an LR schedule (the wrapper must pass the scheduler's LR on). Bytes are counted from the
 tensors each rank holds, each storage once: a slice that keeps its whole buffer alive counts as the buffer.
-Communication is counted by the checker's CommBytes (installed before learner code is imported).
+Communication is counted by the checker's CommBytes (installed before learner code is imported); which of its
+handles were waited on, and when, by _handles.HandleLog.
 """
 from __future__ import annotations
 
@@ -53,49 +54,88 @@ def toy():
     return torch.nn.Linear(31, 1, bias=False)
 
 
-def _toy_batches(env, steps):
+def _toy_batches(env, steps, width=31, dtype=None):
     import torch
     g = torch.Generator().manual_seed(100 + env.rank)
-    return [torch.randn(4, 31, generator=g).to(env.device) for _ in range(steps)]
+    return [torch.randn(4, width, generator=g, dtype=dtype).to(env.device) for _ in range(steps)]
 
 
-def _ddp_reference(model, env):
+def toy2():
+    """float64 tensors a (31), b (2), c (5): b shares a bucket with a and sits out UNUSED_AT (torch skips a parameter
+    with no gradient: no momentum step, no decay), c is added with add_param_group after construction (stepped from
+    then on, torch's contract) and, at N = 2, goes to the rank that owns only b. A flat buffer of another dtype than
+    its parameters changes their dtype."""
+    import torch
+
+    class Toy2(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            g = torch.Generator().manual_seed(6)
+            for name, n in (("a", 31), ("b", 2), ("c", 5)):
+                setattr(self, name, torch.nn.Parameter(torch.randn(n, generator=g, dtype=torch.float64)))
+
+        def forward(self, x, use_b=True):
+            y = x[:, :31] @ self.a + x[:, 33:] @ self.c
+            return y + x[:, 31:33] @ self.b if use_b else y
+    return Toy2()
+
+
+UNUSED_AT = 2  # toy2's b gets no gradient in this step, after two steps that built its momentum
+
+
+def _ddp_reference(model, env, find_unused=False):
     import torch
 
     from labs.common import dist as cdist
-    return torch.nn.parallel.DistributedDataParallel(model, device_ids=cdist.ddp_device_ids(env.device))
+    return torch.nn.parallel.DistributedDataParallel(model, device_ids=cdist.ddp_device_ids(env.device),
+                                                     find_unused_parameters=find_unused)
 
 
 def equivalence(make_opt, env, batches, steps=4, replicated_grads=False) -> dict:
-    """The learner's optimizer vs torch DDP + SGD on tiny (perturbed) and on the odd-sized toy, with a schedule."""
+    """The learner's optimizer vs torch DDP + SGD on tiny (perturbed), on the odd-sized toy and on toy2 (float64, a
+    parameter unused in one step, a group added after construction), with a schedule."""
     import torch
     import torch.distributed as dist
 
     out, diffs = {}, []
     for name, build, data in (("tiny", lambda: perturb(tiny_model(0), 1).to(env.device), batches),
-                              ("toy", lambda: toy().to(env.device), _toy_batches(env, steps))):
+                              ("toy", lambda: toy().to(env.device), _toy_batches(env, steps)),
+                              ("toy2", lambda: toy2().to(env.device), _toy_batches(env, steps, 38, torch.float64))):
         model = build()
         ref = copy.deepcopy(model)
-        ddp = _ddp_reference(ref, env)
-        mine = _ddp_reference(model, env) if replicated_grads else model  # ZeRO-1 steps averaged gradients
-        opt = make_opt(groups(model) if name == "tiny" else list(model.parameters()))
+        dtypes = {n: p.dtype for n, p in model.named_parameters()}
+        ddp = _ddp_reference(ref, env, find_unused=name == "toy2")
+        mine = _ddp_reference(model, env, name == "toy2") if replicated_grads else model  # ZeRO-1: averaged grads
+        late = [model.c] if name == "toy2" else []  # handed over after construction, with add_param_group
+        early = [p for p in model.parameters() if all(p is not q for q in late)]
+        opt = make_opt(groups(model) if name == "tiny" else early)
         ref_opt = torch.optim.SGD(groups(ref) if name == "tiny" else list(ref.parameters()), **SGD)
+        if late:
+            opt.add_param_group({"params": late})
+        changed = [f"{n} {dtypes[n]} -> {p.dtype}" for n, p in model.named_parameters() if p.dtype != dtypes[n]]
+        if changed:  # the model's own tensors changed type: no step can match torch's
+            out[name] = {"max_diff": 0.0, "in_sync": True, "dtype_changed": changed}
+            continue
         lam = lambda s: 1.0 / (1 + s)  # noqa: E731  a changing LR: the scheduler edits the outer param_groups
         scheds = [torch.optim.lr_scheduler.LambdaLR(o, lam) for o in (opt, ref_opt)]
-        for batch in data[:steps]:
+        for i, batch in enumerate(data[:steps]):
             for m, o in ((mine, opt), (ddp, ref_opt)):
                 o.zero_grad(set_to_none=True)
-                loss = m(*batch)[1] if name == "tiny" else m(batch).square().mean()
+                if name == "tiny":
+                    loss = m(*batch)[1]
+                else:
+                    loss = (m(batch, use_b=i != UNUSED_AT) if name == "toy2" else m(batch)).square().mean()
                 loss.backward()
                 o.step()
             for s in scheds:
                 s.step()
-            diffs.append(max((p - q).abs().max().item() for p, q in zip(model.parameters(), ref.parameters())))
+            per = {n: (p - q).abs().max().item() for (n, p), q in zip(model.named_parameters(), ref.parameters())}
+            diffs.append(max(per.values()))
         digests = [None] * env.world_size
         dist.all_gather_object(digests, digest(model.named_parameters()))
-        out[name] = {"max_diff": max(diffs[-steps:]), "in_sync": len(set(digests)) == 1}
+        out[name] = {"max_diff": max(diffs[-steps:]), "in_sync": len(set(digests)) == 1, "worst": max(per, key=per.get)}
     return {"max_diff": max(v["max_diff"] for v in out.values()), "in_sync": all(v["in_sync"] for v in out.values()),
-            "parts": out}
+            "dtype_changed": [f"{k}: {c}" for k, v in out.items() for c in v.get("dtype_changed", [])], "parts": out}
 
 
 def kwargs_reach(make_opt, env) -> bool:
@@ -114,6 +154,27 @@ def kwargs_reach(make_opt, env) -> bool:
     return getattr(opt.optim, "seen", None) == {"probe": 7}
 
 
+# (sizes, N) where dealing in the given order, not largest first, leaves one rank heavier: the largest tensor last
+PARTITIONS = (([1, 1, 1, 3], 2), ([2, 7, 3, 2, 4, 9, 12], 3), ([5, 1, 4, 2, 3, 2, 8, 16], 2))
+
+
+def partitions(seam) -> list[dict]:
+    """partition() on sizes dealt in an unhelpful order: the heaviest rank's elements vs the largest-first greedy's
+    (the contract: largest first, each to the least-loaded rank, ties to the lowest)."""
+    rows = []
+    for sizes, n in PARTITIONS:
+        want = [0] * n
+        for s in sorted(sizes, reverse=True):
+            want[want.index(min(want))] += s
+        owners = list(seam.partition(list(sizes), n))
+        got = [0] * n
+        for s, r in zip(sizes, owners):
+            got[r] += s
+        rows.append({"sizes": list(sizes), "n": n, "loads": got, "greedy": want,
+                     "ok": len(owners) == len(sizes) and max(got) <= max(want)})
+    return rows
+
+
 def zero1(seam, env, batches) -> dict:
     import torch
 
@@ -129,14 +190,26 @@ def zero1(seam, env, batches) -> dict:
         model(x, y)[1].backward()
         opt.step()
     out.update(state_bytes=storage_bytes(v for s in opt.optim.state.values() for v in s.values() if torch.is_tensor(v)),
-               psi=sum(p.numel() for p in model.parameters()), world_size=env.world_size)
+               psi=sum(p.numel() for p in model.parameters()), world_size=env.world_size, partitions=partitions(seam))
     return out
 
 
+def padding(model, world_size: int) -> list[int]:
+    """Zeros of padding behind each flat buffer the model's parameters are views of: the buffer's elements minus its
+    parameters' (at most N - 1 each, the contract)."""
+    held = {}
+    for p in model.parameters():
+        s = p.untyped_storage()
+        n, used = held.get(s.data_ptr(), (s.nbytes() // p.element_size(), 0))
+        held[s.data_ptr()] = (n, used + p.numel())
+    return [n - used for n, used in held.values()]
+
+
 def zero2(seam, env, batches, comm) -> dict:
-    """Equivalence (SGD), then AdamW: bytes held after a step, bytes sent in one step."""
+    """Equivalence (SGD), then AdamW: bytes held after a step, bytes sent in one step, when its handles were waited."""
     import torch
 
+    from checker.labs._handles import HandleLog
     from labs.common.optim import ADAMW
     from labs.instruments.comm_bytes import sent
 
@@ -147,13 +220,20 @@ def zero2(seam, env, batches, comm) -> dict:
     model = tiny_model(0).to(env.device)
     psi = sum(p.numel() for p in model.parameters())
     opt = seam.Zero2Optimizer(groups(model), torch.optim.AdamW, bucket_cap_mb=BUCKET_MB, lr=3e-3, **ADAMW)
-    steps = []
-    for x, y in batches[:2]:  # the second step is the one counted: nothing left over from construction
-        comm.start()
-        opt.zero_grad(set_to_none=True)
-        model(x, y)[1].backward()
-        opt.step()
-        steps.append(comm.stop())
+    steps, log = [], HandleLog(comm)
+    try:
+        for x, y in batches[:2]:  # the second step is the one counted: nothing left over from construction
+            comm.start()
+            opt.zero_grad(set_to_none=True)
+            loss = model(x, y)[1]
+            log.mark("backward")
+            loss.backward()
+            log.mark("step")
+            opt.step()
+            log.mark("end")
+            steps.append(comm.stop())
+    finally:
+        log.close()
     inner = opt.optim
     moments = storage_bytes(v for s in inner.state.values() for v in s.values() if torch.is_tensor(v))
     grads = storage_bytes([p.grad for p in model.parameters()]
@@ -163,5 +243,6 @@ def zero2(seam, env, batches, comm) -> dict:
     for op, _, b in last:
         ops[op] = ops.get(op, 0) + b
     out.update(psi=psi, world_size=env.world_size, moments=moments, grads=grads, sent=sent(last),
-               sent_by_op=ops, calls=len(last))
+               sent_by_op=ops, calls=len(last), handles=log.phases("backward", "step", "end"),
+               padding=padding(model, env.world_size))
     return out

@@ -61,6 +61,7 @@ class CommBytes:
         self._dist, self._orig, self._params, self._local = dist, {}, {}, threading.local()
         self._c10d, self._c10d_orig = c10d, {}
         self.records: list | None = None
+        self.observer = None  # observer(op, what it returned) after each outermost call: a checker's handle log
         for name in [*OPS, *LISTS]:
             orig = getattr(dist, name, None)
             if orig is not None:
@@ -79,9 +80,12 @@ class CommBytes:
                 self.records.append(self._count(name, args, kwargs))
             self._local.depth = depth + 1
             try:
-                return orig(*args, **kwargs)
+                result = orig(*args, **kwargs)
             finally:
                 self._local.depth = depth
+            if self.observer is not None and depth == 0:
+                self.observer(name, result)
+            return result
         counted.__wrapped__ = orig
         return counted
 
