@@ -127,18 +127,18 @@ def saved_bytes(c: Case, device="cpu") -> int:
 
 
 def main(argv=None) -> int:
-    import torch
-
+    from labs.common.dist import DEVICE_CHOICES, pick_device
     from labs.instruments.memory_history import save
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("kind", choices=KINDS)
     p.add_argument("--out", default="runs/lab4/memory", help="folder for KIND.pickle")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="auto: a GPU where torch sees one")
     a = p.parse_args(argv)
     c = case(a.kind)
-    path = save(train(c, a.device), Path(a.out) / f"{a.kind}.pickle")
-    print(f"{a.kind}: {c.steps} steps of batch {c.batch} x {c.seq} on {a.device}; snapshot in {path}\n"
+    device, _ = pick_device(a.device)
+    path = save(train(c, str(device)), Path(a.out) / f"{a.kind}.pickle")
+    print(f"{a.kind}: {c.steps} steps of batch {c.batch} x {c.seq} on {device}; snapshot in {path}\n"
           f"open it in https://pytorch.org/memory_viz, or: python -m labs.lab4_debugging.forensics --memory {path}")
     return 0
 
