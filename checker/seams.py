@@ -153,6 +153,8 @@ SEAMS: dict[str, Seam] = {
                          "from the previous calls' amax history, then amax(x) recorded; .scale, .amax_history",
         "Fp8Linear": "Fp8Linear(weight, history=16, margin=0): y = x w^T with x, w cast e4m3 and the gradient e5m2, "
                      "each through its own DelayedScaler; the fp32 weight is the parameter",
+        "predict_speedup": "predict_speedup(profile, option='fused_adamw'|'bf16'|'batch2') -> float; the step's "
+                           "tokens/s with the option over the baseline's, from the measured profile alone",
     }),
     "lab8": Seam("lab8", "lab8_multinode", "Multi-node: rendezvous, HSDP, elastic restart, async checkpoints", {
         "torchrun_args": "torchrun_args(nnodes, nproc_per_node, node_rank, endpoint, run_id, max_restarts, local_addr) "

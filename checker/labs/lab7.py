@@ -22,6 +22,7 @@ import time
 
 from checker import seams
 from checker.labs._common import Check, StorageTracker, digest, grad_norm, probe
+from checker.labs.lab7_fast import task_fast_measure, task_fast_predict
 
 LAB = "lab7"
 WORLD_SIZE = 1
@@ -105,6 +106,13 @@ CHECKS = [
           "own delayed scaler) to 1e-6 relative",
           f"{WHERE}/fp8.py _Fp8Matmul.backward: gradients span more binades than they need digits: e5m2, through "
           "their own scaler; both products use the operands as fp8 holds them (dequantised), not the fp32 ones."),
+    Check("fast_path", "predict_speedup(profile, option) for fused AdamW, bf16 autocast and twice the micro-batch, "
+          "from the checker's profile of a launch-bound and a compute-bound step, against each option measured "
+          "(CPU time, interleaved): where the measurement is clear (>= 1.25x or <= 1.02x) the verdict agrees "
+          "(pays: >= 1.10x), and every prediction is within 2x of the measurement",
+          f"{WHERE}/fast.py predict_speedup: an option changes some parts of the step and leaves the others as they "
+          "were; the profile measured each part alone, so the step's new time follows from which parts the option "
+          "touches and what they become (checker hint lab7 fast.predict_speedup)"),
 ]
 
 
@@ -525,9 +533,11 @@ def task_fp8(ctx, target, fp8=FP8, seed=SEED):
     return out
 
 
-TASKS = {"probe": task_probe, "memory": task_memory, "amp": task_amp, "timing": task_timing, "fp8": task_fp8}
+TASKS = {"probe": task_probe, "memory": task_memory, "amp": task_amp, "timing": task_timing, "fp8": task_fp8,
+         "fast_measure": task_fast_measure, "fast_predict": task_fast_predict}
 
 # ---------------------------------------------------------------- checker side
 RUNS = {"activation_estimate": {"memory"}, "checkpoint_memory": {"memory"}, "checkpoint_equivalence": {"memory"},
         "amp_memory": {"memory"}, "memory_plan": {"memory"}, "amp_equivalence": {"amp"}, "loss_scaling": {"amp"},
-        "recompute_cost": {"timing"}, "fp8_cast": {"fp8"}, "fp8_delayed_scaling": {"fp8"}, "fp8_linear": {"fp8"}}
+        "recompute_cost": {"timing"}, "fp8_cast": {"fp8"}, "fp8_delayed_scaling": {"fp8"}, "fp8_linear": {"fp8"},
+        "fast_path": {"fast_measure", "fast_predict"}}  # two runs in turn (lab7_fast.grade_runs)

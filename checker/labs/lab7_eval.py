@@ -1,6 +1,7 @@
 """Lab 7: from the runs' measurements to pass/fail. Thresholds and the checker's own byte formulas are here."""
 from __future__ import annotations
 
+from checker.labs import lab7_fast
 from checker.labs._common import Check, error_result, first_error, run_info
 from checker.labs.lab7 import FP8, GROWTH_INTERVAL, OVERFLOW_AT, PLAN, RUNS, SEED, SHAPES
 from checker.report import CheckResult
@@ -439,7 +440,7 @@ def fp8_linear(c: Check, runs) -> CheckResult:
 
 EVALUATORS = {f.__name__: f for f in (activation_estimate, checkpoint_memory, checkpoint_equivalence, recompute_cost,
                                       amp_equivalence, amp_memory, loss_scaling, memory_plan, fp8_cast,
-                                      fp8_delayed_scaling, fp8_linear)}
+                                      fp8_delayed_scaling, fp8_linear, lab7_fast.fast_path)}
 
 
 def info(runs) -> list[tuple[str, str]]:
@@ -447,7 +448,7 @@ def info(runs) -> list[tuple[str, str]]:
              "expandable_segments are not graded; labs/lab7_memory/README.md, 'On a GPU', shows how to measure them"),
             ("FP8 on tensor cores: NOT RUN", "fp8 is graded here as a numerical emulation (torch's float8 dtypes on "
              "the CPU); fp8 matmul speed needs an H100/H200 (make gpu-check)")]
-    return rows + run_info(runs)
+    return rows + lab7_fast.info(runs) + run_info(runs)
 
 
 def grade(h, checks):
@@ -461,4 +462,6 @@ def grade(h, checks):
          dict(name="fp8", task="fp8", args=dict(seed=SEED + v), budget_s=60)],
         [dict(name="timing", task="timing", args={}, budget_s=60)],
     ], need)
+    if "fast_measure" in need:  # alone, after the rest: it times things
+        runs.update(lab7_fast.grade_runs(h, v))
     return [EVALUATORS[c.name](c, runs) for c in checks], info(runs)

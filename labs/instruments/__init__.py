@@ -11,4 +11,5 @@ stage_probe       pipeline/tensor-parallel instruments: a stage of known cost, a
 schedule_timeline a pipeline schedule read from timestamps: bubble fraction, live activations, the picture
 proctree          a launched run's process tree, from /proc: find, sample and end every process in it
 memory_history    every allocation and free with its Python stack, as torch's memory snapshot (GPU: torch's own)
+fast_path         a step's parts timed alone (optimizer, matmuls fp32/bf16, half batch), and each switch measured
 """

@@ -2,6 +2,7 @@
 here; their contracts are in each docstring and in this lab's README."""
 from .activations import activation_bytes, activation_terms
 from .amp import autocast, train_step
+from .fast import predict_speedup
 from .fp8 import DelayedScaler, Fp8Linear, to_fp8
 from .loss_scale import LossScaler
 from .measure import saved_bytes
@@ -9,4 +10,5 @@ from .planner import plan_memory, step_bytes
 from .recompute import apply_recompute
 
 __all__ = ["activation_bytes", "activation_terms", "apply_recompute", "autocast", "train_step", "LossScaler",
-           "plan_memory", "step_bytes", "saved_bytes", "to_fp8", "DelayedScaler", "Fp8Linear"]
+           "plan_memory", "step_bytes", "saved_bytes", "to_fp8", "DelayedScaler", "Fp8Linear",
+           "predict_speedup"]

@@ -156,4 +156,27 @@ MUTANTS = [
     Mutant("growth_one_step_late", "loss_scale.py", "if self._clean_steps == self.growth_interval:",
            "if self._clean_steps > self.growth_interval:", "loss_scaling",
            "the scale doubles after growth_interval + 1 clean steps, not growth_interval", blind=True),
+    # the fast path: predictions that get one part of the reasoning wrong
+    Mutant("fast_part_speedup_as_step", "fast.py",
+           '        return s / (s - profile["optimizer_s"] + profile["fused_optimizer_s"])\n',
+           '        return profile["optimizer_s"] / profile["fused_optimizer_s"]\n',
+           "fast_path", "fused AdamW's own speedup taken for the step's (no Amdahl): 3-5x where the optimizer is "
+           "a few per cent of the step"),
+    Mutant("fast_bf16_by_ceiling", "fast.py",
+           '        return s / (s - profile["matmul_s"] + profile["matmul_bf16_s"])\n',
+           '        return profile["matmul_s"] / profile["matmul_bf16_s"]\n',
+           "fast_path", "bf16's gain taken as the matmuls' alone, as if the step were nothing but matmuls"),
+    Mutant("fast_batch_always_doubles", "fast.py",
+           '        fixed = min(max(2 * profile["half_step_s"] - s, 0.0), s)\n',
+           '        fixed = s\n',
+           "fast_path", "twice the micro-batch assumed free (the whole step a fixed cost): 2x where matmuls dominate"),
+    Mutant("fast_batch_never_pays", "fast.py",
+           '        fixed = min(max(2 * profile["half_step_s"] - s, 0.0), s)\n',
+           '        fixed = 0.0\n',
+           "fast_path", "the step assumed to scale with its tokens (no fixed part): a launch-bound step's gain missed"),
+    Mutant("fast_step_time_not_per_token", "fast.py",
+           '        return 2 * s / (fixed + 2 * (s - fixed))\n',
+           '        return s / (fixed + 2 * (s - fixed))\n',
+           "fast_path", "batch2 compared by step time, not tokens/s: a step twice as long for twice the tokens is "
+           "no loss"),
 ]

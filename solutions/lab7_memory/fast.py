@@ -1,0 +1,68 @@
+"""Make it fast: predict which optimisations pay on this device, then measure them.
+
+    python -m solutions.lab7_memory.fast      # this machine's profile at two shapes, each option predicted and measured
+
+An optimisation is worth switching on where it makes the whole step faster, and that depends on the device and
+the shape: the same switch can double tokens/s at one shape and halve it at another. Before switching, measure the
+step's parts alone on the device (the profile), reason about which parts each option changes and which it leaves
+as they were, and predict; then measure the option itself. The options:
+  fused_adamw   AdamW(fused=True): the optimizer's update as one kernel instead of a loop of small ops per tensor
+  bf16          forward and the loss under bf16 autocast (the parameters, gradients and moments stay fp32)
+  batch2        twice the micro-batch (compared per token: tokens/s, not step time)
+The profile (labs/instruments/fast_path.py) measures each part alone on this device; torch.compile is not in the
+list: its first step compiles for tens of seconds on a CPU (measured 36-92 s here), longer than this lab's grade.
+"""
+from __future__ import annotations
+
+OPTIONS = ("fused_adamw", "bf16", "batch2")
+PAYS = 1.10  # a predicted speedup at least this large says "switch it on": below it, noise and risk outweigh the gain
+
+
+def predict_speedup(profile: dict, option: str) -> float:
+    """The tokens/s of the training step with `option` over the baseline's, predicted from `profile` alone (its keys:
+    labs/instruments/fast_path.py's docstring): >= PAYS means it pays on this device at this shape, < 1 that it
+    slows the step. Raises ValueError for an option not in OPTIONS."""
+    # BEGIN SOLUTION Your number, from the profile's measurements alone (time nothing yourself), is graded against
+    #                the option measured on the same machine: where the checker measures a clear gain (>= 1.25x) it must
+    #                be >= PAYS, where it measures none (<= 1.02x) below PAYS, and everywhere within a factor of 2 of
+    #                the measurement, at both shapes and hidden ones. Derive it: which parts of the step does the option
+    #                change, to what (the profile measured each alone), and what does it leave as it was? For batch2:
+    #                what does a step cost whatever its size, and what does each token cost?
+    # HINT 1         Which part of the step does each option change, and which parts does it leave alone? A part
+    #                that takes 2% of the step cannot give more than 2%, however much faster it gets.
+    # HINT 2         fused_adamw replaces optimizer_s by fused_optimizer_s, bf16 replaces matmul_s by matmul_bf16_s;
+    #                for batch2, write t(b) and t(b/2) as a fixed part plus a part proportional to tokens, and solve.
+    # HINT 3         s = profile["step_s"]; fused: s / (s - optimizer_s + fused_optimizer_s); bf16: s / (s - matmul_s
+    #                + matmul_bf16_s); batch2: fixed = 2 * half_step_s - s (kept within [0, s]: two noisy timings),
+    #                per = s - fixed, 2 * s / (fixed + 2 * per).
+    s = profile["step_s"]
+    if option == "fused_adamw":
+        return s / (s - profile["optimizer_s"] + profile["fused_optimizer_s"])
+    if option == "bf16":
+        return s / (s - profile["matmul_s"] + profile["matmul_bf16_s"])
+    if option == "batch2":
+        # Two noisy timings: at a launch-bound shape t(b/2) ~ t(b), and noise can put the fixed part above the whole
+        # step (no tokens could then cost less than none: at most 2x), or below zero at a compute-bound one
+        fixed = min(max(2 * profile["half_step_s"] - s, 0.0), s)
+        return 2 * s / (fixed + 2 * (s - fixed))
+    # END SOLUTION
+    raise ValueError(f"unknown option {option!r}: one of {OPTIONS}")
+
+
+def main():
+    import torch
+
+    from labs.instruments import fast_path
+
+    torch.set_num_threads(1)
+    for name, shape in fast_path.SHAPES.items():
+        profile, measured = fast_path.profile(shape), fast_path.measure(shape)
+        print(f"{name} {tuple(shape)}: step {profile['step_s'] * 1e3:.1f} ms CPU")
+        for option in OPTIONS:
+            p = predict_speedup(profile, option)
+            print(f"   {option:12s} predicted {p:.2f}x ({'pays' if p >= PAYS else 'does not pay'}), "
+                  f"measured {measured[option]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
