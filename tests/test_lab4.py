@@ -175,6 +175,16 @@ def _same(n):
     return [_entry(s) for s in range(1, n + 1)]
 
 
+def _p2p(after, op, k):
+    """A send or recv as NCCL records it: the collective_seq_id of the collective before it, its own p2p_seq_id."""
+    return {**_entry(after, op), "is_p2p": True, "p2p_seq_id": k}
+
+
+def _with_send(n, op):
+    """Ranks 0 and 1 of the desync job: a send (recv) after collective 2."""
+    return _same(2) + [_p2p(2, op, 1)] + [_entry(s) for s in range(3, n + 1)]
+
+
 @pytest.mark.parametrize("case,want", [
     # rank 2 broadcasts where the others all-reduce: an op mismatch at 4, whoever timed out first
     ([_same(3) + [_entry(4, t=5)], _same(3) + [_entry(4, t=1)], _same(3) + [_entry(4, "broadcast", t=9)]],
@@ -186,6 +196,9 @@ def _same(n):
     ([_same(5), _same(4), _same(5)], {"rank": 1, "seq": 5, "kind": "missing"}),
     # the ring buffer dropped different early entries on each rank: compare from what every rank still holds
     ([_same(6)[2:], _same(6)[1:5] + [_entry(6, "all_gather")], _same(6)], {"rank": 1, "seq": 6, "kind": "op"}),
+    # a send between ranks 0 and 1 is no collective: rank 2 has no counterpart, and the first disagreement is at 4
+    ([_with_send(4, "send 0->1"), _with_send(4, "recv 1<-0"), _same(3) + [_entry(4, dtype="Int")]],
+     {"rank": 2, "seq": 4, "kind": "dtype"}),
     ([_same(4), _same(4), _same(4)], {"rank": None, "seq": None, "kind": None}),
 ])
 def test_find_desync_names_the_odd_rank_at_the_first_disagreement(tmp_path, case, want):
@@ -202,6 +215,19 @@ def test_desync_cases_move_the_fault_and_keep_the_size_case_off_the_broadcasting
     assert all(c.rank != 0 for row in cases for c in row if c.kind == "size")  # rank 0 sends the broadcast
     assert all(c.step % 2 == 0 for row in cases for c in row if c.kind == "order")  # a step with an all_gather
     assert all(2 <= c.step < c.steps for row in cases for c in row)
+    # behind's ring is smaller than the collectives before its fault (4 broadcasts, then 5 or 6 a step): it has
+    # wrapped, and no position in a dump is the fault's sequence number
+    assert all(c.buffer < 4 + 5 * (c.step - 1) for row in cases for c in row if c.kind == "behind")
+
+
+def test_desync_ring_keeps_the_last_entries_of_both_kinds_numbered_as_nccl_does():
+    desync = lab4.course_module("desync")
+    collectives = [{**_entry(s), "record_id": s - 1} for s in range(3, 7)]  # the recorder dropped 1 and 2
+    sent = [{**_p2p(2, "send 0->1", 1), "record_id": 2}, {**_p2p(5, "send 0->1", 2), "record_id": 6}]
+    kept = desync.ring(collectives, sent, 5)
+    assert [(e["collective_seq_id"], e["is_p2p"]) for e in kept] == [(3, False), (4, False), (5, False), (5, True),
+                                                                      (6, False)]
+    assert [e["record_id"] for e in kept] == [3, 4, 5, 6, 7]  # every entry counted, sends included
 
 
 class _Runs(dict):

@@ -89,7 +89,8 @@ for _n in INCIDENTS:
 # (desync.py), run by the checker at the grade's variant: which rank diverges, at which step, is hidden.
 CHECKS.append(Check(
     "desync_found", "forensics.find_desync on the flight-recorder dumps of 5 faulty 3-rank jobs the checker ran "
-    "(hidden rank and step): the rank that diverged, the collective sequence number, the kind of mismatch",
+    "(hidden rank and step; point-to-point entries in every dump, one case's ring wrapped): the rank that "
+    "diverged, the collective sequence number, the kind of mismatch",
     f"{WHERE}/forensics.py find_desync(): lay the ranks' entries side by side by collective_seq_id; at the first "
     "disagreement, which rank is the odd one out (not the first to time out, not the one with fewest entries)? "
     "Try it on `python -m labs.lab4_debugging.desync KIND`'s dumps (checker hint lab4 forensics.find_desync)"))
@@ -281,7 +282,6 @@ def task_desync(ctx, target, case, out):
     """The course's faulty job (desync.py, never the graded tree's) on every rank, its flight recorder dumped into
     `out`; the faulty rank also returns where it diverged (the answer key). No learner code is imported here."""
     desync = course_module("desync")
-    os.environ["TORCH_FR_BUFFER_SIZE"] = str(desync.BUFFER)  # read when the process group is created
     res = desync.train(desync.Case(**case), Path(out))
     import labs.common.dist as cdist
     cdist.teardown(timeout_s=5)

@@ -4,6 +4,11 @@ desync_found: the course's faulty job (solutions/lab4_debugging/desync.py) ran o
 flight recorder on, at the grade's variant (the faulty rank and step hidden). The rank that injected the fault
 reported where the ranks first disagree, as the recorder numbers it (its next collective_seq_id when it went
 wrong): that is the key. The learner's find_desync sees only the dump files, never the key or the job's log.
+Two features of the dumps catch analysers that work on easy dumps only. Every case has a send from rank 0 to rank 1
+after each step's collectives, in the dumps as NCCL records it (is_p2p, the collective_seq_id of the collective
+before it): kept in, a send stands for the collective before it on ranks 0 and 1 only, and the previous step's send
+comes before every fault (a fault's step is 2 or later). The behind case's ring holds desync.WRAPPED = 8 entries and
+has wrapped: an entry's position in a dump (at most 8) is never the fault's sequence number (at least 10).
 
 slow_rank_found: the course's link probe (linkprobe.py) ran with one rank's link slowed to a rate the checker chose
 (hidden: rank and rate); the learner's slow_rank sees only the ranks' profiler traces. The rank must be right and

@@ -4,7 +4,9 @@
 
 Not an exercise: this is the evidence you analyse in forensics.py. Three ranks train a small MLP by hand (the
 gradient all-reduces DDP would issue, a loss and a token count all-reduced for the log, a batch broadcast from
-rank 0, an all_gather of step times every other step). A case injects one fault on one rank at one step:
+rank 0, an all_gather of step times every other step) and rank 0 sends rank 1 its step time each step (a
+point-to-point heartbeat, as a pipeline stage hands its activations to the next: two ranks only). A case injects
+one fault on one rank at one step:
 
   extra    that rank calls a collective the others don't (a debug broadcast behind `if rank == ...`)
   order    that rank all_gathers its step time before all-reducing the loss; the others after
@@ -14,7 +16,11 @@ rank 0, an all_gather of step times every other step). A case injects one fault 
 
 Every rank keeps its last collectives in the flight recorder (TORCH_FR_BUFFER_SIZE entries) and writes them,
 in the format torch's `fr_trace` reads, to DIR/rank<R> when the job ends: on a collective's timeout, on
-SIGTERM from the launcher, or at a normal end. Run it:
+SIGTERM from the launcher, or at a normal end. The `behind` case keeps only WRAPPED entries, as a long job's
+2,000 would: the ring has wrapped, and each rank's dump starts at another sequence number. Gloo's recorder
+(2.13, measured) leaves sends and recvs out; NCCL's records each with is_p2p set, its own p2p_seq_id and the
+collective_seq_id of the last collective before it, so the job writes its sends and recvs into its dump as
+NCCL's would, sharing the ring with the collectives. Run it:
 
     python -m labs.lab4_debugging.desync extra                  # -> runs/lab4/dumps/extra/rank0..2
     python -m torch.distributed.flight_recorder.fr_trace runs/lab4/dumps/extra --prefix rank -j
@@ -43,7 +49,11 @@ KINDS = ("extra", "order", "size", "dtype", "behind")
 MISMATCH = {"extra": "op", "order": "op", "size": "size", "dtype": "dtype", "behind": "missing"}
 WORLD = 3            # with three ranks the one that diverged is the odd one out; with two, either could be
 TIMEOUT_S = 3.0      # process-group timeout: a hang becomes an error (and a dump) after this long
-BUFFER = 2000        # flight-recorder entries kept per rank (the job issues ~6 per step)
+BUFFER = 2000        # flight-recorder entries kept per rank (the job issues ~7 per step: ~60 in all)
+# The behind case's ring: the earliest fault (step 2) comes after 4 + 5 = 9 collectives (the first broadcasts,
+# step 1's five), so every rank's ring has wrapped by then, and no entry's position in a dump (at most 8) is the
+# sequence number of the fault (at least 10).
+WRAPPED = 8
 
 
 @dataclass
@@ -53,6 +63,7 @@ class Case:
     step: int        # at this step
     steps: int = 8
     timeout_s: float = TIMEOUT_S  # the checker stretches it on a loaded machine (CHECKER_BUDGET_SCALE)
+    buffer: int = BUFFER          # TORCH_FR_BUFFER_SIZE: the recorder's ring, in entries
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -65,19 +76,25 @@ def case(kind: str, variant: int = 0) -> Case:
     v = variant + KINDS.index(kind)  # the kinds of one variant do not all pick the same rank
     rank = 1 + v % (WORLD - 1) if kind == "size" else v % WORLD
     step = 2 + (variant * 3 + KINDS.index(kind)) % 5
-    return Case(kind, rank, step + step % 2 if kind == "order" else step)  # order: a step with an all_gather
+    return Case(kind, rank, step + step % 2 if kind == "order" else step,  # order: a step with an all_gather
+                buffer=WRAPPED if kind == "behind" else BUFFER)
 
 
-def _recorder_env() -> None:
-    os.environ.setdefault("TORCH_FR_BUFFER_SIZE", str(BUFFER))  # read when the process group is created
+def _recorded() -> list[dict]:
+    """The recorder's entries on this rank, oldest first."""
+    import torch
+
+    return pickle.loads(torch._C._distributed_c10d._dump_fr_trace())["entries"]
 
 
-def dump(out: Path, rank: int) -> Path:
-    """This rank's flight recorder, pickled as torch writes it (what fr_trace reads), written atomically."""
+def dump(out: Path, rank: int, p2p: list[dict], buffer: int) -> Path:
+    """This rank's flight recorder, pickled as torch writes it (what fr_trace reads), written atomically; its
+    sends and recvs (`p2p`, logged by send_recv) in the ring as NCCL keeps them."""
     import torch
 
     out.mkdir(parents=True, exist_ok=True)
     trace = pickle.loads(torch._C._distributed_c10d._dump_fr_trace())
+    trace["entries"] = ring(trace["entries"], p2p, buffer)
     # gloo's dump names the default group "" in pg_config but "0" in every entry's process_group; fr_trace (2.13)
     # looks groups up by the entries' name and stops with KeyError: ('0', 0). Named as the entries name it:
     groups = {e["process_group"] for e in trace["entries"]}
@@ -93,23 +110,54 @@ def dump(out: Path, rank: int) -> Path:
     return path
 
 
+def ring(collectives: list[dict], p2p: list[dict], buffer: int) -> list[dict]:
+    """The last `buffer` entries of both kinds, oldest first, each record_id counting both (as NCCL's ring does).
+    A collective's record_id counts the collectives before it; the sends and recvs logged before it come on top."""
+    ahead = [{**e, "record_id": e["record_id"] + sum(p["collective_seq_id"] < e["collective_seq_id"] for p in p2p)}
+             for e in collectives]
+    return sorted(ahead + p2p, key=lambda e: e["record_id"])[-buffer:]
+
+
+def send_recv(tensor, src: int, dst: int, rank: int, p2p: list[dict]) -> None:
+    """`tensor` from rank src to rank dst (this rank is one of them), logged in `p2p` as NCCL's recorder keeps a
+    point-to-point op: collective_seq_id that of the last collective, p2p_seq_id its own count."""
+    import traceback
+
+    import torch.distributed as dist
+
+    if rank == src:
+        dist.send(tensor, dst)
+    else:
+        dist.recv(tensor, src)
+    last = _recorded()[-1]  # the last collective: the job's first broadcasts come before any send
+    since = sum(p["collective_seq_id"] == last["collective_seq_id"] for p in p2p)
+    dtype = tensor.type().split(".")[-1].removesuffix("Tensor")  # torch.FloatTensor -> Float, as the recorder
+    p2p.append({**last, "is_p2p": True, "p2p_seq_id": len(p2p) + 1, "record_id": last["record_id"] + 1 + len(p2p),
+                "op_id": last["op_id"] + 1 + since, "time_created_ns": time.time_ns(),
+                "profiling_name": f"gloo:send {src}->{dst}" if rank == src else f"gloo:recv {dst}<-{src}",
+                "input_sizes": [list(tensor.shape)], "output_sizes": [list(tensor.shape)],
+                "input_dtypes": [dtype], "output_dtypes": [dtype],
+                "frames": [{"name": f.name, "filename": f.filename, "line": f.lineno}
+                           for f in reversed(traceback.extract_stack()[:-1])]})
+
+
 def _next_seq() -> int:
     """The collective sequence number the next collective of the default group will get (the recorder's own)."""
-    import torch
-
-    entries = pickle.loads(torch._C._distributed_c10d._dump_fr_trace())["entries"]
-    done = [e["collective_seq_id"] for e in entries if not e.get("is_p2p")]
+    done = [e["collective_seq_id"] for e in _recorded() if not e.get("is_p2p")]
     return max(done, default=0) + 1
 
 
-def train(c: Case, out: Path) -> dict:
+def train(c: Case, out: Path, p2p: list[dict] | None = None) -> dict:
     """One rank's job. Returns what it did; the rank that injects the fault also returns `truth`: where the ranks
-    first disagree, as the recorder numbers it (the checker's answer key, never shown to the analyser)."""
+    first disagree, as the recorder numbers it (the checker's answer key, never shown to the analyser). `p2p`
+    collects this rank's sends and recvs for its dump (pass a list to dump them from a signal handler too)."""
     import torch
     import torch.distributed as dist
 
     from labs.common import dist as cdist
 
+    p2p = [] if p2p is None else p2p
+    os.environ["TORCH_FR_BUFFER_SIZE"] = str(c.buffer)  # read when the process group is created
     env = cdist.init("cpu", timeout_s=c.timeout_s)  # gloo: the recorder's evidence, not speed, is the subject
     rank, world = env.rank, env.world_size
     torch.manual_seed(0)
@@ -161,6 +209,8 @@ def train(c: Case, out: Path) -> dict:
                 dist.all_reduce(stat)
                 if step % 2 == 0:
                     dist.all_gather(times, took)
+            if rank in (0, 1):  # the heartbeat, after the step's collectives: on two ranks only
+                send_recv(took if rank == 0 else torch.zeros(1), 0, 1, rank, p2p)
             steps = step
         checksum = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).sum().reshape(1)
         every = [torch.zeros(1) for _ in range(world)]
@@ -170,7 +220,7 @@ def train(c: Case, out: Path) -> dict:
                                                                              for r, t in enumerate(every))
     except (RuntimeError, Stalled) as e:  # gloo's timeout, or a peer that left: the hang, turned into an error
         outcome = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
-    path = dump(out, rank)
+    path = dump(out, rank, p2p, c.buffer)
     print(f"[rank={rank}] after {steps} steps: {outcome}; flight recorder -> {path}", flush=True)
     return {"rank": rank, "steps": steps, "outcome": outcome, "dump": str(path), "truth": truth}
 
@@ -192,14 +242,14 @@ def rank_main(argv: list[str]) -> int:
     """Under torchrun: `python -m labs.lab4_debugging.desync --rank-job CASE_JSON OUT`."""
     c, out = Case(**json.loads(argv[0])), Path(argv[1])
     rank = int(os.environ.get("RANK", 0))
+    p2p: list[dict] = []
 
     def on_term(signum, frame):  # the launcher stops the rank: keep its evidence first
-        dump(out, rank)
+        dump(out, rank, p2p, c.buffer)
         os._exit(143)
 
     signal.signal(signal.SIGTERM, on_term)
-    _recorder_env()
-    res = train(c, out)
+    res = train(c, out, p2p)
     if res["truth"]:
         (out / "truth.json").write_text(json.dumps(res["truth"]))  # the injected fault, for the notebook
     return 0
@@ -225,7 +275,7 @@ def main(argv=None) -> int:
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={WORLD}",
            "--max-restarts=0", "-m", __spec__.name if __spec__ else "labs.lab4_debugging.desync",
            "--rank-job", json.dumps(asdict(c)), str(out)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "TORCH_FR_BUFFER_SIZE": str(BUFFER)}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     rc = subprocess.run(cmd, env=env, timeout=120).returncode
     dumps = ", ".join(sorted(p.name for p in out.glob("rank*")))
     print(f"{a.kind} (variant {a.variant}): torchrun exit {rc}; dumps: {dumps} in {out}")

@@ -40,7 +40,9 @@ def find_desync(paths: list[str]) -> dict:
 
     `paths`: one flight-recorder dump per rank (the pickles torch writes; load_dump reads one). Each dump holds that
     rank's entries: `collective_seq_id` (1, 2, ... per process group, on every rank: the k-th collective of the
-    group), `profiling_name` ("gloo:all_reduce"), `input_sizes`, `input_dtypes`, `time_created_ns`, ...
+    group), `profiling_name` ("gloo:all_reduce"), `input_sizes`, `input_dtypes`, `time_created_ns`, ... Only the
+    last TORCH_FR_BUFFER_SIZE entries (a ring: a dump may begin at any sequence number), and point-to-point ops
+    among them (`is_p2p`: a send or a recv, on two ranks only, with its own `p2p_seq_id`: not a collective).
 
     Returns {"rank": R, "seq": S, "kind": K}: S the smallest sequence number at which the ranks' records disagree,
     R the rank that diverged there (the odd one out, never one that merely waited for it), K what disagreed:

@@ -9,6 +9,9 @@ _V1 = ("--variant", "1")  # incident 1: 3 ranks, SLURM_NTASKS=5; 3: eval_every 3
 _V2 = ("--variant", "2")  # incident 1: SLURM_NTASKS=6, SLURM_PROCID=0 on every rank; incident 2: the bad loss is inf
 _JOIN = "    return cdist.init(timeout_s=timeout_s)\n"
 _SKIP = "    dist.all_reduce(flag)\n    return flag.item() > 0\n"
+# find_desync's line that files each rank's collectives under their sequence numbers
+_BY_SEQ = ('by_seq = {r: {e["collective_seq_id"]: e for e in d["entries"] if not e.get("is_p2p")} '
+           'for r, d in dumps.items()}')
 # the peer's first error in incident 2's faulty log (a consequence of the mismatch, not the mismatch)
 _RESET = ("[rank0]: RuntimeError: Got the following error when running the callback: RuntimeError: "
           "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:37297: "
@@ -317,4 +320,12 @@ MUTANTS += [
            "            per_pair.setdefault(frozenset((src, dst)), []).append(2 * nbytes / seconds)  # both ways",
            "slow_rank_found", "takes a span for the exchange both ways (2 x BYTES) when it is one transfer: twice the "
            "rate", blind=True),
+    Mutant("desync_by_position", "forensics.py", _BY_SEQ,
+           'by_seq = {r: {i + 1: e for i, e in enumerate(e for e in d["entries"] if not e.get("is_p2p"))}\n'
+           '              for r, d in dumps.items()}',
+           "desync_found", "lines the ranks' records up by position in the dump, not by collective_seq_id: once the "
+           "ring wraps, position k names another collective on each rank", blind=True),
+    Mutant("desync_with_p2p", "forensics.py", _BY_SEQ,
+           'by_seq = {r: {e["collective_seq_id"]: e for e in d["entries"]} for r, d in dumps.items()}',
+           "desync_found", "keeps point-to-point entries, which have no counterpart on every rank", blind=True),
 ]
