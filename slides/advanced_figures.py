@@ -57,6 +57,29 @@ def lab7_cost(r):
         (f"h = {c['n_embd']}, b = {c['batch']}, s = {c['seq']}, one CPU thread, interleaved medians")
 
 
+@figure("lab7_fast", "lab7")
+def lab7_fast(r):
+    f = need(r, "lab7", "fast")
+    options = ("fused_adamw", "bf16", "batch2")
+    fig, axes = plt.subplots(1, len(f), figsize=(10, 3.2), sharey=True)
+    for ax, (name, row) in zip(axes, f.items()):
+        xs = range(len(options))
+        pred, meas = [row["predicted"][o] for o in options], [row["measured"][o] for o in options]
+        ax.bar([x - 0.2 for x in xs], pred, 0.38, color=BLUE, label="predicted from the profile")
+        ax.bar([x + 0.2 for x in xs], meas, 0.38, color=ORANGE, label="measured")
+        for x, y in zip(xs, meas):
+            ax.text(x + 0.2, y, f"{y:.2f}", ha="center", va="bottom", fontsize=9)
+        ax.axhline(1.0, color=GREY, lw=1)
+        ax.set_xticks(list(xs), ["fused AdamW", "bf16 autocast", "batch x 2"])
+        ax.set_title(f"{name.replace('_', '-')} {tuple(row['profile']['shape'])}: "
+                     f"{row['profile']['step_s'] * 1e3:.0f} ms, MFU {row['mfu']:.0%}", fontsize=10)
+    axes[0].set_ylabel("tokens/s over the baseline's")
+    axes[0].legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    return fig, ("one CPU thread, CPU time, interleaved medians (bench/lab7_figures.py); shape = (h, layers, heads, "
+                 "b, s); each switch pays at one shape and not at the other")
+
+
 # ---------------------------------------------------------------- lab 8
 
 @figure("lab8_link", "lab8")

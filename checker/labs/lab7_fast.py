@@ -61,7 +61,7 @@ def task_fast_measure(ctx, target, shapes):
     for name, shape in shapes.items():
         profile = fast_path.profile(tuple(shape))
         out[name] = {"profile": profile, "measured": fast_path.measure(tuple(shape)),
-                     "mfu": profile["flops"] / profile["step_s"] / fast_path.matmul_ceiling(tuple(shape))}
+                     "mfu": profile["flops"] / profile["step_s"] / profile["ceiling_flops_s"]}
     return {"shapes": out}
 
 
