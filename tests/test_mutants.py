@@ -32,3 +32,13 @@ def test_the_mutant_fails_its_check(tmp_path, lab, mutant):
     assert code == 1 and not row["passed"], (
         f"{lab} mutant {mutant.name!r} ({mutant.why}) passed {mutant.check}: {row}")
     assert row.get("hint"), f"a failed {mutant.check} says what to fix: {row}"
+
+
+def test_every_check_has_a_wrong_solution_it_must_fail():
+    """A check no mutant targets has never been seen to fail a wrong answer: each check of each lab names at least
+    one (tests/mutants/<lab>.py), so its wrong solutions are declared beside the check they hold it to."""
+    import importlib
+
+    bare = {lab: [c.name for c in importlib.import_module(f"checker.labs.{lab}").CHECKS
+                  if not any(m.check == c.name for m in mutants(lab))] for lab in LABS}
+    assert not any(bare.values()), f"checks no mutant targets: {bare}"

@@ -139,4 +139,15 @@ MUTANTS = [
     Mutant("rng_torch_only", "state.py", '    ckpt.set_rng_state(state["rng"])\n',
            '    import torch\n    torch.set_rng_state(state["rng"]["torch"])\n', "resume_exact",
            "only torch's CPU generator restored; Python's, NumPy's and the device's are not", blind=True),
+    # the checks no slip above reaches: training that does not learn, a step that does more work
+    Mutant("grads_cleared_before_step", STEP, "    loss.backward()\n    torch.nn.utils.clip_grad_norm_",
+           "    loss.backward()\n    optimizer.zero_grad(set_to_none=True)  # tidy up before the update\n"
+           "    torch.nn.utils.clip_grad_norm_", "loss_decreases",
+           "the gradients are cleared between backward and the update: the optimizer steps on nothing"),
+    Mutant("microbatches_of_half", STEP, "    _, loss = model(inputs, targets)\n    loss.backward()\n",
+           "    losses = []\n    for part in range(2):  # two half batches: half the activation memory\n"
+           "        sl = slice(part * len(inputs) // 2, (part + 1) * len(inputs) // 2)\n"
+           "        _, half = model(inputs[sl], targets[sl])\n        (half / 2).backward()\n"
+           "        losses.append(half.detach())\n    loss = sum(losses) / 2\n", "throughput",
+           "the batch run as two micro-batches that fit anyway: the same gradient for twice the launches"),
 ]

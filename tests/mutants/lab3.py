@@ -37,6 +37,9 @@ MUTANTS = [
            "fsdp_structure", "one FSDP unit for the whole model: every parameter gathered at once"),
     Mutant("fsdp_no_root", "fsdp.py", "    fully_shard(model, **kwargs)\n    return model", "    return model",
            "fsdp_memory", "the root is not wrapped: embeddings and the final norm stay replicated"),
+    Mutant("fsdp_no_root_trains_apart", "fsdp.py", "    fully_shard(model, **kwargs)\n    return model",
+           "    return model", "fsdp_equivalence", "the root is not wrapped: the embeddings' and final norm's "
+           "gradients are never averaged over the ranks, which train apart"),
     Mutant("fsdp_every_leaf", "fsdp.py", "    for block in model.blocks:\n        fully_shard(block, **kwargs)\n",
            "    for sub in model.blocks.modules():\n        if any(True for _ in sub.parameters(recurse=False)):\n"
            "            fully_shard(sub, **kwargs)\n", "throughput",

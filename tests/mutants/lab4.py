@@ -328,4 +328,14 @@ MUTANTS += [
     Mutant("desync_with_p2p", "forensics.py", _BY_SEQ,
            'by_seq = {r: {e["collective_seq_id"]: e for e in d["entries"]} for r, d in dumps.items()}',
            "desync_found", "keeps point-to-point entries, which have no counterpart on every rank", blind=True),
+    # the same forensics on a real tbf-shaped link (network namespaces: root only)
+    Mutant("netns_slow_rank_in_gbit", "forensics.py", "if slow in pair for x in v]) / 1e9\n",
+           "if slow in pair for x in v]) * 8 / 1e9  # link rates are quoted in Gbit/s\n",
+           "slow_rank_found_netns", "reports the real link in Gbit/s where GB/s is asked: 8x the rate"),
 ]
+
+
+def unavailable(m: Mutant) -> str | None:
+    """Why this mutant cannot be graded here (None: it can): the real link needs root for its namespaces."""
+    import os
+    return "network namespaces need root" if m.check == "slow_rank_found_netns" and os.geteuid() != 0 else None
