@@ -78,6 +78,11 @@ MUTANTS = [
            '''{"stage": stage}''', "deepspeed_stages",
            "stage 3 at DeepSpeed's default persistence threshold: every small parameter stays whole on every rank "
            "(12 B/param at N = 2 where ZeRO-3 promises 8)"),
+    # the memory model (memory_model.py)
+    Mutant("memory_model_zero2_shards_weights", "memory_model.py",
+           'out = {"weights": w * psi / (n if level >= 3 else 1)',
+           'out = {"weights": w * psi / (n if level >= 2 else 1)',
+           "memory_model", "ZeRO-2 predicted to shard the weights too: ZeRO-3's count under ZeRO-2's name"),
     # blind: a learner who worked lab 3 from labs/ only broke their own solution these ways; re-expressed here
     Mutant("resume_restores_no_rng", "dcp_state.py", '        ckpt.set_rng_state(ckpt.load(rng)["rng"])\n',
            "        pass\n", "sharded_resume",
