@@ -66,13 +66,17 @@ SEAMS: dict[str, Seam] = {
         "load_checkpoint": "load_checkpoint(path, ddp_model, optimizer, scheduler, sampler) -> step; every rank",
     }),
     "lab3": Seam("lab3", "lab3_sharding", "Sharding: ZeRO, FSDP2, DeepSpeed", {
-        "partition": "partition(sizes, world_size) -> owner rank per tensor: largest first, to the least-loaded rank",
+        "bytes_per_rank": "bytes_per_rank(psi, world_size, strategy, precision, optimizer) -> {weights, grads, "
+                          "optimizer, total}: the ZeRO paper's model-state bytes per rank (memory_model.py)",
+        "partition": "partition(sizes, world_size, loads=None) -> owner rank per tensor: whole tensors, as even as "
+                     "greedy largest-first dealing allows",
         "ShardedOptimizer": "ShardedOptimizer(params or groups, optimizer_cls, **defaults); .optim holds this "
-                            "rank's state only; .step() steps owned params and broadcasts every param from its owner",
+                            "rank's state only; after .step() every rank holds every owner's updated params",
         "Zero2Optimizer": "Zero2Optimizer(params or groups, optimizer_cls, bucket_cap_mb=25.0, **defaults); a "
                           "torch.optim.Optimizer; the model stays plain: reduce-scatter of flat padded buckets in "
                           "backward, .optim steps this rank's slices, .step() all-gathers the buckets",
-        "apply_fsdp": "apply_fsdp(model, mixed_precision=False) -> model with fully_shard per block and on the root",
+        "apply_fsdp": "apply_fsdp(model, mixed_precision=False) -> the same model, FSDP2-sharded; at most the root "
+                      "and one block unsharded at once",
         "model_state_bytes": "model_state_bytes(model, optimizer) -> {params, grads, optimizer, total}, local shards",
         "save_sharded": "save_sharded(root, model, optimizer, scheduler, sampler, step) with DCP; every rank",
         "load_sharded": "load_sharded(root, model, optimizer, scheduler, sampler) -> step, at any world size",

@@ -140,3 +140,66 @@ class HeldDCPWrite:
     def uninstall(self) -> None:
         if self._cls.write_data is self._write_data:
             self._cls.write_data = self._orig
+
+
+class PublishWatch:
+    """Every moment a save renames, replaces or removes something under the watched roots is a moment a kill could
+    land: right after each os.rename, os.replace and shutil.rmtree there (installed before the learner's code is
+    imported), `latest`, where it exists, must name a folder holding DCP's `.metadata` (what a loader needs first).
+    The first moment it did not is recorded in out["unpublished"]: the operation and what latest named."""
+
+    def __init__(self, out: dict, roots):
+        import shutil
+        from pathlib import Path
+
+        self._out, self.roots = out, [Path(r).resolve() for r in roots if r]
+        self._orig = {(os, "rename"): os.rename, (os, "replace"): os.replace, (shutil, "rmtree"): shutil.rmtree}
+        for (mod, name), fn in self._orig.items():
+            setattr(mod, name, self._wrap(name, fn))
+
+    def _wrap(self, name, fn):
+        def op(*args, **kwargs):
+            result = fn(*args, **kwargs)
+            paths = [os.path.abspath(os.fspath(a)) for a in args[:2] if isinstance(a, (str, os.PathLike))]
+            self._look(f"{name}({', '.join(os.path.basename(p) for p in paths)})", paths)
+            return result
+        return op
+
+    def _look(self, what: str, paths: list[str]) -> None:
+        if "unpublished" in self._out:
+            return
+        for root in self.roots:
+            if not any(p.startswith(str(root) + os.sep) for p in paths):
+                continue
+            latest = root / "latest"
+            try:
+                name = latest.read_text().strip()
+            except OSError:
+                continue  # no latest yet: nothing is offered
+            if not (root / name / ".metadata").exists():
+                self._out["unpublished"] = {"op": what, "latest": name,
+                                            "exists": bool(name) and (root / name).is_dir()}
+
+    def uninstall(self) -> None:
+        for (mod, name), fn in self._orig.items():
+            setattr(mod, name, fn)
+
+
+class SlowRank:
+    """The last rank (not rank 0) writes each torch.save file of its own (not DCP's shard files) `delay_s` late: a
+    save whose rank 0 renames the folder without first waiting for every rank's part (a barrier) then publishes it
+    without that part, or the slow rank's write finds its folder gone, every time rather than when a race fires."""
+
+    def __init__(self, rank: int, world_size: int, delay_s: float = 0.5):
+        import torch
+
+        self._torch, self._orig = torch, torch.save
+        if rank == 0 or rank != world_size - 1:
+            return
+
+        def save(obj, f, *args, **kwargs):
+            name = os.fspath(f) if isinstance(f, (str, os.PathLike)) else getattr(f, "name", None)
+            if isinstance(name, str) and not name.endswith(".distcp"):  # a file of its own (DCP's shards: no delay)
+                time.sleep(delay_s)
+            return self._orig(obj, f, *args, **kwargs)
+        torch.save = save

@@ -9,7 +9,7 @@ import copy
 
 from checker import seams
 from checker.labs._common import Check, clock, digest, probe, tiny_model
-from checker.labs._held_save import HeldDCPWrite
+from checker.labs._held_save import HeldDCPWrite, PublishWatch, SlowRank
 from checker.labs._windows import Windows
 
 LAB = "lab3"
@@ -25,6 +25,11 @@ WHERE = "labs/lab3_sharding"
 # all-gather through host memory (labs/common/staging.py, a teaching fallback), so every check runs there but the
 # two speed ratios against DDP, which would time the fallback's copies (needs: NOT RUN, not failed).
 CHECKS = [
+    Check("memory_model", "your bytes_per_rank (memory_model.py) gives the ZeRO paper's weights, grads, optimizer "
+          "state and total per rank for DDP and ZeRO-1/2/3, fp32 and bf16 (fp32 master in the optimizer's share), "
+          "AdamW, SGD with and without momentum, N = 1, 2, 8",
+          f"Each ZeRO stage shards one more kind of state: which one first, which next, and what does each "
+          f"precision keep per parameter? ({WHERE}/memory_model.py) (checker hint lab3 memory_model.bytes_per_rank)"),
     Check("zero1_equivalence", "ShardedOptimizer(SGD) takes exactly the steps of torch DDP + SGD (4 steps, atol "
           "1e-6; also a float64 toy with a parameter unused in one step and a group added by add_param_group), "
           "ranks in sync",
@@ -32,7 +37,7 @@ CHECKS = [
           f"do the local groups follow the outer groups' learning rates? ({WHERE}/zero1.py) "
           "(checker hint lab3 zero1.step)"),
     Check("zero1_memory", "per-rank optimizer-state bytes within 3% of 8Ψ/N; partition() on sizes whose largest "
-          "comes last loads no rank more than the largest-first greedy",
+          "comes last loads no rank more than the largest-first greedy, and on ties gives the contract's owners",
           f"An optimizer keeps state for every parameter it is handed: which parameters does this rank's local "
           f"optimizer see? ({WHERE}/zero1.py) (checker hint lab3 zero1.ShardedOptimizer)"),
     Check("zero2_equivalence", "Zero2Optimizer(SGD) takes the steps of torch DDP + SGD (4 steps from random "
@@ -50,7 +55,8 @@ CHECKS = [
           "(the padding: at most N-1 elements per bucket, checked per flat buffer)",
           f"Something outlives the step at full size: a whole bucket's gradient kept alive by a slice or view of it, "
           f"or optimizer state beyond the owned slices ({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)"),
-    Check("zero_comm_bytes", "bytes ZeRO-2 sends per rank per step, counted from its collectives, within 1% of "
+    Check("zero_comm_bytes", "bytes sent per rank, counted from the collectives: ZeRO-1's step within 1% of "
+          "4Ψ(N-1)/N (each weight once from its owner, on top of DDP's all-reduce), ZeRO-2's whole step within 1% of "
           "DDP's all-reduce 2·4Ψ(N-1)/N (a reduce-scatter + an all-gather)",
           f"An all-reduce is a reduce-scatter followed by an all-gather: ZeRO-2 must send each half once per step. "
           f"Which half does each bucket's gradient need, which do the parameters, and is anything sent twice or "
@@ -74,22 +80,15 @@ CHECKS = [
           f"AdamW's hyperparameters (or the parameter groups the engine gets) changes the losses or the bytes "
           f"({WHERE}/deepspeed_zero.py) (checker hint lab3 deepspeed_zero.ds_config)"),
     Check("sharded_resume", f"FSDP2 + DCP: save at step {SAVE_AT}, 2 more steps, SIGKILL inside the next save (its "
-          "shards written, its .metadata not), resume from the last complete checkpoint at 2 ranks (each piece of "
-          "state as saved, bit-identical), at 4 ranks and at 1 (same losses within 1e-4); optimizer moments keyed "
-          "by parameter name; latest replaced, never rewritten in place",
+          "shards written, its .metadata not; the last rank writes its own files late), resume from the last "
+          "complete checkpoint at 2 ranks (each piece of state as saved, bit-identical), at 4 ranks (new ranks keep "
+          "their seed) and at 1 (same losses within 1e-4); optimizer moments keyed by parameter name; latest "
+          "replaced, never rewritten in place, and naming a complete folder after every rename or removal; every "
+          "folder under a final name complete; a second save of a step keeps its folder",
           f"A resume needs all the state the next step reads, at any world size (sharded model and optimizer, "
           f"scheduler, sampler, step, each rank's RNG), and latest may only ever name a complete checkpoint "
-          f"({WHERE}/dcp_state.py) (checker hint lab3 dcp_state.save_sharded)",
-          symptoms=((r"No such file or directory: .*rng-rank\d+",
-                     "a rank found no RNG file of its own: the job grew since the save (the checker resumes a "
-                     "2-rank checkpoint at 4 ranks), and a new rank has none. Restore a rank's RNG only where its file "
-                     "exists; a new rank keeps its seed (checker hint lab3 dcp_state.load_sharded)."),
-                    (r"\.metadata|No such file or directory: .*step-\d+",
-                     "latest names a checkpoint folder the kill left incomplete: DCP writes each rank's shards, then "
-                     ".metadata last, and the kill landed in between. Write the folder under a temporary name, and "
-                     "only once every rank's part is in it rename it and then point latest at it: a kill then "
-                     "leaves latest on the previous, complete checkpoint "
-                     "(checker hint lab3 dcp_state.save_sharded)."),)),
+          f"({WHERE}/dcp_state.py) (checker hint lab3 dcp_state.save_sharded)"),  # a raising run's hint: the side it
+    # raised on, save or load (lab3_eval.SAVE_SYMPTOMS, LOAD_SYMPTOMS)
     Check("throughput", "FSDP2 tokens/s >= 0.3x torch DDP in the same run (the price of ZeRO-3 on gloo)",
           f"Every sharded unit costs an all-gather in forward, another in backward and a reduce-scatter: how many "
           f"units did you make, and how small? ({WHERE}/fsdp.py) (checker hint lab3 fsdp.apply_fsdp)",
@@ -162,24 +161,21 @@ def _mp_dtypes(seam, env, x, y) -> dict:
     return seen
 
 
-def _fsdp(ctx, seam, env, comm, steps=4, windows=12):
+def _fsdp(ctx, seam, env, comm, steps=4):
+    """FSDP2 vs torch DDP on the same batches: losses, one step's collectives and unsharded peak, bytes held."""
     import torch
 
     from labs.common import dist as cdist
-    from labs.common.optim import ADAMW, make_optimizer, param_groups
+    from labs.common.optim import make_optimizer
     from labs.instruments.comm_bytes import sent
 
     ddp_model = tiny_model(0).to(env.device)
-    fsdp_model, zero2_model = copy.deepcopy(ddp_model), copy.deepcopy(ddp_model)
+    fsdp_model = copy.deepcopy(ddp_model)
     block_bytes = [sum(_local_bytes(p) for p in b.parameters()) for b in ddp_model.blocks]
     ddp = torch.nn.parallel.DistributedDataParallel(ddp_model, device_ids=cdist.ddp_device_ids(env.device))
     fsdp = seam.apply_fsdp(fsdp_model)
     peak = _unsharded_peak(fsdp)
     opts = {"ddp": (ddp, make_optimizer(ddp_model)), "fsdp": (fsdp, make_optimizer(fsdp_model))}
-    zero2_opt, _ = ctx.attempt(lambda: seam.Zero2Optimizer(param_groups(zero2_model), torch.optim.AdamW, lr=3e-3,
-                                                           **ADAMW))
-    if zero2_opt is not None:  # the same loop, timed beside DDP (zero2_throughput)
-        opts["zero2"] = (zero2_model, zero2_opt)
     batches = _batches(env, steps)
     losses = {"ddp": [], "fsdp": []}
     x, y = batches[0]
@@ -195,24 +191,13 @@ def _fsdp(ctx, seam, env, comm, steps=4, windows=12):
                  "peak_unsharded": peak[0], "block_bytes": max(block_bytes),
                  "root_bytes": 4 * _psi(ddp_model) - sum(block_bytes), "sent": fsdp_bytes}
     structure["mp"], structure["mp_error"] = ctx.attempt(lambda: _mp_dtypes(seam, env, x, y))
-
-    timed = Windows()  # the ratios are computed by the checker's parent from these (checker/labs/_windows.py)
-
-    def run(name, record=False, graded=False):
-        model, opt = opts[name]
-        t0 = clock()
+    for name, (model, opt) in opts.items():
         for x, y in batches:
             opt.zero_grad(set_to_none=True)
             loss = model(x, y)[1]
             loss.backward()
             opt.step()
-            if record:
-                losses[name].append(loss.item())
-        cdist.synchronize(env.device)
-        (timed if graded else Windows()).add(name, t0, BATCH * SEQ * env.world_size * len(batches))
-
-    run("ddp", True)
-    run("fsdp", True)
+            losses[name].append(loss.item())
     fsdp_opt = opts["fsdp"][1]
     mine = {"params": sum(_local_bytes(p) for p in fsdp.parameters()),
             "grads": sum(_local_bytes(p.grad) for p in fsdp.parameters() if p.grad is not None),
@@ -223,21 +208,55 @@ def _fsdp(ctx, seam, env, comm, steps=4, windows=12):
            "world_size": env.world_size, "structure": structure,
            "psi": _psi(ddp_model), "tensors": len(list(ddp_model.parameters()))}
     out["learner_bytes"], out["learner_bytes_error"] = ctx.attempt(lambda: seam.model_state_bytes(fsdp, fsdp_opt))
+    return out
+
+
+def _windows(ctx, seam, env, fsdp_ok: bool, zero2_ok: bool, steps=4, windows=12):
+    """torch DDP, FSDP2 and Zero2Optimizer timed in interleaved windows, each strategy whose own part ran (a TODO in
+    apply_fsdp leaves ZeRO-2's ratio to DDP measurable, and the other way round)."""
+    import torch
+
+    from labs.common import dist as cdist
     from labs.common.metrics import device_peak_flops, flops_per_token
+    from labs.common.optim import ADAMW, make_optimizer, param_groups
     from labs.instruments.profiler import CpuUtilisation
+
+    ddp_model = tiny_model(0).to(env.device)
+    ddp = torch.nn.parallel.DistributedDataParallel(copy.deepcopy(ddp_model),
+                                                    device_ids=cdist.ddp_device_ids(env.device))
+    opts = {"ddp": (ddp, make_optimizer(ddp.module))}
+    if fsdp_ok:
+        fsdp = seam.apply_fsdp(copy.deepcopy(ddp_model))
+        opts["fsdp"] = (fsdp, make_optimizer(fsdp))
+    if zero2_ok:
+        zero2_model = copy.deepcopy(ddp_model)
+        opts["zero2"] = (zero2_model, seam.Zero2Optimizer(param_groups(zero2_model), torch.optim.AdamW, lr=3e-3,
+                                                          **ADAMW))
+    batches = _batches(env, steps)
+    timed = Windows()  # the ratios are computed by the checker's parent from these (checker/labs/_windows.py)
+
+    def run(name, graded=True):
+        model, opt = opts[name]
+        t0 = clock()
+        for x, y in batches:
+            opt.zero_grad(set_to_none=True)
+            loss = model(x, y)[1]
+            loss.backward()
+            opt.step()
+        cdist.synchronize(env.device)
+        (timed if graded else Windows()).add(name, t0, BATCH * SEQ * env.world_size * len(batches))
+
+    for name in opts:
+        run(name, graded=False)  # warm-up: first gradient buffers, FSDP2's first gathers
     cpu = CpuUtilisation()  # this rank's CPU seconds per wall second over the timed windows (information)
-    if "zero2" in opts:
-        run("zero2")  # warm-up: its buckets' first gradient buffers
     # DDP in the middle: each ratio pairs windows run back to back, whichever side of DDP goes first
     order = [n for n in ("fsdp", "ddp", "zero2") if n in opts]
     for w in range(windows):
         for name in (order if w % 2 == 0 else order[::-1]):
-            run(name, graded=True)
-    out["windows"] = timed.spans
-    out["cpu_util"] = cpu.read()
-    out["peak_flops"] = device_peak_flops(env.device, cdist.device_name(env.device))
-    out["flops_per_token"] = flops_per_token(ddp_model.cfg, SEQ)
-    return out
+            run(name)
+    return {"windows": timed.spans, "cpu_util": cpu.read(), "world_size": env.world_size,
+            "peak_flops": device_peak_flops(env.device, cdist.device_name(env.device)),
+            "flops_per_token": flops_per_token(ddp_model.cfg, SEQ)}
 
 
 def task_correctness(ctx, target):
@@ -250,9 +269,12 @@ def task_correctness(ctx, target):
     seam = seams.load(LAB, target)
     out = ctx.partial
     batches = _batches(env, 4)
-    out["zero1"], out["zero1_error"] = ctx.attempt(lambda: lab3_zero.zero1(seam, env, batches))
+    out["memory_model"], out["memory_model_error"] = ctx.attempt(lambda: lab3_zero.memory_model(seam))
+    out["zero1"], out["zero1_error"] = ctx.attempt(lambda: lab3_zero.zero1(seam, env, batches, comm))
     out["zero2"], out["zero2_error"] = ctx.attempt(lambda: lab3_zero.zero2(seam, env, batches, comm))
     out["fsdp"], out["fsdp_error"] = ctx.attempt(lambda: _fsdp(ctx, seam, env, comm))
+    out["windows"], out["windows_error"] = ctx.attempt(lambda: _windows(ctx, seam, env, out["fsdp"] is not None,
+                                                                         out["zero2"] is not None))
     cdist.teardown()
     return out
 
@@ -311,11 +333,8 @@ def _pieces(model, opt, sched, sampler) -> dict:
     """A fingerprint of each piece of training state apart, so that a resume that lost one can name it. Sharded
     tensors are compared whole (full_tensor: every rank calls this), so a resume at another world size compares too;
     the RNG is this rank's (python, numpy, torch)."""
-    import hashlib
     import json
-    import random
 
-    import numpy as np
     import torch
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
@@ -325,12 +344,32 @@ def _pieces(model, opt, sched, sampler) -> dict:
     moments = sorted(((f"{k}.{n}", whole(v)) for k, st in optim_sd["state"].items() for n, v in st.items()
                       if torch.is_tensor(v)), key=lambda kv: kv[0])
     sd = sched.state_dict()
-    rng = hashlib.sha256(repr(random.getstate()).encode() + np.random.get_state()[1].tobytes()
-                         + torch.get_rng_state().numpy().tobytes()).hexdigest()[:16]
+    rng = _rng()
     return {"model": digest(sorted(((k, whole(v)) for k, v in model_sd.items()), key=lambda kv: kv[0])),
             "optimizer": digest(moments),
             "scheduler": json.dumps({k: sd.get(k) for k in ("last_epoch", "_last_lr")}),
             "sampler": json.dumps(sampler.state_dict(), sort_keys=True, default=int), "RNG": rng}
+
+
+def _rng() -> str:
+    """A fingerprint of this rank's random streams (python, numpy, torch)."""
+    import hashlib
+    import random
+
+    import numpy as np
+    import torch
+    return hashlib.sha256(repr(random.getstate()).encode() + np.random.get_state()[1].tobytes()
+                          + torch.get_rng_state().numpy().tobytes()).hexdigest()[:16]
+
+
+def _folders(root) -> dict:
+    """The files in each folder under root named as save_sharded's final folders are (step-NNNNNN, the starter's
+    names): what a kill left there for a loader to find."""
+    import re
+    from pathlib import Path
+
+    return {d.name: sorted(f.name for f in d.iterdir()) for d in sorted(Path(root).iterdir())
+            if d.is_dir() and re.fullmatch(r"step-\d{6}", d.name)}
 
 
 def _optim_keys(root, model) -> dict:
@@ -352,7 +391,10 @@ def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False, dropou
     that restores every rank's own RNG state replays the same masks. With save_at, a checkpoint after step save_at,
     two more steps and a second checkpoint killed once its shards are written, before its .metadata
     (_held_save.HeldDCPWrite). Each piece of state is fingerprinted after the complete save and after a load.
-    With resave, two saves into that folder at the end: latest must be replaced (a new file), never rewritten."""
+    With resave, three saves into that folder at the end, the last of the step already saved: latest must be replaced
+    (a new file), never rewritten, and a second save of a step must leave its complete folder in place. After every
+    rename or removal under either folder latest must name a complete one (_held_save.PublishWatch); the last rank
+    writes its own files late (_held_save.SlowRank)."""
     import torch
 
     from labs.common import dist as cdist
@@ -362,6 +404,8 @@ def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False, dropou
     env = cdist.init(timeout_s=30)
     out = ctx.partial
     held = HeldDCPWrite(ctx, out)  # before the learner's code is imported
+    PublishWatch(out, [ckpt, resave])  # latest after every rename or removal: a kill could land at each
+    SlowRank(env.rank, env.world_size)  # the last rank writes its own files late: publishing before it is done shows
     seam = seams.load(LAB, target)
     data = TokenFile.open(ensure_corpus(256))
     model = seam.apply_fsdp(tiny_model(0 if not resume else 99, dropout).to(env.device))  # resume: load must win
@@ -370,6 +414,10 @@ def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False, dropou
     sched = make_scheduler(opt, warmup=3, total=steps)
     sampler = BatchSampler(data.num_windows(SEQ), GLOBAL, seed=0)  # global order; each rank slices it
     local = GLOBAL // env.world_size
+    if resume:
+        out["rng_before_load"] = _rng()  # a rank new since the save keeps this stream (its own seed)
+        if env.rank == 0:
+            out["folders"] = _folders(ckpt)
     start = seam.load_sharded(ckpt, model, opt, sched, sampler) if resume else 0
     out.update(start=start, losses=[], world_size=env.world_size)
     if resume:
@@ -405,7 +453,7 @@ def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False, dropou
         import os
         from pathlib import Path
         inodes = []
-        for s in (steps, steps + 1):
+        for s in (steps, steps + 1, steps + 1):  # the last: a second save of the step latest names
             seam.save_sharded(resave, model, opt, sched, sampler, s)
             latest = Path(resave) / "latest"
             inodes.append(os.stat(latest).st_ino if latest.exists() else None)
@@ -417,7 +465,8 @@ def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False, dropou
 TASKS = {"probe": task_probe, "correctness": task_correctness, "deepspeed": task_deepspeed, "train": task_train}
 
 # ---------------------------------------------------------------- checker side
-RUNS = {"zero1_equivalence": {"correctness"}, "zero1_memory": {"correctness"}, "fsdp_equivalence": {"correctness"},
+RUNS = {"memory_model": {"correctness"}, "zero1_equivalence": {"correctness"}, "zero1_memory": {"correctness"},
+        "fsdp_equivalence": {"correctness"},
         "zero2_equivalence": {"correctness"}, "zero2_memory": {"correctness"}, "zero_comm_bytes": {"correctness"},
         "fsdp_structure": {"correctness"}, "zero2_throughput": {"correctness"},
         "fsdp_memory": {"correctness"}, "throughput": {"correctness"}, "deepspeed_stages": {"deepspeed"},

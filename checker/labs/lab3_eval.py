@@ -6,6 +6,7 @@ from checker.labs._held_save import last_complete
 from checker.labs._windows import checked_rates, medians, paired_ratio
 from checker.report import CheckResult
 
+WHERE = "labs/lab3_sharding"
 BYTES_TOL = 0.03        # measured bytes within 3% of the formula
 FSDP_TOL = 1e-5         # FSDP2 vs DDP losses: reduce-scatter and all-reduce sum in different orders
 RESHARD_TOL = 1e-4      # losses after resuming at another world size
@@ -23,7 +24,8 @@ DS_FORMULA = {0: lambda n: (4, 0, 8), 1: lambda n: (4, 4 / n, 8 / n), 2: lambda 
 
 
 # The correctness run's parts, in the order they run, and the check that grades each one's own code first
-PARTS = {"zero1": "zero1_equivalence", "zero2": "zero2_equivalence", "fsdp": "fsdp_equivalence"}
+PARTS = {"zero1": "zero1_equivalence", "zero2": "zero2_equivalence", "fsdp": "fsdp_equivalence",
+         "windows": "throughput"}
 
 
 def _parts(runs, name: str):
@@ -86,16 +88,60 @@ def _equivalence(c: Check, runs, part_name: str, what: str) -> CheckResult:
                            message=f"step() returned with collectives still in flight ({', '.join(unwaited)} "
                                    "launched with async_op=True and never waited): the next forward may read weights "
                                    "another rank's slice has not reached yet. Wait on every handle before returning")
+    g = r.get("groups")
+    if g and g["local"] != g["outer"]:
+        return CheckResult(c.name, False, value=g["local"], threshold=g["outer"], unit="local groups",
+                           hint=f"Give the local optimizer one group per outer group, in the same order, even an empty "
+                                f"one ({WHERE}/zero1.py) (checker hint lab3 zero1.ShardedOptimizer)",
+                           message=f"ShardedOptimizer over tiny's {g['outer']} param groups (decayed weights; biases "
+                                   f"and norms undecayed) built a local optimizer with {g['local']}: step() copies "
+                                   "each outer group's hyperparameters (the scheduler's lr, weight_decay) onto the "
+                                   "local group at the same position, so with another count some parameters step "
+                                   "with another group's lr or decay")
+    if not r.get("kwargs", True):
+        return CheckResult(c.name, False, hint=c.hint, message=(
+            f"step(probe=7) on {what.split('(')[0]} over a recording SGD: the wrapped optimizer's step never received "
+            "the keyword arguments (it got none, or others). The contract: keyword arguments given to step() reach the "
+            "local optimizer's step, as torch's optimizers take them (the weights themselves matched torch's within "
+            f"{r['max_diff']:.1e})"))
     parts = ", ".join(f"{k} {v['max_diff']:.1e}" + ("" if v["in_sync"] else " (ranks differ)")
                       + (f" (worst: {v['worst']}, {TOY2[v['worst']]})" if k == "toy2" and v["max_diff"] > SGD_TOL
                          else "") for k, v in r["parts"].items())
-    ok = r["max_diff"] <= SGD_TOL and r["in_sync"] and r.get("kwargs", True)
+    ok = r["max_diff"] <= SGD_TOL and r["in_sync"]
     msg = f"{what} vs torch DDP + SGD, 4 steps, max weight difference: {parts}" + (
-        "" if r["in_sync"] else "; ranks hold different weights after the step") + (
-        "" if r.get("kwargs", True) else "; keyword arguments given to step() never reached the wrapped "
-                                         "optimizer's step (the contract: they do, as torch's optimizers take them)")
+        "" if r["in_sync"] else "; ranks hold different weights after the step")
     return CheckResult(c.name, ok, value=r["max_diff"], threshold=SGD_TOL, unit="max abs diff", hint=c.hint,
                        message=msg)
+
+
+# Bytes per parameter (weights, grads, optimizer) before sharding; which of them each strategy divides by N
+PRECISION = {"fp32": (4, 4, 0), "bf16": (2, 2, 4)}  # bf16: the fp32 master copy is optimizer state
+OPTIMIZER = {"AdamW": 8, "SGD+momentum": 4, "SGD": 0}
+SHARDED = {"DDP": (), "ZeRO-1": ("optimizer",), "ZeRO-2": ("optimizer", "grads"),
+           "ZeRO-3 / FSDP": ("optimizer", "grads", "weights")}
+
+
+def memory_model(c: Check, runs) -> CheckResult:
+    rs = [r for r in (runs["correctness"].results if runs.get("correctness") else []) if r]
+    mine = rs[0].get("memory_model") if rs else None
+    if not mine:
+        err = (rs[0].get("memory_model_error") if rs else None) or first_error(runs, "correctness") or {}
+        return error_result(c, err)
+    wrong = []
+    for key, got in mine.items():
+        strategy, precision, optimizer, n = key.split("|")
+        w, g, extra = PRECISION[precision]
+        whole = {"weights": w * 1000, "grads": g * 1000, "optimizer": (OPTIMIZER[optimizer] + extra) * 1000}
+        want = {k: v / (int(n) if k in SHARDED[strategy] else 1) for k, v in whole.items()}
+        want["total"] = sum(want.values())
+        bad = [k for k in want if abs(got[k] - want[k]) > 1e-6 * max(1.0, want[k])]
+        if bad:
+            wrong.append(f"{strategy}, {precision}, {optimizer}, N = {n}: " + ", ".join(
+                f"{k} {got[k] / 1000:g} B/param where {want[k] / 1000:g}" for k in bad))
+    return CheckResult(c.name, not wrong, value=len(wrong), threshold=0, unit="cases wrong", hint=c.hint,
+                       message=(f"{len(wrong)} of {len(mine)} cases differ from the paper's count; first: "
+                                + "; ".join(wrong[:2])) if wrong else
+                       f"all {len(mine)} cases (4 strategies x 2 precisions x 3 optimizers x N = 1, 2, 8) match")
 
 
 def zero1_equivalence(c: Check, runs) -> CheckResult:
@@ -130,6 +176,25 @@ def zero2_memory(c: Check, runs) -> CheckResult:
 
 
 def zero_comm_bytes(c: Check, runs) -> CheckResult:
+    z1, err = _part(runs, "zero1")
+    if err:
+        return _error(c, err, unit="x formula")
+    n, psi = z1["world_size"], z1["psi"]
+    once = 4 * psi * (n - 1) / n  # one copy of the weights' worth: a broadcast of each from its owner
+    ratio1 = z1["sent"] / once
+    if abs(ratio1 - 1) > COMM_TOL:
+        ops = ", ".join(f"{op} {b:,.0f}" for op, b in z1["sent_by_op"].items()) or "nothing"
+        return CheckResult(c.name, False, value=round(ratio1, 4), threshold=1 + COMM_TOL, unit="x 4Ψ(N-1)/N",
+                           hint="Only the owner has a parameter's new value: which collective sends one rank's "
+                                f"tensor to all the others, and at what cost per rank? ({WHERE}/zero1.py) (checker "
+                                "hint lab3 zero1.step)",
+                           message=f"ShardedOptimizer(AdamW).step() on tiny sent {z1['sent']:,.0f} B per rank in "
+                                   f"{z1['calls']} calls ({ops}); one copy of the weights from their owners costs "
+                                   f"4Ψ(N-1)/N = {once:,.0f} B per rank (a broadcast from each owner). "
+                                   + ("An all-reduce of the weights sends twice that (2S(N-1)/N): every rank "
+                                      "contributes a buffer only the owner's values matter in"
+                                      if abs(ratio1 - 2) < COMM_TOL else "Each parameter's new value must go once "
+                                      "from its owner to every other rank, and nothing more"))
     r, err = _part(runs, "zero2")
     if err:
         return _error(c, err, unit="x DDP")
@@ -141,8 +206,9 @@ def zero_comm_bytes(c: Check, runs) -> CheckResult:
     fsdp = (f"; FSDP2 (forward + backward) {f['structure']['sent'] / ddp:.2f}x (3x for the blocks, 2x for the root, "
             "which stays gathered from forward to backward)") if f else ""
     return CheckResult(c.name, abs(ratio - 1) <= COMM_TOL, value=round(ratio, 4), threshold=1 + COMM_TOL, unit="x DDP",
-                       hint=c.hint, message=f"one step sent {r['sent']:,.0f} B per rank in {r['calls']} calls ({ops}); "
-                                            f"DDP's all-reduce 2·4Ψ(N-1)/N = {ddp:,.0f}{fsdp}")
+                       hint=c.hint, message=f"ZeRO-2: one step sent {r['sent']:,.0f} B per rank in {r['calls']} "
+                                            f"calls ({ops}); DDP's all-reduce 2·4Ψ(N-1)/N = {ddp:,.0f}{fsdp}; ZeRO-1's "
+                                            f"step {ratio1:.2f}x its 4Ψ(N-1)/N ({z1['sent']:,.0f} B, on top of DDP's)")
 
 
 def fsdp_structure(c: Check, runs) -> CheckResult:
@@ -173,7 +239,7 @@ def fsdp_structure(c: Check, runs) -> CheckResult:
 
 
 def zero2_throughput(c: Check, runs) -> CheckResult:
-    zs, err = _parts(runs, "zero2")  # what blocked it: your Zero2Optimizer first, then FSDP2's windows
+    zs, err = _parts(runs, "zero2")  # what blocked it: your Zero2Optimizer first, then the timed windows
     if err:
         return _error(c, err, unit="x DDP")
     for rank, z in enumerate(zs):  # overlap, read from the order of events: no clock, no luck
@@ -186,9 +252,7 @@ def zero2_throughput(c: Check, runs) -> CheckResult:
                    "no collective was launched during backward: the gradients all travel after it, so none overlaps it")
             return CheckResult(c.name, False, threshold=ZERO2_MIN, unit="x DDP", hint=c.hint,
                                message=f"rank {rank}, one AdamW step: {why}")
-    r, err = _part(runs, "fsdp")
-    if not err and "zero2" not in r["windows"]:
-        err = {"type": "Error", "message": "Zero2Optimizer could not be built for the throughput windows"}
+    r, err = _part(runs, "windows")  # DDP and ZeRO-2 are timed whether or not apply_fsdp is written
     if not err:
         rates, err = checked_rates(runs["correctness"], r["windows"])
     if err:
@@ -206,6 +270,15 @@ def zero1_memory(c: Check, runs) -> CheckResult:
         return _error(c, err, unit="x formula")
     ratios = []
     for row in results[0].get("partitions", []):
+        if row["ok"] and not row.get("same", True):
+            return CheckResult(c.name, False, hint=f"Equal sizes in their given order (a stable sort), a tie in load "
+                                                   f"to the lowest rank ({WHERE}/zero1.py) (checker hint lab3 "
+                                                   "zero1.partition)",
+                               message=f"partition({row['sizes']}, {row['n']}) = {row['owners']}: as balanced as the "
+                                       f"contract's {row['greedy_owners']} (loads {row['loads']}), but other owners. "
+                                       "The contract fixes them (equal sizes in their given order, a tie in load to "
+                                       "the lowest rank), so that any two implementations, and add_param_group, deal "
+                                       "alike and a rank's saved optimizer shard loads into either")
         if not row["ok"]:
             return CheckResult(c.name, False, value=max(row["loads"]) / max(row["greedy"]), threshold=1.0,
                                unit="x greedy", hint="Deal the tensors largest first, each to the rank with the "
@@ -295,28 +368,102 @@ LOST = {"model": "the weights are not the saved ones", "optimizer": "AdamW's mom
         "sampler": "the sampler is not where it was (epoch, cursor): the resumed run draws other batches than the "
                    "saved run would have",
         "RNG": "this rank's random streams are not the ones it saved (other dropout masks): each rank restores its "
-               "own RNG file"}
+               "own RNG file",
+        "RNG new": "a rank new since the save (the job grew) has no RNG file of its own, yet its streams changed in "
+                   "the load: it took another rank's (rng-rank{rank % N}?), so two ranks draw the same dropout masks. "
+                   "A new rank keeps its own seed"}
 
 
-def _lost(saved: list[dict], loaded: list[dict], rng: bool) -> list[str]:
-    """Pieces of state that differ between the save and the load, per rank where the RNG is compared (ranks that
-    existed at save time), else the state every rank shares."""
+def _lost(saved: list[dict], loaded: list[dict], before: list[str]) -> list[str]:
+    """Pieces of state that differ between the save and the load. A rank that existed at save time must have all of
+    its own back, its RNG streams included; a rank new since the save (the job grew) the state every rank shares, and
+    its own RNG streams as they were before the load (its seed: it has no RNG file, and another rank's would give two
+    ranks the same dropout masks)."""
     lost = []
-    for rank, (a, b) in enumerate(zip(saved, loaded)):
+    for rank, b in enumerate(loaded):
+        new = rank >= len(saved)
+        a = {**saved[0], "RNG": before[rank]} if new else saved[rank]
         for k in a:
-            if (k != "RNG" or rng) and a.get(k) != b.get(k):
-                lost.append(f"{k} (rank {rank})" if k == "RNG" else k)
+            if a.get(k) != b.get(k):
+                lost.append((f"RNG new (rank {rank})" if new else f"RNG (rank {rank})") if k == "RNG" else k)
     return list(dict.fromkeys(lost))
+
+
+def _unpublished(runs, saved_by: int) -> str | None:
+    """What a kill at the wrong moment would have left: the first moment latest named no complete folder (after a
+    rename or removal, _held_save.PublishWatch), or, after the kill, a folder under a final name (step-NNNNNN) that
+    is not complete (DCP's .metadata, one RNG file per saving rank). None where neither happened."""
+    for name in ("resume_1", "resume_ws1"):
+        for r in (runs[name].results if runs.get(name) else []):
+            u = r.get("unpublished")
+            if u:
+                state = "a folder without .metadata" if u["exists"] else "no folder at all"
+                return (f"right after {u['op']} in save_sharded, latest named {u['latest']!r}: {state}. A kill "
+                        "there leaves latest naming no checkpoint. Rename the complete folder into place first, then "
+                        "point latest at it; a step whose folder is already complete (a second save of it) keeps "
+                        "that folder, never moves it aside")
+    folders = (runs["resume_2"].result or {}).get("folders") or {}
+    for folder, files in folders.items():
+        missing = [f for f in (".metadata", *(f"rng-rank{r}.pt" for r in range(saved_by))) if f not in files]
+        if missing:
+            why = ("the save wrote its shards straight under the final name, and the kill came before DCP's "
+                   ".metadata: write under a temporary name, rename once complete" if ".metadata" in missing else
+                   "the folder was renamed into place before every rank had written its part (the checker makes "
+                   "the last rank write its own files late): rank 0 may rename only after every rank is done, "
+                   "a barrier")
+            return (f"after the kill, {folder} holds {', '.join(files) or 'nothing'}; missing "
+                    f"{', '.join(missing)}. Every folder under a final name must be a complete checkpoint: {why}")
+    return None
+
+
+# A run of the resume check that raised: the hint follows the side it raised on (the save or the load)
+SAVE_SYMPTOMS = (
+    (r"FileNotFoundError|No such file or directory",
+     "save_sharded raised, before any kill (the checker kills only inside the second save's DCP write): a path it "
+     "used was gone when this rank got there. Either rank 0 renamed the temporary folder while another rank was "
+     "still writing into it (every rank's part first, then the rename: a barrier; the checker makes the last rank "
+     "write its own files late, so this shows every time), or a folder was renamed or removed that a later line "
+     "still uses (renamed onto itself, removed after its rename) (checker hint lab3 dcp_state.save_sharded)."),
+    (r"FileExistsError|Directory not empty|Is a directory|Not a directory",
+     "save_sharded raised renaming a folder onto one that exists: a folder cannot replace a non-empty one. A step "
+     "already complete under its final name keeps that folder (checker hint lab3 dcp_state.save_sharded)."),
+)
+LOAD_SYMPTOMS = (
+    (r"No such file or directory: .*rng-rank\d+",
+     "a rank found no RNG file of its own: the job grew since the save (the checker resumes a 2-rank checkpoint at "
+     "4 ranks), and a new rank has none. Restore a rank's RNG only where its file exists; a new rank keeps its seed "
+     "(checker hint lab3 dcp_state.load_sharded)."),
+    (r"\.metadata|No such file or directory: .*step-\d+",
+     "latest names a checkpoint folder the kill left incomplete: DCP writes each rank's shards, then .metadata "
+     "last, and the kill landed in between. Write the folder under a temporary name, and only once every rank's "
+     "part is in it rename it and then point latest at it: a kill then leaves latest on the previous, complete "
+     "checkpoint (checker hint lab3 dcp_state.save_sharded)."),
+)
+
+
+def _resume_error(c: Check, runs, names) -> CheckResult | None:
+    """The first run that raised, with the hint of the side it raised on: save_sharded, else the load."""
+    import dataclasses
+
+    err = first_error(runs, *names)
+    if not err:
+        return None
+    seen = f"{err.get('where', '')}\n{err.get('traceback', '')}"
+    side = SAVE_SYMPTOMS if "save_sharded" in seen and "load_sharded" not in seen else LOAD_SYMPTOMS
+    return error_result(dataclasses.replace(c, symptoms=side), err)
 
 
 def sharded_resume(c: Check, runs) -> CheckResult:
     names = ("full", "resume_1", "resume_2", "resume_grow", "resume_ws1")
-    err = first_error(runs, *names)
-    if err:
-        return error_result(c, err)
+    failed = _resume_error(c, runs, names)
+    if failed:
+        return failed
     full, r1, r2, g4, w1 = (runs[n].result for n in names)
     if not runs["resume_1"].killed_on_cue:
         return CheckResult(c.name, False, hint=c.hint, message="the first half never reported its checkpoint saved")
+    unpublished = _unpublished(runs, r1["world_size"])
+    if unpublished:
+        return CheckResult(c.name, False, hint=c.hint, message=unpublished)
     saved_at, held = last_complete([r1])
     grown = f"{g4['world_size']} ranks, dropout off"
     for name, r in (("2 ranks", r2), (grown, g4), ("1 rank", w1)):
@@ -328,16 +475,15 @@ def sharded_resume(c: Check, runs) -> CheckResult:
                                            if held else ""))
     saved = [x.get("saved_pieces") for x in runs["resume_1"].results]
     if r1.get("complete_at") == saved_at and all(saved):
-        for name, run, rng in (("2 ranks", "resume_2", True), (grown, "resume_grow", False), ("1 rank", "resume_ws1",
-                                                                                            False)):
+        for name, run in (("2 ranks", "resume_2"), (grown, "resume_grow"), ("1 rank", "resume_ws1")):
             loaded = [x["loaded_pieces"] for x in runs[run].results]
-            lost = _lost(saved if rng else saved[:1] * len(loaded), loaded, rng)
+            lost = _lost(saved, loaded, [x.get("rng_before_load") for x in runs[run].results])
             if lost:
-                kept = [k for k in saved[0] if k not in {x.split(" ")[0] for x in lost} and (rng or k != "RNG")]
+                kept = [k for k in saved[0] if k not in {x.split(" ")[0] for x in lost}]
                 return CheckResult(c.name, False, hint=c.hint,
                                    message=f"{name}: right after load_sharded, {', '.join(lost)} differ(s) from what "
                                            f"was saved at step {saved_at} ({', '.join(kept) or 'nothing'} match): "
-                                           + "; ".join(LOST[x.split(" ")[0]] for x in lost))
+                                           + "; ".join(dict.fromkeys(LOST[x.split(" (")[0]] for x in lost)))
     keys = r2.get("optim_keys") or {}
     if keys.get("unnamed"):
         return CheckResult(c.name, False, hint=c.hint,
@@ -346,7 +492,7 @@ def sharded_resume(c: Check, runs) -> CheckResult:
                                    "groups in another order puts them on the wrong parameters. get_state_dict(model, "
                                    "optimizer) keys them by fully qualified name")
     inodes = w1.get("latest_inodes") or []
-    if len(inodes) == 2 and None not in inodes and inodes[0] == inodes[1]:
+    if None not in inodes and any(a == b for a, b in zip(inodes, inodes[1:])):
         return CheckResult(c.name, False, hint=c.hint,
                            message="two saves in a row rewrote latest in place (the same file): a kill between its "
                                    "truncation and its write leaves latest empty, naming no checkpoint. Write it under "
@@ -372,7 +518,8 @@ def sharded_resume(c: Check, runs) -> CheckResult:
 
 
 def throughput(c: Check, runs) -> CheckResult:
-    r, err = _part(runs, "fsdp")
+    _, err = _part(runs, "fsdp")  # FSDP2 is timed only where its own part ran
+    r, err = (None, err) if err else _part(runs, "windows")
     if not err:
         rates, err = checked_rates(runs["correctness"], r["windows"])
     if err:
@@ -383,7 +530,7 @@ def throughput(c: Check, runs) -> CheckResult:
                                                          "(2 ranks): the all-gathers and reduce-scatters are the price")
 
 
-EVALUATORS = {f.__name__: f for f in (zero1_equivalence, zero1_memory, fsdp_equivalence, fsdp_memory,
+EVALUATORS = {f.__name__: f for f in (memory_model, zero1_equivalence, zero1_memory, fsdp_equivalence, fsdp_memory,
                                       deepspeed_stages, sharded_resume, throughput, zero2_equivalence, zero2_memory,
                                       zero_comm_bytes, fsdp_structure, zero2_throughput)}
 
@@ -391,7 +538,7 @@ EVALUATORS = {f.__name__: f for f in (zero1_equivalence, zero1_memory, fsdp_equi
 def info(runs) -> list[tuple[str, str]]:
     """MFU and CPU utilisation of the throughput windows (correctness run): information, not graded."""
     run, rows = runs.get("correctness"), []
-    parts = [r.get("fsdp") for r in (run.results if run else [])]
+    parts = [r.get("windows") for r in (run.results if run else [])]
     if parts and all(isinstance(x, dict) and x.get("peak_flops") for x in parts):
         r = parts[0]
         rates, err = checked_rates(run, r["windows"])

@@ -154,43 +154,66 @@ def kwargs_reach(make_opt, env) -> bool:
     return getattr(opt.optim, "seen", None) == {"probe": 7}
 
 
-# (sizes, N) where dealing in the given order, not largest first, leaves one rank heavier: the largest tensor last
-PARTITIONS = (([1, 1, 1, 3], 2), ([2, 7, 3, 2, 4, 9, 12], 3), ([5, 1, 4, 2, 3, 2, 8, 16], 2))
+# (sizes, N) where dealing in the given order, not largest first, leaves one rank heavier: the largest tensor last;
+# then ties, in size and in load, where only the contract's rule (equal sizes in their given order, a tie in load to
+# the lowest rank) gives its owners: [4, 4, 2, 2] at N = 2 is [0, 1, 0, 1], ties to the highest rank [1, 0, 1, 0]
+PARTITIONS = (([1, 1, 1, 3], 2), ([2, 7, 3, 2, 4, 9, 12], 3), ([5, 1, 4, 2, 3, 2, 8, 16], 2), ([4, 4, 2, 2], 2),
+              ([3, 5, 3, 5, 1], 3))
+
+
+def greedy(sizes, n) -> list[int]:
+    """The contract's owners: largest first (equal sizes in their given order), each to the least-loaded rank (the
+    lowest on a tie)."""
+    load, owners = [0] * n, [0] * len(sizes)
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        owners[i] = load.index(min(load))
+        load[owners[i]] += sizes[i]
+    return owners
 
 
 def partitions(seam) -> list[dict]:
-    """partition() on sizes dealt in an unhelpful order: the heaviest rank's elements vs the largest-first greedy's
-    (the contract: largest first, each to the least-loaded rank, ties to the lowest)."""
+    """partition() on sizes dealt in an unhelpful order and on ties: its owners and the heaviest rank's elements vs
+    the contract's greedy."""
     rows = []
     for sizes, n in PARTITIONS:
-        want = [0] * n
-        for s in sorted(sizes, reverse=True):
-            want[want.index(min(want))] += s
+        want_owners = greedy(sizes, n)
         owners = list(seam.partition(list(sizes), n))
-        got = [0] * n
-        for s, r in zip(sizes, owners):
+        want, got = [0] * n, [0] * n
+        for s, r, w in zip(sizes, owners, want_owners):
             got[r] += s
-        rows.append({"sizes": list(sizes), "n": n, "loads": got, "greedy": want,
-                     "ok": len(owners) == len(sizes) and max(got) <= max(want)})
+            want[w] += s
+        rows.append({"sizes": list(sizes), "n": n, "loads": got, "greedy": want, "owners": owners,
+                     "greedy_owners": want_owners, "ok": len(owners) == len(sizes) and max(got) <= max(want),
+                     "same": owners == want_owners})
     return rows
 
 
-def zero1(seam, env, batches) -> dict:
+def zero1(seam, env, batches, comm) -> dict:
+    """Equivalence (SGD), then AdamW on tiny: local groups per outer group, state bytes held after a step and the
+    bytes the step itself sends (DDP's all-reduce is not in it: the gradients here are this rank's own)."""
     import torch
 
     from labs.common.optim import ADAMW
+    from labs.instruments.comm_bytes import sent
 
     out = equivalence(lambda params: seam.ShardedOptimizer(params, torch.optim.SGD, **SGD), env, batches,
                       replicated_grads=True)
     out["kwargs"] = kwargs_reach(lambda params, cls: seam.ShardedOptimizer(params, cls, **SGD), env)
     model = tiny_model(0).to(env.device)  # memory: AdamW, after a step
     opt = seam.ShardedOptimizer(groups(model), torch.optim.AdamW, lr=3e-3, **ADAMW)
+    out["groups"] = {"outer": len(opt.param_groups), "local": len(opt.optim.param_groups)}
     for x, y in batches[:1]:
         opt.zero_grad(set_to_none=True)
         model(x, y)[1].backward()
+        comm.start()
         opt.step()
+        records = comm.stop()
+    ops = {}
+    for op, _, b in records:
+        ops[op] = ops.get(op, 0) + b
     out.update(state_bytes=storage_bytes(v for s in opt.optim.state.values() for v in s.values() if torch.is_tensor(v)),
-               psi=sum(p.numel() for p in model.parameters()), world_size=env.world_size, partitions=partitions(seam))
+               psi=sum(p.numel() for p in model.parameters()), world_size=env.world_size, partitions=partitions(seam),
+               sent=sent(records), sent_by_op=ops, calls=len(records))
     return out
 
 
@@ -245,4 +268,18 @@ def zero2(seam, env, batches, comm) -> dict:
     out.update(psi=psi, world_size=env.world_size, moments=moments, grads=grads, sent=sent(last),
                sent_by_op=ops, calls=len(last), handles=log.phases("backward", "step", "end"),
                padding=padding(model, env.world_size))
+    return out
+
+
+def memory_model(seam) -> dict:
+    """The learner's bytes_per_rank over a grid (every strategy, precision and optimizer; N = 1, 2, 8; Ψ = 1000):
+    {"strategy|precision|optimizer|N": {weights, grads, optimizer, total}}, for the checker's own table."""
+    out = {}
+    for strategy in ("DDP", "ZeRO-1", "ZeRO-2", "ZeRO-3 / FSDP"):
+        for precision in ("fp32", "bf16"):
+            for optimizer in ("AdamW", "SGD+momentum", "SGD"):
+                for n in (1, 2, 8):
+                    got = seam.bytes_per_rank(1000, n, strategy, precision, optimizer)
+                    out[f"{strategy}|{precision}|{optimizer}|{n}"] = {k: float(got[k]) for k in
+                                                                       ("weights", "grads", "optimizer", "total")}
     return out

@@ -5,8 +5,9 @@ are in each docstring and in this lab's README."""
 from .dcp_state import TrainState, load_sharded, save_sharded
 from .deepspeed_zero import ds_config, make_engine
 from .fsdp import apply_fsdp, model_state_bytes
+from .memory_model import bytes_per_rank
 from .zero1 import ShardedOptimizer, partition
 from .zero2 import Zero2Optimizer
 
-__all__ = ["partition", "ShardedOptimizer", "Zero2Optimizer", "apply_fsdp", "model_state_bytes", "TrainState",
-           "save_sharded", "load_sharded", "ds_config", "make_engine"]
+__all__ = ["bytes_per_rank", "partition", "ShardedOptimizer", "Zero2Optimizer", "apply_fsdp", "model_state_bytes",
+           "TrainState", "save_sharded", "load_sharded", "ds_config", "make_engine"]

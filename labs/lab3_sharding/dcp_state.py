@@ -59,7 +59,9 @@ def save_sharded(root, model, optimizer, scheduler, sampler, step: int) -> Path:
                               "rank's shards, the metadata, one RNG file per rank) and root's latest names it. Killed "
                               "at any moment, root still offers only complete checkpoints: nothing appears under the "
                               "final name before every rank has written all of its part, and latest changes only after "
-                              "that. (hints: checker hint lab3 dcp_state.save_sharded)")
+                              "that. A folder already complete under the final name (an earlier save of this step) "
+                              "stays as it is, never moved or removed: a folder cannot be replaced in one atomic step, "
+                              "and latest may be naming it. (hints: checker hint lab3 dcp_state.save_sharded)")
     return final
 
 

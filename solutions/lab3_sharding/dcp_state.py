@@ -74,21 +74,25 @@ def save_sharded(root, model, optimizer, scheduler, sampler, step: int) -> Path:
     # BEGIN SOLUTION On return, on every rank, the folder for this step is complete (every rank's shards, the
     #                metadata, one RNG file per rank) and root's latest names it. Killed at any moment, root still
     #                offers only complete checkpoints: nothing appears under the final name before every rank has
-    #                written all of its part, and latest changes only after that.
+    #                written all of its part, and latest changes only after that. A folder already complete under the
+    #                final name (an earlier save of this step) stays as it is, never moved or removed: a folder cannot
+    #                be replaced in one atomic step, and latest may be naming it.
     # HINT 1         Atomic publication: a reader trusts whatever latest names. Where must the files go while they
     #                are incomplete, how does rank 0 learn that every rank is done, and which single step makes the
     #                checkpoint appear all at once?
     # HINT 2         dcp.save of {"train": TrainState} into the partial folder; each rank's RNG with
     #                ckpt.atomic_save; barriers between the phases; rank 0 uses os.replace and ckpt.atomic_write_text.
     # HINT 3         dcp.save({"train": TrainState(...)}, checkpoint_id=partial); each rank atomic_saves rng_state()
-    #                to partial/rng-rank{rank}.pt; barrier; rank 0 replaces final with partial (os.replace) and
-    #                atomically writes root/latest; barrier.
+    #                to partial/rng-rank{rank}.pt; barrier; rank 0 renames partial to final (os.replace; where final
+    #                exists already, it removes partial instead) and atomically writes root/latest; barrier.
     dcp.save({"train": TrainState(model, optimizer, scheduler, sampler, step)}, checkpoint_id=str(partial))
     ckpt.atomic_save({"rng": ckpt.rng_state()}, partial / f"rng-rank{rank}.pt")
     dist.barrier()
     if rank == 0:
-        shutil.rmtree(final, ignore_errors=True)  # a save of this step that finished before a kill
-        os.replace(partial, final)
+        if final.exists():  # saved before (a resumed run again): complete, kept
+            shutil.rmtree(partial)
+        else:
+            os.replace(partial, final)
         ckpt.atomic_write_text(final.name, root / "latest")
     dist.barrier()
     # END SOLUTION

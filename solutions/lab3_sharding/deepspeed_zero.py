@@ -19,11 +19,11 @@ def ds_config(stage: int, micro_batch: int, lr: float = 3e-3, weight_decay: floa
     """The DeepSpeed config for ZeRO `stage`, fp32, AdamW with labs.common.optim's hyperparameters
     (make_engine passes its parameter groups, so biases and LayerNorms are not decayed either)."""
     # BEGIN SOLUTION Returns a DeepSpeed config (a plain dict) under which ZeRO stage `stage` trains exactly as the
-    #                course's loop does: micro_batch sequences per rank per step, no accumulation, AdamW with lr,
-    #                betas 0.9 and 0.95, eps 1e-8 and weight_decay, fp32 throughout, and nothing to compile on a
-    #                CPU. Then stages 0 to 3 give the same losses and differ only in what each rank holds; at
-    #                stage 3 between steps a rank holds only its 1/N of every parameter (16/N bytes per parameter
-    #                with weights, master and moments), none kept whole, however small.
+    #                course's loop does (labs.common.optim: its AdamW and hyperparameters, with this lr and
+    #                weight_decay; micro_batch sequences per rank per optimizer step; fp32 throughout), needing nothing
+    #                compiled on a CPU. Then stages 0 to 3 give the same losses and differ only in what each rank
+    #                holds; at stage 3, between steps, a rank holds only its 1/N of every parameter (16/N bytes per
+    #                parameter with weights, master and moments), none kept whole, however small.
     # HINT 1         DeepSpeed builds the optimizer, the sharding and the precision from the config, not from your
     #                code. Which entry decides what is partitioned, which would silently change the numbers
     #                (precision, accumulation, hyperparameters), what would DeepSpeed compile for its own Adam, and

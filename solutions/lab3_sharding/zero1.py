@@ -8,10 +8,9 @@ Per rank, fp32 AdamW, Ψ parameters, N ranks (the ZeRO paper's table in this cou
 (Mixed precision, the paper's setting: 2Ψ bf16 weights + 2Ψ bf16 grads + 12Ψ fp32 master
 weights and moments: DDP 16Ψ, ZeRO-1 4Ψ + 12Ψ/N, ZeRO-2 2Ψ + 14Ψ/N, ZeRO-3 16Ψ/N.)
 
-How: parameters are dealt to ranks whole, largest first, each to the rank with the fewest
-elements so far (torch's ZeroRedundancyOptimizer does the same). Each rank builds the wrapped
-optimizer over its own parameters only, so moments exist only for those. After the step, every
-parameter is broadcast from its owner.
+What holds: every parameter has one owner rank, dealt whole so that the ranks' elements are as
+even as whole tensors allow (torch's ZeroRedundancyOptimizer deals them the same way); only the
+owner keeps its optimizer state and updates it; after the step every rank holds every new value.
 
 What whole tensors cost, and why zero2.py slices flat buffers instead:
 - bytes: the shares are only as even as the tensor sizes allow (tiny, N = 2: 1.019 and 0.981 of
@@ -32,19 +31,24 @@ import torch
 import torch.distributed as dist
 
 
-def partition(sizes: list[int], world_size: int) -> list[int]:
-    """Owner rank of each tensor: largest first, to the least-loaded rank (ties: lowest rank)."""
-    # BEGIN SOLUTION Returns one owner rank per tensor, in the given order, so the ranks' element totals are as even
-    #                as whole tensors allow: largest first, each to the rank with the fewest elements so far, ties to
-    #                the lowest rank. Every rank derives the same owners from the same sizes, without communicating.
-    #                `tiny`, N = 2: shares of 1.019 and 0.981 of Ψ/N; one tensor, two ranks: all and nothing.
+def partition(sizes: list[int], world_size: int, loads: list[int] | None = None) -> list[int]:
+    """Owner rank of each tensor. `loads`: elements each rank owns already (add_param_group deals a new group on top
+    of the constructor's); none by default."""
+    # BEGIN SOLUTION Returns one owner rank per tensor, in the given order, such that the heaviest rank's total
+    #                (its `loads` entry plus the elements of the tensors it owns) is as small as dealing whole tensors
+    #                greedily allows: largest first, each to the rank with the fewest elements so far. Owners are
+    #                exactly determined by sizes, loads and N (tensors of equal size in their given order; a tie in
+    #                load to the lowest rank): every rank derives the same owners without a message, and a rank's
+    #                optimizer shard saved by one implementation loads into another. tiny at N = 2: 1.019 and
+    #                0.981 of Ψ/N; one tensor, two ranks: all and nothing.
     # HINT 1         Greedy balancing. Why does the order of dealing matter: deal the big tensors last and how far
     #                over Ψ/N can one rank end up? And what lets every rank agree on the owners without a message?
-    # HINT 2         A list of per-rank loads; the tensor indices sorted by size, descending; for each index, the
-    #                rank of least load (min over ranks, by load) takes it and its load grows by the size.
-    # HINT 3         Sort tensor indices by size descending; give each to the rank with the smallest total so far;
-    #                return owners in the original order.
-    load, owner = [0] * world_size, [0] * len(sizes)
+    # HINT 2         A list of per-rank loads (a copy of `loads`, or zeros); the tensor indices sorted by size,
+    #                descending, a stable sort; for each index, the rank of least load (the first such rank) takes it
+    #                and its load grows by the size.
+    # HINT 3         Sort tensor indices by size descending (stable); give each to the rank with the smallest total so
+    #                far, the lowest on a tie (min over ranks, by load); return owners in the original order.
+    load, owner = list(loads) if loads else [0] * world_size, [0] * len(sizes)
     for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
         r = min(range(world_size), key=lambda r: load[r])
         owner[i] = r
@@ -72,10 +76,11 @@ class ShardedOptimizer(torch.optim.Optimizer):
         self.all_params = [p for g in self.param_groups for p in g["params"]]
         owners = partition([p.numel() for p in self.all_params], self.world_size)
         self.owner = {id(p): r for p, r in zip(self.all_params, owners)}
-        # BEGIN SOLUTION Afterwards the attribute optim is an optimizer of the given class and options holding only
-        #                the parameters this rank owns, in one local group per outer group (same hyperparameters, same
-        #                order, empty where this rank owns none of it). State exists only for what it holds: AdamW's
-        #                moments cost 8 B x the owned elements, about 8Ψ/N per rank instead of 8Ψ.
+        # BEGIN SOLUTION Afterwards self.optim is an optimizer_cls with the given options whose state can only ever
+        #                cover the parameters this rank owns (self.owner), and whose i-th param group is this rank's
+        #                share of self.param_groups[i], with that group's hyperparameters, even where the share is
+        #                empty: each step copies the hyperparameters across by position (sync_hyperparameters).
+        #                AdamW's moments then cost 8 B x the owned elements, about 8Ψ/N per rank instead of 8Ψ.
         # HINT 1         An optimizer creates state for every parameter it is handed. What must the local optimizer
         #                never see? And why keep its groups one-to-one with the outer groups, when a scheduler edits
         #                the outer groups' learning rates and the step copies them across by position?
@@ -89,8 +94,8 @@ class ShardedOptimizer(torch.optim.Optimizer):
 
     def add_param_group(self, param_group: dict) -> None:
         """A group added after construction is stepped from then on (torch's contract): torch checks it and fills
-        its defaults, its tensors are dealt to the least-loaded ranks as partition() deals them (every rank derives
-        the same owners), and this rank's share becomes a new local group, so local groups stay one per outer group."""
+        its defaults, partition() deals its tensors on top of what each rank owns already (every rank derives the
+        same owners), and this rank's share becomes a new local group, so local groups stay one per outer group."""
         super().add_param_group(param_group)
         if "optim" not in self.__dict__:  # Optimizer.__init__ adding the constructor's groups: __init__ deals them
             return
@@ -98,9 +103,8 @@ class ShardedOptimizer(torch.optim.Optimizer):
         load = [0] * self.world_size
         for q in self.all_params:
             load[self.owner[id(q)]] += q.numel()
-        for q in sorted(group["params"], key=lambda q: -q.numel()):
-            r = min(range(self.world_size), key=lambda r: load[r])
-            self.owner[id(q)], load[r] = r, load[r] + q.numel()
+        owners = partition([q.numel() for q in group["params"]], self.world_size, load)
+        self.owner.update({id(q): r for q, r in zip(group["params"], owners)})
         self.all_params += group["params"]
         self.optim.add_param_group({**group, "params": [q for q in group["params"] if self.owner[id(q)] == self.rank]})
 
@@ -127,11 +131,11 @@ class ShardedOptimizer(torch.optim.Optimizer):
             with torch.enable_grad():
                 loss = closure()
         sync_hyperparameters(self.param_groups, self.optim.param_groups)
-        # BEGIN SOLUTION Afterwards every rank holds the same, fully updated weights: each parameter updated by its
-        #                owner (the one rank with its moments) and copied from there to every other rank. Every rank
-        #                issues the same copies in the same order, even one that owns nothing. Cost: 4Ψ·(N−1)/N bytes
-        #                per rank on top of DDP's 8Ψ·(N−1)/N gradient all-reduce, 1.5x DDP in all. Keyword
-        #                arguments given to this step reach the local optimizer's step.
+        # BEGIN SOLUTION On return every rank holds the same weights, each parameter as its owner's optimizer updated
+        #                it (the owner is the only rank with its state), a rank that owns nothing included. What this
+        #                rank sends for it is one copy of the weights' worth, 4Ψ·(N−1)/N bytes per step (the checker
+        #                counts it), on top of DDP's 8Ψ·(N−1)/N gradient all-reduce: 1.5x DDP in all. Keyword
+        #                arguments given to the step reach the local optimizer's step.
         # HINT 1         After the local step, a rank's own parameters are new and everyone else's are stale. For each
         #                parameter: who has the new value, who needs it, and what happens if one rank skips a copy?
         # HINT 2         A broadcast per parameter, rooted at its owner (self.owner), over self.all_params in their

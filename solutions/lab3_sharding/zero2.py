@@ -42,10 +42,11 @@ class FlatBucket:
         for p in params:
             self.offsets.append(n)
             n += p.numel()
-        # BEGIN SOLUTION Afterwards the attribute flat is one buffer of P elements, P the least multiple of N that is
-        #                at least n (so at most N − 1 zeros of padding), holding every parameter's values at its offset,
-        #                and each parameter's data is a view of its own range in it: writing the buffer writes the
-        #                model. Attributes lo and hi bound this rank's slice [r·P/N, (r+1)·P/N), exactly P/N elements.
+        # BEGIN SOLUTION Afterwards self.flat is one buffer, of the parameters' dtype and device, that the bucket's
+        #                collectives can cut into N equal slices with as little padding as possible, holding each
+        #                parameter's current values at its offset; and a write to the buffer is a write to the model's
+        #                parameters (and the other way round). self.lo and self.hi bound this rank's slice: the N
+        #                ranks' slices are contiguous, in rank order, of equal length, and together cover the buffer.
         # HINT 1         Collectives that cut a buffer into N equal parts need its length to be a multiple of N. And if
         #                the optimizer will update slices of this buffer, how must each parameter relate to it for the
         #                model to see the update? Would a copy do?

@@ -1,6 +1,10 @@
 """Lab 3's mutants: one realistic slip each, and the check that must catch it."""
 from . import Mutant
 
+# save_sharded's publication on rank 0, as the reference writes it (three blind mutants edit it)
+PUBLISH = ("        if final.exists():  # saved before (a resumed run again): complete, kept\n"
+           "            shutil.rmtree(partial)\n        else:\n            os.replace(partial, final)\n")
+
 MUTANTS = [
     # ZeRO-1 (zero1.py)
     Mutant("partition_smallest_first", "zero1.py", "key=lambda i: -sizes[i]", "key=lambda i: sizes[i]",
@@ -57,8 +61,10 @@ MUTANTS = [
            '    ckpt.atomic_save({"rng": ckpt.rng_state()}, partial / f"rng-rank{rank}.pt")\n'
            "    dist.barrier()\n"
            "    if rank == 0:\n"
-           "        shutil.rmtree(final, ignore_errors=True)  # a save of this step that finished before a kill\n"
-           "        os.replace(partial, final)\n"
+           "        if final.exists():  # saved before (a resumed run again): complete, kept\n"
+           "            shutil.rmtree(partial)\n"
+           "        else:\n"
+           "            os.replace(partial, final)\n"
            '        ckpt.atomic_write_text(final.name, root / "latest")\n',
            "    if rank == 0:  # latest names the new step first; the folder is filled after\n"
            '        ckpt.atomic_write_text(final.name, root / "latest")\n'
@@ -75,6 +81,11 @@ MUTANTS = [
            '''{"stage": stage}''', "deepspeed_stages",
            "stage 3 at DeepSpeed's default persistence threshold: every small parameter stays whole on every rank "
            "(12 B/param at N = 2 where ZeRO-3 promises 8)"),
+    # the memory model (memory_model.py)
+    Mutant("memory_model_zero2_shards_weights", "memory_model.py",
+           'out = {"weights": w * psi / (n if level >= 3 else 1)',
+           'out = {"weights": w * psi / (n if level >= 2 else 1)',
+           "memory_model", "ZeRO-2 predicted to shard the weights too: ZeRO-3's count under ZeRO-2's name"),
     # blind: a learner who worked lab 3 from labs/ only broke their own solution these ways; re-expressed here
     Mutant("resume_restores_no_rng", "dcp_state.py", '        ckpt.set_rng_state(ckpt.load(rng)["rng"])\n',
            "        pass\n", "sharded_resume",
@@ -177,4 +188,48 @@ MUTANTS = [
     Mutant("dcp_rng_required", "dcp_state.py", "    if rng.exists():\n        ckpt.set_rng_state",
            "    if True:\n        ckpt.set_rng_state",
            "sharded_resume", "every rank demands its RNG file: a rank new since the save fails to resume", blind=True),
+    # blind, fourth session: wrong saves and loads that passed sharded_resume, caught since
+    Mutant("dcp_no_temporary_folder", "dcp_state.py",
+           'checkpoint_id=str(partial))\n    ckpt.atomic_save({"rng": ckpt.rng_state()}, '
+           'partial / f"rng-rank{rank}.pt")\n    dist.barrier()\n    if rank == 0:\n' + PUBLISH,
+           'checkpoint_id=str(final))\n    ckpt.atomic_save({"rng": ckpt.rng_state()}, final / f"rng-rank{rank}.pt")\n'
+           "    dist.barrier()\n    if rank == 0:\n",
+           "sharded_resume", "the checkpoint is written straight into its final folder and latest moved after it: the "
+           "kill leaves step-NNNNNN with shards and no .metadata, which the resume never read", blind=True),
+    Mutant("dcp_latest_before_rename", "dcp_state.py",
+           PUBLISH + '        ckpt.atomic_write_text(final.name, root / "latest")\n',
+           '        ckpt.atomic_write_text(final.name, root / "latest")\n'
+           "        if final.exists():\n            shutil.rmtree(partial)\n        else:\n"
+           "            os.replace(partial, final)\n",
+           "sharded_resume", "latest is pointed at the new folder before the folder is renamed into place: a kill "
+           "between the two leaves latest naming nothing", blind=True),
+    Mutant("dcp_new_rank_takes_old_rng", "dcp_state.py", 'rng = folder / f"rng-rank{dist.get_rank()}.pt"',
+           'rng = folder / f"rng-rank{dist.get_rank() % 2}.pt"', "sharded_resume",
+           "at a larger world size the new ranks load an old rank's RNG file: ranks 0 and 2 draw the same masks",
+           blind=True),
+    Mutant("dcp_resave_moves_old_aside", "dcp_state.py",
+           PUBLISH,
+           "        if final.exists():\n            os.replace(final, final.with_name(final.name + \".old\"))\n"
+           "        os.replace(partial, final)\n"
+           "        shutil.rmtree(final.with_name(final.name + \".old\"), ignore_errors=True)\n",
+           "sharded_resume", "a second save of a step renames the complete folder aside, then the new one in: a kill "
+           "between the two leaves latest naming nothing", blind=True),
+    Mutant("dcp_no_barrier_before_rename", "dcp_state.py",
+           'partial / f"rng-rank{rank}.pt")\n    dist.barrier()\n', 'partial / f"rng-rank{rank}.pt")\n',
+           "sharded_resume", "rank 0 renames the folder without waiting for the other ranks' RNG files: passes "
+           "unless the race fires", blind=True),
+    Mutant("zero1_step_all_reduces", "zero1.py", "            dist.broadcast(p.data, src=self.owner[id(p)])\n",
+           "            p.data.mul_(self.owner[id(p)] == self.rank)\n            dist.all_reduce(p.data)\n",
+           "zero_comm_bytes", "non-owners zero their copy and every parameter is all-reduced: the right weights for "
+           "twice the broadcasts' bytes", blind=True),
+    Mutant("partition_ties_to_highest", "zero1.py", "        r = min(range(world_size), key=lambda r: load[r])\n",
+           "        r = min(reversed(range(world_size)), key=lambda r: load[r])\n", "zero1_memory",
+           "a tie in load goes to the highest rank: as balanced, other owners than the contract's", blind=True),
+    Mutant("zero1_one_local_group", "zero1.py",
+           'local = [{**g, "params": [p for p in g["params"] if self.owner[id(p)] == self.rank]} '
+           'for g in self.param_groups]',
+           'local = [{**self.param_groups[0], "params": [p for g in self.param_groups for p in g["params"] '
+           'if self.owner[id(p)] == self.rank]}]', "zero1_equivalence",
+           "one local group for all the outer groups: the second group's lr and weight decay never reach its "
+           "parameters", blind=True),
 ]
