@@ -38,7 +38,8 @@ SHAPES = [(64, 4, 2, 64, 0.1), (96, 3, 3, 40, 0.1), (48, 2, 4, 24, 0.0), (48, 1,
 RECOMPUTE, ESTIMATE_RECOMPUTED = ("selective", "full"), 3
 AMP_STEPS, AMP_BATCH, AMP_LR = 8, 8, 3e-3
 SCALE_STEPS, OVERFLOW_AT = 6, 3    # fp16 steps; the checker's inf lands in step 3's backward
-# The scale's feedback loop, driven by the checker on one parameter: G - 1 clean steps, an overflow, 2G + 1 clean
+# The scale's feedback loop, driven by the checker on one parameter: G - 1 clean steps, an overflow (a NaN in one
+# gradient; the fp16 run's overflow is an inf, so a scaler that looks for inf alone is caught here), 2G + 1 clean
 # steps. The scale must halve, stay for G clean steps (the count restarted), double, stay G more, double. A count
 # kept across the overflow doubles it after 1 clean step; a count that must pass G doubles it a step late.
 # G: GROWTH_INTERVAL, moved by hidden variants (grade()).
@@ -46,11 +47,15 @@ GROWTH_INTERVAL = 2
 # Timing: wide enough that matmuls, not Python, dominate a step (h = 128: 0.17 s fwd+bwd on one core).
 PRECISIONS = ("fp32", "bf16")  # activation_estimate grades the learner's count in both
 TIMING = dict(n_embd=128, n_head=4, batch=8, seq=64, reps=10)
-# Planner scenarios: GPT-2 small's shape (124 M parameters), batch 16 x 1024 tokens, 8 ranks, four budgets (GiB).
+# Planner scenarios: GPT-2 small's shape (124 M parameters), batch 16 x 1024 tokens, 8 ranks, five budgets (GiB); at
+# 0.5 GiB nothing fits (micro-batch 1, full, ZeRO-3 needs 0.65 GiB: 0.23 model state + 0.38 logits + 0.04 blocks), so
+# the contract's "the last one tried, fits False" is graded too.
 # fp8: a stream of tensors whose amax rises, falls and starts at zero, a short history and a margin, so delayed
 # scaling differs from current scaling, from a history never rolled, and from one without its margin
 FP8 = dict(amax=(0.0, 3.0, 40.0, 2.0, 900.0, 5.0, 0.5, 70.0, 1.0), history=3, margin=1, rows=16, cols=24, steps=4)
-PLAN = dict(config="gpt2-124m", n_params=124_475_904, batch=16, seq=1024, world_size=8, budgets_gib=(80, 16, 6, 2))
+PLAN_KEYS = ("micro_batch", "grad_accum", "recompute", "zero_stage", "total", "fits")  # what memory_plan compares
+PLAN = dict(config="gpt2-124m", n_params=124_475_904, batch=16, seq=1024, world_size=8,
+            budgets_gib=(80, 16, 6, 2, 0.5))
 
 CHECKS = [
     Check("activation_estimate", "activation_bytes(cfg, b, s, precision, recompute) equals the bytes one block "
@@ -61,13 +66,16 @@ CHECKS = [
           "(checker hint lab7 activations.activation_terms)"),
     Check("checkpoint_memory", "with apply_recompute 'full' a block keeps only its input (4 bsh); 'selective' "
           "its input + the Linear outputs; measured",
-          f"A block keeps more than its contract ({WHERE}/recompute.py): 'full' off: part of the forward runs outside "
-          "the checkpoint (checker hint lab7 recompute.checkpointed); 'selective' alone: the policy keeps more "
-          "than the matmuls' outputs (checker hint lab7 recompute.keep_matmuls)"),
+          f"A block keeps other than its contract ({WHERE}/recompute.py): 'full' off: the checkpoint does not hold "
+          "exactly the block input (checker hint lab7 recompute.checkpointed); 'selective' alone: more kept, the "
+          "policy keeps an op's output other than a Linear's; less kept, a Linear's output is recomputed (checker "
+          "hint lab7 recompute.keep_matmuls)"),
     Check("checkpoint_equivalence", "full and selective recomputation: loss and every gradient equal no "
-          "recomputation's (dropout on, same seed)",
+          "recomputation's (dropout on, same seed), also with the embeddings frozen (no block input requires grad)",
           f"The rerun forward is not the one that ran ({WHERE}/recompute.py): most likely its dropout masks differ, "
-          "as it starts from another random state (checker hint lab7 recompute.checkpointed)"),
+          "as it starts from another random state; or, where the message says parameters got no gradient, the "
+          "checkpoint differentiates only through inputs that require grad (checker hint lab7 "
+          "recompute.checkpointed)"),
     Check("recompute_cost", "full recomputation's CPU time per step / no recomputation's, interleaved, is within the "
           "band the FLOP count gives (one more forward of the blocks)",
           f"Not one extra forward of the blocks ({WHERE}/recompute.py): below the band nothing is recomputed; above "
@@ -84,14 +92,18 @@ CHECKS = [
           "the tensors', or another dtype (checker hint lab7 amp.autocast)"),
     Check("loss_scaling", "fp16 with your LossScaler: the step with an injected inf gradient is skipped (weights "
           "unchanged), the next uses half the scale, weights stay finite and training continues; a small-"
-          "growth_interval LossScaler driven through an overflow halves, then doubles after exactly G clean steps",
+          "growth_interval LossScaler driven through a NaN gradient skips that step, halves, then doubles after "
+          "exactly G clean steps",
           f"See the message ({WHERE}/loss_scale.py): scale not halved or grown at the wrong step (checker hint "
           "lab7 loss_scale.update); loss not scaled (checker hint lab7 amp.train_step); an overflowed step changed "
           "the weights or a clean one got gradients not divided by the scale (checker hint lab7 loss_scale.step)"),
     Check("memory_plan", "plan_memory picks the first (micro-batch, recompute, ZeRO stage) that fits, in the "
-          "README's order, with the checker's byte count, at four budgets",
-          f"Not the checker's first fit ({WHERE}/planner.py): the order options are tried in is the contract, and "
-          "every byte term counts (activations: activations.py) (checker hint lab7 planner.plan_memory)"),
+          "README's order, with its grad_accum and the checker's byte count, at five budgets (at the last nothing "
+          "fits: the last option tried, fits False)",
+          f"Not the checker's plan ({WHERE}/planner.py): the order options are tried in is the contract, "
+          "micro_batch x grad_accum is the batch, and nothing fitting still returns a plan (checker hint lab7 "
+          "planner.plan_memory); every byte term counts (checker hint lab7 planner.step_bytes; activations: "
+          "activations.py)"),
     Check("fp8_cast", "to_fp8 at scales 1, 1/8 and 1000 into e4m3 and e5m2, on values from 1e-3 to 1e5: every byte "
           "equals the checker's cast (round to nearest, saturated at 448 / 57,344), no inf or NaN",
           f"{WHERE}/fp8.py to_fp8: scale in fp32, then saturate at the format's largest finite value before the cast "
@@ -218,7 +230,11 @@ def task_memory(ctx, target, shapes=SHAPES, seed=SEED):
 
 
 def _equivalence(seam, seed):
-    """Two steps' losses and gradients, each mode vs no recomputation, dropout on and the same seeds."""
+    """Two steps' losses and gradients, each mode vs no recomputation, dropout on and the same seeds. Then one step
+    with the embeddings frozen, as when fine-tuning the blocks: the first block's input then does not require grad.
+    The README asks for non-reentrant checkpointing, which differentiates through everything the forward used; the
+    reentrant one (use_reentrant=True) only through inputs that require grad, so there the blocks' parameters get no
+    gradient at all (torch only warns), a difference no run with trainable embeddings shows."""
     import torch
 
     from labs.common.data import TokenFile, ensure_corpus
@@ -227,26 +243,35 @@ def _equivalence(seam, seed):
     data = TokenFile.open(ensure_corpus(256))
     batches = [data.batch(list(range(i * 4, i * 4 + 4)), 64, torch.device("cpu")) for i in range(2)]
 
-    def run(mode):
+    def run(mode, frozen=False):
         torch.manual_seed(seed)
         model = build_model(_cfg(64, 4, 0.1)).train()
+        if frozen:
+            model.tok_emb.weight.requires_grad_(False)
+            model.pos_emb.weight.requires_grad_(False)
         if mode:
             seam.apply_recompute(model, mode)
         losses, grads = [], []
-        for i, (x, y) in enumerate(batches):
+        for i, (x, y) in enumerate(batches[:1] if frozen else batches):
             torch.manual_seed(seed + 100 + i)  # the dropout masks of this step
             _, loss = model(x, y)
             loss.backward()
             losses.append(loss.item())
-            grads.append([p.grad.clone() for p in model.parameters()])
+            grads.append([None if p.grad is None else p.grad.clone() for p in model.parameters() if p.requires_grad])
             model.zero_grad(set_to_none=True)
         return losses, grads
-    ref_l, ref_g = run(None)
+
+    def diff(got, ref):
+        lo, gr = got
+        pairs = [(a, b) for s, t in zip(gr, ref[1]) for a, b in zip(s, t)]
+        return {"loss_diff": max(abs(a - b) for a, b in zip(lo, ref[0])),
+                "grad_diff": max((a - b).abs().max().item() if a is not None else float("inf") for a, b in pairs),
+                "no_grad": sum(a is None for a, _ in pairs)}
+    ref, ref_frozen = run(None), run(None, frozen=True)
     out = {}
     for mode in ("full", "selective"):
-        lo, gr = run(mode)
-        out[mode] = {"loss_diff": max(abs(a - b) for a, b in zip(lo, ref_l)),
-                     "grad_diff": max((a - b).abs().max().item() for s, t in zip(gr, ref_g) for a, b in zip(s, t))}
+        out[mode] = diff(run(mode), ref)
+        out[f"{mode}, embeddings frozen"] = diff(run(mode, frozen=True), ref_frozen)
     return out
 
 
@@ -261,9 +286,9 @@ def _plans(seam):
 
     cfg, p = get_config(PLAN["config"]), PLAN
     assert {k: getattr(cfg, k) for k in _plan_cfg()} == _plan_cfg(), "labs/common/model.py's gpt2-124m changed"
-    return [{k: plan[k] for k in ("micro_batch", "recompute", "zero_stage", "total", "fits")}
-            for plan in (seam.plan_memory(cfg, p["n_params"], p["batch"], p["seq"], p["world_size"], g * 2 ** 30)
-                         for g in p["budgets_gib"])]
+    plans = (seam.plan_memory(cfg, p["n_params"], p["batch"], p["seq"], p["world_size"], int(g * 2 ** 30))
+             for g in p["budgets_gib"])
+    return [None if plan is None else {k: plan.get(k) for k in PLAN_KEYS} for plan in plans]
 
 
 def _batches(n, batch):
@@ -344,23 +369,28 @@ def task_amp(ctx, target, seed=SEED, growth_interval=GROWTH_INTERVAL):
 
 def _scale_growth(seam, interval):
     """The scale used at each step of a LossScaler(growth_interval=interval) the checker drives on one parameter:
-    interval - 1 clean steps, an overflow (an inf written into the gradient), 2 * interval + 1 clean steps. The
-    scale used is read from the gradient of loss = sum(p): d(S * loss)/dp = S."""
+    interval - 1 clean steps, an overflow (a NaN written into the gradient: the fp16 run injects inf, so the two
+    runs see both kinds), 2 * interval + 1 clean steps. The scale used is read from the gradient of loss = sum(p):
+    d(S * loss)/dp = S, whatever p holds."""
     import torch
 
     p = torch.nn.Parameter(torch.ones(4))
     opt = torch.optim.SGD([p], lr=1e-3)
     scaler = seam.LossScaler(growth_interval=interval)
-    overflow, scales = interval - 1, []
+    overflow, scales, kept = interval - 1, [], None
     for i in range(3 * interval + 1):
         opt.zero_grad(set_to_none=True)
         scaler.scale(p.sum()).backward()
         scales.append(p.grad[0].item())
+        before = p.detach().clone()
         if i == overflow:
-            p.grad[1] = float("inf")
+            p.grad[1] = float("nan")  # 0 x inf, inf - inf: what an fp16 overflow often becomes by the gradient
         scaler.step(opt)
         scaler.update()
-    return {"scales": scales, "interval": interval, "overflow": overflow}
+        if i == overflow:
+            kept = bool(torch.equal(p.detach(), before))  # the NaN step must leave the weights as they were
+    return {"scales": scales, "interval": interval, "overflow": overflow, "nan_step_skipped": kept,
+            "finite": bool(torch.isfinite(p).all())}
 
 
 def _loss_scaling(seam, seed):

@@ -137,12 +137,29 @@ def explain_bytes(shapes, diffs, precision="fp32", recompute="none") -> str:
     return ""
 
 
+# checkpoint_memory's hint, by mode and by the sign of the difference: (mode, kept more than the formula)
+CHECKPOINT_WHY = {
+    ("full", True): "'full' keeps more than the block input: part of the block's forward runs outside the "
+                    "checkpoint, or the checkpoint keeps what it should rerun (checker hint lab7 "
+                    "recompute.checkpointed).",
+    ("full", False): "'full' keeps less than the block input: the checkpoint must hold the input to rerun the block "
+                     "from it (checker hint lab7 recompute.checkpointed).",
+    ("selective", True): "'selective' keeps more than the input and the Linears' outputs: the policy keeps some other "
+                         "op's output (an a*s^2 attention tensor, a LayerNorm's, GELU's: cheap to rerun, not cheap to "
+                         "store) (checker hint lab7 recompute.keep_matmuls).",
+    ("selective", False): "'selective' keeps less than the input and the Linears' outputs: a Linear's output is "
+                          "recomputed, not kept: the policy misses an op a Linear runs as (the policy sees each aten "
+                          "overload; with a bias and without, a Linear is not the same op) (checker hint lab7 "
+                          "recompute.keep_matmuls).",
+}
+
+
 def checkpoint_memory(c: Check, runs) -> CheckResult:
     bad = _fail(c, runs, "memory")
     if bad:
         return bad
     r = runs["memory"].result
-    cfg, notes, ok = r["cfg"], [], True
+    cfg, notes, ok, why = r["cfg"], [], True, []
     for mode in ("full", "selective"):
         if r.get(f"{mode}_error"):
             return error_result(c, {**r[f"{mode}_error"], "message": f"{mode}: {r[f'{mode}_error']['message']}"},
@@ -150,8 +167,10 @@ def checkpoint_memory(c: Check, runs) -> CheckResult:
         want = expected_bytes(**cfg, recompute=mode)
         ok &= r[mode] == want
         notes.append(f"{mode} {r[mode]:,} B (formula {want:,})")
+        if r[mode] != want:
+            why.append(CHECKPOINT_WHY[mode, r[mode] > want])
     return CheckResult(c.name, ok, value=r["full"], threshold=expected_bytes(**cfg, recompute="full"),
-                       unit="bytes per block (full)", hint=c.hint,
+                       unit="bytes per block (full)", hint=" ".join(why) or c.hint,
                        message=f"per block, b={cfg['batch']} s={cfg['seq']} h={cfg['n_embd']}: " + ", ".join(notes)
                                + f"; no recomputation {r['fp32']:,} B")
 
@@ -161,10 +180,19 @@ def checkpoint_equivalence(c: Check, runs) -> CheckResult:
     if bad:
         return bad
     e = runs["memory"].result["equiv"]
-    worst = max(max(v.values()) for v in e.values())
+    worst = max(max(v["loss_diff"], v["grad_diff"]) for v in e.values())
     notes = ", ".join(f"{m}: loss {v['loss_diff']:.1e}, grads {v['grad_diff']:.1e}" for m, v in e.items())
+    message = f"2 steps, dropout 0.1, vs no recomputation (and 1 with the embeddings frozen): {notes}"
+    starved = [(m, v["no_grad"]) for m, v in e.items() if v.get("no_grad")]
+    if starved:  # the reentrant checkpoint: the blocks' parameters get no gradient when no block input requires one
+        m, n = starved[0]
+        message = (f"{m}: {n} trainable parameters got no gradient (None) where no recomputation gives them one: with "
+                   "the embeddings frozen the first block's input does not require grad, and a checkpoint that "
+                   "differentiates only through its inputs (the reentrant one, use_reentrant=True) then cuts the "
+                   "blocks' weights out of backward; the non-reentrant checkpoint the README asks for does not. "
+                   + message)
     return CheckResult(c.name, worst <= EQUIV_TOL, value=worst, threshold=EQUIV_TOL, unit="max abs diff",
-                       hint=c.hint, message=f"2 steps, dropout 0.1, vs no recomputation: {notes}")
+                       hint=c.hint, message=message)
 
 
 def _x(cfg) -> float:
@@ -309,11 +337,17 @@ def _growth_problems(amp) -> list[str]:
         return []
     got, k, n = g["scales"], g["overflow"], g["interval"]
     want = expected_growth(got[0], n, k, len(got))
+    if g.get("nan_step_skipped") is False or g.get("finite") is False:
+        return [f"a LossScaler(growth_interval={n}) driven by the checker: step {k + 1}, whose gradient held a NaN "
+                "the checker wrote, changed the weights" + ("; they are no longer finite" if not g["finite"] else "")
+                + ": look for NaN as well as inf (torch.isfinite is False for both) and skip the step"]
     if got == want:
         return []
     i = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
     if i == k + 1:
-        why = "an overflow must halve the scale for the next step"
+        why = (f"the checker wrote a NaN into one gradient at step {k + 1}: a NaN is an overflow as much as an inf "
+               "(fp16's inf becomes NaN in inf - inf or 0 x inf), so that step is skipped and the scale halves for "
+               "the next")
     elif got[i] > want[i]:
         why = ("it doubled before growth_interval clean steps in a row: the count of clean steps restarts at 0 "
                "after an overflow and after each growth")
@@ -326,7 +360,7 @@ def _growth_problems(amp) -> list[str]:
 
 def _growth_seen(amp) -> str:
     g = amp.get("growth")
-    return (f"; a LossScaler(growth_interval={g['interval']}) through an overflow: scales "
+    return (f"; a LossScaler(growth_interval={g['interval']}) through a NaN gradient: skipped, scales "
             f"{', '.join(f'{x:g}' for x in g['scales'])}, as update's contract says") if g else ""
 
 
@@ -343,7 +377,8 @@ def reference_plan(budget: int) -> dict:
                 act = cfg["n_layer"] * expected_bytes(cfg["n_embd"], cfg["n_head"], mb, p["seq"], cfg["dropout"],
                                                       recompute=rc)
                 total = state + act + 8 * mb * p["seq"] * cfg["vocab_size"]
-                plan = dict(micro_batch=mb, recompute=rc, zero_stage=st, total=total, fits=total <= budget)
+                plan = dict(micro_batch=mb, grad_accum=p["batch"] // mb, recompute=rc, zero_stage=st, total=total,
+                            fits=total <= budget)
                 if plan["fits"]:
                     return plan
     return plan
@@ -355,11 +390,21 @@ def memory_plan(c: Check, runs) -> CheckResult:
         return bad
     got, notes, right = runs["memory"].result["plan"], [], 0
     for gib, plan in zip(PLAN["budgets_gib"], got):
-        want = reference_plan(gib * 2 ** 30)
-        show = f"micro-batch {want['micro_batch']}, {want['recompute']}, ZeRO-{want['zero_stage']}"
+        want = reference_plan(int(gib * 2 ** 30))
+        show = (f"micro-batch {want['micro_batch']} x {want['grad_accum']} accumulated, {want['recompute']}, "
+                f"ZeRO-{want['zero_stage']}")
         if plan == want:
             right += 1
-            notes.append(f"{gib} GiB: {show}, {want['total'] / 2 ** 30:.1f} GiB")
+            notes.append(f"{gib} GiB: {show}, {want['total'] / 2 ** 30:.2f} GiB" + ("" if want["fits"] else
+                                                                                      ", does not fit"))
+        elif plan is None:
+            notes.insert(0, f"{gib} GiB: got None; nothing fits there, and the contract returns the last option tried "
+                            f"with fits False (expected {want}): the caller learns how far off the budget is")
+        elif plan["grad_accum"] != want["grad_accum"] and {k: v for k, v in plan.items() if k != "grad_accum"} == \
+                {k: v for k, v in want.items() if k != "grad_accum"}:
+            notes.insert(0, f"{gib} GiB: grad_accum {plan['grad_accum']} with micro-batch {plan['micro_batch']}, "
+                            f"expected {want['grad_accum']}: micro_batch x grad_accum must make the batch of "
+                            f"{PLAN['batch']}")
         else:
             notes.insert(0, f"{gib} GiB: got {plan}, expected {want}")
     return CheckResult(c.name, right == len(got), value=right, threshold=len(PLAN["budgets_gib"]), unit="plans right",

@@ -16,7 +16,7 @@ statistics and the attention kernel's tensors.
 """
 from __future__ import annotations
 
-FP32 = 4  # bytes: the residual stream, LayerNorm statistics, CPU attention (also under autocast)
+FP32 = 4  # bytes: the residual stream, LayerNorm statistics, the CPU math attention (also under autocast)
 
 
 def activation_terms(cfg, batch: int, seq: int, precision: str = "fp32", recompute: str = "none") -> dict[str, int]:

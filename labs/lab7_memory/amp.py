@@ -26,11 +26,13 @@ def autocast(device_type: str, precision: str = "bf16"):
     """The context to run forward (and the loss) in: autocast to `precision` on `device_type`, or nothing for fp32."""
     if precision == "fp32":
         return contextlib.nullcontext()
-    raise NotImplementedError("TODO(lab7): A context inside which forward's matmuls and the loss compute in the 16-bit "
-                              "type `precision` names, on device type `device_type`, while the parameters stay fp32: "
-                              "each matmul uses a 16-bit copy of its weight and the gradient flows back to the fp32 "
-                              "master (an update of 1e-3 of a weight is below bf16's 2^-8 resolution). Activations "
-                              "kept for backward shrink; model state does not. (hints: checker hint lab7 amp.autocast)")
+    raise NotImplementedError("TODO(lab7): Inside the returned context, a Linear of the model, fed fp32 tensors living "
+                              "on device type `device_type`, computes and returns the 16-bit type `precision` names, "
+                              "and what it keeps for backward is 16-bit; the parameters themselves are untouched, "
+                              "still fp32 (an update of 1e-3 of a weight is below bf16's 2^-8 resolution: stored in 16 "
+                              "bits it would round away). Outside the context nothing has changed. The checker reads "
+                              "the dtype the MLP's first Linear computes in and the bytes a block keeps inside your "
+                              "context against its own. (hints: checker hint lab7 amp.autocast)")
 
 
 def train_step(model, optimizer, batch, precision: str = "fp32", scaler=None) -> float:
@@ -41,9 +43,12 @@ def train_step(model, optimizer, batch, precision: str = "fp32", scaler=None) ->
     gradients and the optimizer's state stay fp32 throughout."""
     x, y = batch
     optimizer.zero_grad(set_to_none=True)
-    raise NotImplementedError("TODO(lab7): One optimizer step; returns the loss as a Python float. Forward and loss "
-                              "compute in `precision`, backward and the update outside that region; parameters, "
-                              "gradients and optimizer state stay fp32. With a scaler, backward sees the loss x S "
-                              "(small fp16 gradients stay above 6e-8), the optimizer sees gradients / S, a step with "
-                              "an inf or NaN gradient is skipped, S adapts after it. (hints: checker hint lab7 "
-                              "amp.train_step)")
+    raise NotImplementedError("TODO(lab7): Returns the loss of batch as a Python float (the loss itself, never the "
+                              "scaled one). Afterwards the parameters have taken one optimizer step on exactly the "
+                              "gradients autograd gives when forward and the loss alone computed in `precision` "
+                              "(backward follows the dtypes forward recorded; the checker compares step 1's gradients "
+                              "with its own, bit for bit), and parameters, gradients and optimizer state are fp32 "
+                              "throughout. With a scaler: the gradients the optimizer is handed are those of the "
+                              "unscaled loss (fp16's small gradients survived backward because it ran on the loss x "
+                              "S), a step whose gradients overflowed leaves the weights unchanged, and the next step's "
+                              "scale reflects this one. (hints: checker hint lab7 amp.train_step)")

@@ -65,11 +65,14 @@ class DelayedScaler:
     def cast(self, x: torch.Tensor) -> tuple[torch.Tensor, float]:
         """(to_fp8(x, s, dtype), s) with s the scale from the PREVIOUS calls' amaxes; then this x's amax enters the
         history."""
-        raise NotImplementedError("TODO(lab7): The returned tensor is x cast with the scale in force before this call; "
-                                  "afterwards amax_history holds x's largest magnitude first, then the previous "
-                                  "entries, the oldest dropped (the length never changes), and .scale = fmax / (the "
-                                  "history's largest) / 2^margin, or 1.0 while the history holds only zeros. (hints: "
-                                  "checker hint lab7 fp8.cast)")
+        raise NotImplementedError("TODO(lab7): Returns (q, s): s is the scale the earlier calls left, never one "
+                                  "computed from x (delayed scaling: the cast needs no pass over x of its own), and q "
+                                  "is x cast with it, saturated. Afterwards amax_history holds the largest magnitudes "
+                                  "of the last H calls' tensors, this one's included, newest first, its length always "
+                                  "H; and .scale is what the next call will use: fmax / the history's largest / "
+                                  "2^margin, or 1.0 while the history holds only zeros. The checker compares every "
+                                  "scale used, every cast's bytes and the final history with its own. (hints: checker "
+                                  "hint lab7 fp8.cast)")
 
 
 class _Fp8Matmul(torch.autograd.Function):
@@ -87,10 +90,13 @@ class _Fp8Matmul(torch.autograd.Function):
     def backward(ctx, g):
         qx, qw = ctx.saved_tensors
         s_x, s_w = ctx.scales
-        raise NotImplementedError("TODO(lab7): dx and dw of y = x w^T computed from the fp8 operands saved in forward "
-                                  "(dequantised) and the upstream gradient cast to e5m2 through ctx.sg (its scale "
-                                  "delayed like the others): dx = g w, dw = g^T x, with every operand as fp8 "
-                                  "represents it. (hints: checker hint lab7 fp8.backward)")
+        raise NotImplementedError("TODO(lab7): Returns the gradients of forward's inputs (x, w, then None for the "
+                                  "three scalers), as an fp8 matmul's backward computes them: from operands as fp8 "
+                                  "holds them, never the fp32 originals: x and w as forward cast them, and the "
+                                  "incoming gradient as e5m2 holds it after a delayed-scaled cast through ctx.sg, "
+                                  "whose history this call advances (gradients span more binades than they need "
+                                  "digits: e5m2's range). The checker compares both gradients with its emulation's to "
+                                  "1e-6. (hints: checker hint lab7 fp8.backward)")
 
 
 class Fp8Linear(torch.nn.Module):

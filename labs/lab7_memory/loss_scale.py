@@ -31,17 +31,22 @@ class LossScaler:
 
     def step(self, optimizer) -> bool:
         """Unscale every gradient in place; step the optimizer only if all are finite. Returns whether it stepped."""
-        raise NotImplementedError("TODO(lab7): Afterwards every gradient is divided by the scale S: the optimizer sees "
-                                  "true gradients (exact for a power-of-two S). If any unscaled gradient holds an inf "
-                                  "or NaN the update is skipped: weights and optimizer moments stay exactly as they "
-                                  "were, and the overflow is remembered for the scale update. Returns whether the "
-                                  "optimizer stepped. (hints: checker hint lab7 loss_scale.step)")
+        raise NotImplementedError("TODO(lab7): Returns whether the optimizer stepped. Afterwards every gradient holds "
+                                  "its value divided by S, the gradient of the unscaled loss (exact for a power-of-two "
+                                  "S), and either all were finite and the optimizer took its step on them, or some "
+                                  "gradient of some parameter held an inf or a NaN (an fp16 overflow shows as either: "
+                                  "inf - inf and 0 x inf are NaN) and the weights and the optimizer's moments are bit "
+                                  "for bit as before, a NaN never reaching them; the scaler remembers which, for "
+                                  "update. The checker injects an inf in one step and a NaN in another. (hints: "
+                                  "checker hint lab7 loss_scale.step)")
 
     def update(self) -> None:
         """After step(): back off on an overflow, grow after growth_interval clean steps."""
-        raise NotImplementedError("TODO(lab7): After a step that overflowed, the next step's scale is S x "
-                                  "backoff_factor (0.5: halved) and the count of clean steps restarts at 0; after "
-                                  "growth_interval clean steps in a row, S x growth_factor (2: doubled) and the count "
-                                  "restarts; otherwise S stays. S falls fast to where gradients fit fp16 (max 65,504) "
-                                  "and creeps back up so small ones stay above 6e-8. (hints: checker hint lab7 "
-                                  "loss_scale.update)")
+        raise NotImplementedError("TODO(lab7): The scale each step uses is a function of the steps before it: the step "
+                                  "after an overflowed one uses S x backoff_factor (0.5); a step preceded by "
+                                  "growth_interval clean steps in a row, counted since the last overflow or the last "
+                                  "growth, uses S x growth_factor (2); any other step uses the S of the one before. So "
+                                  "with growth_interval G, G - 1 clean steps, an overflow, then clean steps use S (G "
+                                  "times, the overflow's step included), S/2 (G times), S (G times), then 2S. Why: S "
+                                  "falls fast to where gradients fit fp16 (max 65,504) and creeps back up so small "
+                                  "ones stay above 6e-8. (hints: checker hint lab7 loss_scale.update)")

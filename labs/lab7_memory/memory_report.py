@@ -2,7 +2,7 @@
 # This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
 """Measure what this lab predicts: activation bytes per block, recomputation's cost, bf16 and fp16 training.
 
-    python -m labs.lab7_memory.memory_report --out runs/lab7/memory.json     # ~40 s on one core
+    python -m labs.lab7_memory.memory_report --out runs/lab7/memory.json     # ~10 s on one core
 
 Single process, CPU (the course's reference numbers; on a GPU the attention kernel and the masks differ: see
 the README). Writes one JSON: bytes (predicted by activation_bytes, measured by measure.kept_bytes) per shape,

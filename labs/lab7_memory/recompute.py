@@ -17,28 +17,34 @@ from __future__ import annotations
 import functools
 
 import torch
-from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
 aten = torch.ops.aten
-# The ops whose outputs selective recomputation keeps: a Linear is one of these (2*m*n*k FLOPs).
-KEEP = {aten.mm.default, aten.addmm.default}
 
 
 def keep_matmuls(ctx, op, *args, **kwargs):
-    """The selective policy: save a matmul's output, recompute every other op."""
-    raise NotImplementedError("TODO(lab7): The selective policy, asked once per op during forward: the output of an op "
-                              "in KEEP (the matmuls, where the FLOPs are: 2*m*n*k each) is kept for backward; every "
-                              "other op's output is dropped and recomputed. A block then keeps its input + its four "
-                              "Linears' outputs (9h per token) and none of the a*s*s attention tensors. (hints: "
-                              "checker hint lab7 recompute.keep_matmuls)")
+    """The selective policy: asked once per op of a block's forward (`op` an aten overload such as
+    torch.ops.aten.gelu.default), it answers with a torch.utils.checkpoint.CheckpointPolicy member: keep the op's
+    output for backward, or drop it and recompute it then."""
+    raise NotImplementedError("TODO(lab7): Under this policy a block keeps, from forward to backward, its input and "
+                              "the output of each of its four Linears (qkv 3h, attention proj h, fc 4h, MLP proj h: 9h "
+                              "per token, in the matmul's dtype) and nothing else: none of the a*s*s attention "
+                              "tensors, no LayerNorm, GELU or dropout output. Why: a Linear's output costs 2*h*h' "
+                              "FLOPs per token to rebuild and h' values to store; attention's s*s scores and the "
+                              "elementwise ops are cheap to rerun and large (or numerous) to store. The checker "
+                              "measures the bytes a selective block keeps, to the byte. (hints: checker hint lab7 "
+                              "recompute.keep_matmuls)")
 
 
 def _checkpointed(forward, mode: str, *args, **kwargs):
-    raise NotImplementedError("TODO(lab7): Returns the block's output while only its input (full), or its input and "
-                              "what keep_matmuls saves (selective), stays alive for backward; backward reruns the rest "
-                              "once and yields the same loss and gradients as no recomputation, dropout included: the "
-                              "rerun must draw the very same masks. Cost: one more forward of the block (a step 4/3 as "
-                              "long in FLOPs), no more. (hints: checker hint lab7 recompute.checkpointed)")
+    """forward(*args, **kwargs) for one block, recomputed in backward (mode "full" or "selective")."""
+    raise NotImplementedError("TODO(lab7): Returns what the block's forward returns on these arguments, while from "
+                              "forward to backward it keeps only its input (full), or its input and what keep_matmuls "
+                              "keeps (selective): the checker measures both to the byte. Backward then yields the loss "
+                              "and every gradient of no recomputation, bit for bit, dropout on (the rerun sees the "
+                              "very masks forward drew), and also when the block's input does not require grad (frozen "
+                              "embeddings): its parameters still get their gradients. A step costs one more forward of "
+                              "the block (4/3 of no recomputation in FLOPs), no more: the checker times it. (hints: "
+                              "checker hint lab7 recompute.checkpointed)")
 
 
 def apply_recompute(model: torch.nn.Module, mode: str = "full") -> torch.nn.Module:

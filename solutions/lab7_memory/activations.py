@@ -14,7 +14,7 @@ statistics and the attention kernel's tensors.
 """
 from __future__ import annotations
 
-FP32 = 4  # bytes: the residual stream, LayerNorm statistics, CPU attention (also under autocast)
+FP32 = 4  # bytes: the residual stream, LayerNorm statistics, the CPU math attention (also under autocast)
 
 
 def activation_terms(cfg, batch: int, seq: int, precision: str = "fp32", recompute: str = "none") -> dict[str, int]:
@@ -60,7 +60,9 @@ def activation_terms(cfg, batch: int, seq: int, precision: str = "fp32", recompu
     # Dropout off, the CPU runs the *flash* kernel: it keeps q, k, v (as the one qkv output they view: 3F bsh), the
     # output and a logsumexp per row (4 * abs); no s^2 term at all, and no masks: 64 bsh.
     # bf16 autocast (fp32 master weights; the residual stream stays fp32): Linear inputs, GELU's input and output
-    # and the masks after a Linear become 2 bytes; LayerNorm runs in fp32; on the CPU attention runs in fp32. And
+    # and the masks after a Linear become 2 bytes; LayerNorm runs in fp32; on the CPU the math attention (dropout on)
+    # upcasts its inputs and runs in fp32, while the flash kernel (dropout off) runs in bf16, keeping the bf16 qkv
+    # output and its bf16 output (its logsumexp stays fp32): 3f bsh + 4 abs, as in fp32 with f = 2. And
     # autocast keeps each Linear's bf16 weight copy for backward: 2 * 12 h^2 bytes per block, whatever b, s.
     # Per block: 46 bsh + 12 abs^2 + 16 bs + 24 h^2.
     # Recomputation: full keeps only the block input (checkpoint holds it to rerun the forward): 4 bsh; selective

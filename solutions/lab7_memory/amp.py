@@ -24,10 +24,12 @@ def autocast(device_type: str, precision: str = "bf16"):
     """The context to run forward (and the loss) in: autocast to `precision` on `device_type`, or nothing for fp32."""
     if precision == "fp32":
         return contextlib.nullcontext()
-    # BEGIN SOLUTION A context inside which forward's matmuls and the loss compute in the 16-bit type `precision`
-    #                names, on device type `device_type`, while the parameters stay fp32: each matmul uses a 16-bit
-    #                copy of its weight and the gradient flows back to the fp32 master (an update of 1e-3 of a weight
-    #                is below bf16's 2^-8 resolution). Activations kept for backward shrink; model state does not.
+    # BEGIN SOLUTION Inside the returned context, a Linear of the model, fed fp32 tensors living on device type
+    #                `device_type`, computes and returns the 16-bit type `precision` names, and what it keeps for
+    #                backward is 16-bit; the parameters themselves are untouched, still fp32 (an update of 1e-3 of a
+    #                weight is below bf16's 2^-8 resolution: stored in 16 bits it would round away). Outside the
+    #                context nothing has changed. The checker reads the dtype the MLP's first Linear computes in and
+    #                the bytes a block keeps inside your context against its own.
     # HINT 1         Mixed precision is a region of code, not a cast of the model: inside it each op picks its compute
     #                dtype, and the tensors you own keep theirs. Ask: on which device type do the batch's tensors
     #                live, and would a region opened for another device type change anything they compute?
@@ -45,10 +47,14 @@ def train_step(model, optimizer, batch, precision: str = "fp32", scaler=None) ->
     gradients and the optimizer's state stay fp32 throughout."""
     x, y = batch
     optimizer.zero_grad(set_to_none=True)
-    # BEGIN SOLUTION One optimizer step; returns the loss as a Python float. Forward and loss compute in `precision`,
-    #                backward and the update outside that region; parameters, gradients and optimizer state stay
-    #                fp32. With a scaler, backward sees the loss x S (small fp16 gradients stay above 6e-8), the
-    #                optimizer sees gradients / S, a step with an inf or NaN gradient is skipped, S adapts after it.
+    # BEGIN SOLUTION Returns the loss of batch as a Python float (the loss itself, never the scaled one). Afterwards the
+    #                parameters have taken one optimizer step on exactly the gradients autograd gives when forward and
+    #                the loss alone computed in `precision` (backward follows the dtypes forward recorded; the
+    #                checker compares step 1's gradients with its own, bit for bit), and parameters, gradients and
+    #                optimizer state are fp32 throughout. With a scaler: the gradients the optimizer is handed are
+    #                those of the unscaled loss (fp16's small gradients survived backward because it ran on the loss
+    #                x S), a step whose gradients overflowed leaves the weights unchanged, and the next step's scale
+    #                reflects this one.
     # HINT 1         Only what must run in 16 bits goes inside the mixed-precision region. Ask: which part of the step
     #                produces the activations (forward, the loss), and which must not be inside (backward follows the
     #                graph's dtypes by itself; the update is fp32)? With fp16, why scale the loss, not the gradients?
@@ -56,10 +62,9 @@ def train_step(model, optimizer, batch, precision: str = "fp32", scaler=None) ->
     #                either a plain backward and optimizer step, or the scaler's scale, its step (which may skip) and
     #                its update.
     # HINT 3         with autocast(x.device.type, precision): _, loss = model(x, y). No scaler: loss.backward();
-    #                optimizer.step(). Scaler: scaler.scale(loss).backward(); scaler.step(optimizer);
-    #                scaler.update(). return loss.item().
-    # With a scaler: backward the scaled loss; scaler.step(optimizer) unscales and skips the step if a gradient
-    # overflowed; scaler.update() adjusts the scale after it.
+    #                optimizer.step(). Scaler: scaler.scale(loss).backward(); scaler.step(optimizer) (it unscales, and
+    #                skips the step if a gradient overflowed); scaler.update() (the scale, after the step). return
+    #                loss.item().
     with autocast(x.device.type, precision):
         _, loss = model(x, y)
     if scaler is None:

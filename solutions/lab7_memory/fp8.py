@@ -68,14 +68,16 @@ class DelayedScaler:
     def cast(self, x: torch.Tensor) -> tuple[torch.Tensor, float]:
         """(to_fp8(x, s, dtype), s) with s the scale from the PREVIOUS calls' amaxes; then this x's amax enters the
         history."""
-        # BEGIN SOLUTION The returned tensor is x cast with the scale in force before this call; afterwards
-        #                amax_history holds x's largest magnitude first, then the previous entries, the oldest dropped
-        #                (the length never changes), and .scale = fmax / (the history's largest) / 2^margin, or 1.0
-        #                while the history holds only zeros.
+        # BEGIN SOLUTION Returns (q, s): s is the scale the earlier calls left, never one computed from x (delayed
+        #                scaling: the cast needs no pass over x of its own), and q is x cast with it, saturated.
+        #                Afterwards amax_history holds the largest magnitudes of the last H calls' tensors, this one's
+        #                included, newest first, its length always H; and .scale is what the next call will use:
+        #                fmax / the history's largest / 2^margin, or 1.0 while the history holds only zeros. The checker
+        #                compares every scale used, every cast's bytes and the final history with its own.
         # HINT 1         Delayed: the scale this call uses must not depend on x itself. What does this call leave
         #                behind for the next one?
-        # HINT 2         Cast first with self.scale; then shift the history by one and put x's amax at the front;
-        #                then the new scale from the history's max.
+        # HINT 2         Three things in order: cast with self.scale as it stands; then the history moves up by one,
+        #                x's amax entering at the front and the oldest falling off; then the new scale from its max.
         # HINT 3         s = self.scale; q = to_fp8(x, s, self.dtype); self.amax_history = torch.cat([x.detach()
         #                .abs().max().float().reshape(1).cpu(), self.amax_history[:-1]]); amax = self.amax_history.max()
         #                .item(); self.scale = fp8_max(self.dtype) / amax / 2 ** self.margin if amax > 0 else 1.0;
@@ -105,13 +107,15 @@ class _Fp8Matmul(torch.autograd.Function):
     def backward(ctx, g):
         qx, qw = ctx.saved_tensors
         s_x, s_w = ctx.scales
-        # BEGIN SOLUTION dx and dw of y = x w^T computed from the fp8 operands saved in forward (dequantised) and
-        #                the upstream gradient cast to e5m2 through ctx.sg (its scale delayed like the others):
-        #                dx = g w, dw = g^T x, with every operand as fp8 represents it.
+        # BEGIN SOLUTION Returns the gradients of forward's inputs (x, w, then None for the three scalers), as an fp8
+        #                matmul's backward computes them: from operands as fp8 holds them, never the fp32 originals: x
+        #                and w as forward cast them, and the incoming gradient as e5m2 holds it after a delayed-scaled
+        #                cast through ctx.sg, whose history this call advances (gradients span more binades than they
+        #                need digits: e5m2's range). The checker compares both gradients with its emulation's to 1e-6.
         # HINT 1         Which format suits a gradient, whose magnitudes span more binades than they need digits?
         #                Which operands does backward have, and in what form?
-        # HINT 2         One cast of g through the gradient's scaler; the two products of a linear layer's backward,
-        #                on dequantised values.
+        # HINT 2         One cast of g through the gradient's scaler, dequantised; then y = x w^T's two products:
+        #                dx = g w and dw = g^T x, on the dequantised fp8 operands forward saved.
         # HINT 3         qg, s_g = ctx.sg.cast(g); gd = from_fp8(qg, s_g); return gd @ from_fp8(qw, s_w),
         #                gd.t() @ from_fp8(qx, s_x), None, None, None.
         qg, s_g = ctx.sg.cast(g)

@@ -30,11 +30,27 @@ def model_state_bytes(n_params: int, stage: int, world_size: int) -> dict[str, i
 
 def step_bytes(cfg, n_params: int, micro_batch: int, seq: int, world_size: int, stage: int, recompute: str,
                precision: str = "fp32") -> dict[str, int]:
-    """Every term of one rank's peak, by what holds it."""
+    """Every term of one rank's peak, by what holds it: {name: bytes}, summing to the step's total."""
+    # BEGIN SOLUTION {what holds it: bytes} for one rank at a step's peak, whose values sum to what plan_memory holds
+    #                against the budget: the model state as ZeRO `stage` leaves it on `world_size` ranks (the table
+    #                above, model_state_bytes), every block's activations for one micro-batch of micro_batch x seq
+    #                tokens in `precision` under `recompute` (this lab's estimate, per block), and the logits with
+    #                their gradient, fp32. Each term counted once; the checker's memory_plan compares the totals with
+    #                its own count, to the byte, at budgets where the terms decide the plan.
+    # HINT 1         A step's peak on one rank is what it stores for the whole step (weights, gradients, optimizer
+    #                moments: what ZeRO shards) plus what forward keeps for backward plus the largest temporary. Ask:
+    #                which terms grow with the micro-batch, which shrink with the stage, which with neither?
+    # HINT 2         Start from model_state_bytes' three entries; add the activations (n_layer blocks, each what
+    #                activation_bytes says at this micro-batch, precision and recompute) and the logits (b*s*V fp32
+    #                values, and as many for their gradient).
+    # HINT 3         out = model_state_bytes(n_params, stage, world_size); out["activations"] = cfg.n_layer *
+    #                activation_bytes(cfg, micro_batch, seq, precision, recompute); out["logits"] = 8 * micro_batch *
+    #                seq * cfg.vocab_size (4 bytes each, logits and gradient); return out.
     out = model_state_bytes(n_params, stage, world_size)
     out["activations"] = cfg.n_layer * activation_bytes(cfg, micro_batch, seq, precision, recompute)
     out["logits"] = 2 * 4 * micro_batch * seq * cfg.vocab_size
     return out
+    # END SOLUTION
 
 
 def plan_memory(cfg, n_params: int, batch: int, seq: int, world_size: int, budget_bytes: int,
@@ -44,10 +60,15 @@ def plan_memory(cfg, n_params: int, batch: int, seq: int, world_size: int, budge
     Returns {"micro_batch", "grad_accum", "recompute", "zero_stage", "bytes": step_bytes(...), "total", "fits"};
     if nothing fits, the last option tried (micro-batch 1, full recomputation, stage 3) with fits False."""
     micro_batches = [m for m in range(batch, 0, -1) if batch % m == 0]
-    # BEGIN SOLUTION The cheapest plan whose per-rank total fits budget_bytes: micro-batches largest first (a smaller
-    #                one costs only accumulation steps), then recompute none, selective, full (compute), then ZeRO
-    #                stage 0 to 3 (communication); the first fit wins, grad_accum = batch / micro_batch. Total = model
-    #                state + n_layer x one block's activations + logits and their gradient. None fits: the last tried.
+    # BEGIN SOLUTION The plan is the cheapest that fits budget_bytes per rank: the largest micro-batch (a divisor of
+    #                batch) with which any option fits; with it, the least recomputation (none, then selective, then
+    #                full) with which any stage fits; with that, the lowest ZeRO stage that fits. Cheapest first: a
+    #                smaller micro-batch costs only accumulation steps, recomputation costs compute (a forward, at
+    #                most), a higher stage costs communication (stage 3 gathers every weight twice a step).
+    #                micro_batch x grad_accum is the batch; bytes are step_bytes' parts, total their sum, fits whether
+    #                total <= budget_bytes. When nothing fits: the dearest option (micro-batch 1, full, stage 3) with
+    #                fits False, so the caller sees by how much the budget falls short. The checker grades five
+    #                budgets, the last too small for anything.
     # HINT 1         A search in order of cost: the nesting of the loops is the policy. Ask: which knob is cheapest to
     #                turn, which dearest (stage 3 gathers every weight twice a step), so which loop is outermost and
     #                which innermost? And what must come back when even the dearest option does not fit?
