@@ -183,10 +183,6 @@ MUTANTS = [
            '        return profile["optimizer_s"] / profile["fused_optimizer_s"]\n',
            "fast_path", "fused AdamW's own speedup taken for the step's (no Amdahl): 3-5x where the optimizer is "
            "a few per cent of the step"),
-    Mutant("fast_bf16_by_ceiling", "fast.py",
-           '        return s / (s - profile["matmul_s"] + profile["matmul_bf16_s"])\n',
-           '        return profile["matmul_s"] / profile["matmul_bf16_s"]\n',
-           "fast_path", "bf16's gain taken as the matmuls' alone, as if the step were nothing but matmuls"),
     Mutant("fast_batch_always_doubles", "fast.py",
            '        fixed = min(max(2 * profile["half_step_s"] - s, 0.0), s)\n',
            '        fixed = s\n',
