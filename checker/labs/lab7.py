@@ -121,7 +121,8 @@ CHECKS = [
     Check("fast_path", "predict_speedup(profile, option) for fused AdamW, bf16 autocast and twice the micro-batch, "
           "from the checker's profile of a launch-bound and a compute-bound step, against each option measured "
           "(CPU time, interleaved): where the measurement is clear (>= 1.25x or <= 1.02x) the verdict agrees "
-          "(pays: >= 1.10x), and every prediction is within 2x of the measurement",
+          "(pays: >= 1.10x), and every prediction is within 2x of the measurement; on four made-up profiles of "
+          "other devices, within 10% of their parts' arithmetic",
           f"{WHERE}/fast.py predict_speedup: an option changes some parts of the step and leaves the others as they "
           "were; the profile measured each part alone, so the step's new time follows from which parts the option "
           "touches and what they become (checker hint lab7 fast.predict_speedup)"),

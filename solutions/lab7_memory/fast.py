@@ -22,12 +22,14 @@ def predict_speedup(profile: dict, option: str) -> float:
     """The tokens/s of the training step with `option` over the baseline's, predicted from `profile` alone (its keys:
     labs/instruments/fast_path.py's docstring): >= PAYS means it pays on this device at this shape, < 1 that it
     slows the step. Raises ValueError for an option not in OPTIONS."""
-    # BEGIN SOLUTION Your number, from the profile's measurements alone (time nothing yourself), is graded against
-    #                the option measured on the same machine: where the checker measures a clear gain (>= 1.25x) it must
-    #                be >= PAYS, where it measures none (<= 1.02x) below PAYS, and everywhere within a factor of 2 of
-    #                the measurement, at both shapes and hidden ones. Derive it: which parts of the step does the option
-    #                change, to what (the profile measured each alone), and what does it leave as it was? For batch2:
-    #                what does a step cost whatever its size, and what does each token cost?
+    # BEGIN SOLUTION Your number, from the profile's measurements alone (time nothing yourself), is graded two
+    #                ways. On this machine's profiles, against the option measured: where the checker measures a
+    #                clear gain (>= 1.25x) it must be >= PAYS, where it measures none (<= 1.02x) below PAYS, and
+    #                everywhere within a factor of 2. On profiles of devices this machine is not (a GPU, a CPU
+    #                without bf16, steps bound by other parts), where no clock decides: within 10% of what the
+    #                profile's own numbers give. Derive it: which parts of the step does the option change, to what
+    #                (the profile measured each alone), and what does it leave as it was? For batch2: what does a
+    #                step cost whatever its size, and what does each token cost?
     # HINT 1         Which part of the step does each option change, and which parts does it leave alone? A part
     #                that takes 2% of the step cannot give more than 2%, however much faster it gets.
     # HINT 2         fused_adamw replaces optimizer_s by fused_optimizer_s, bf16 replaces matmul_s by matmul_bf16_s;

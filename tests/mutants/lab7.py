@@ -196,4 +196,35 @@ MUTANTS = [
            '        return s / (fixed + 2 * (s - fixed))\n',
            "fast_path", "batch2 compared by step time, not tokens/s: a step twice as long for twice the tokens is "
            "no loss"),
+    Mutant("fast_bf16_by_ceiling", "fast.py",
+           '        return s / (s - profile["matmul_s"] + profile["matmul_bf16_s"])\n',
+           '        return profile["matmul_s"] / profile["matmul_bf16_s"]\n',
+           "fast_path", "bf16's gain taken as the matmuls' alone, as if the step were nothing but matmuls"),
+    # blind: written from the README, the starter and fast_path.py's docstring by someone who never read checker/
+    # (16 wrong predictions; these 5 passed fast_path before it graded profiles of other devices too)
+    Mutant("fast_batch2_half_to_full", "fast.py",
+           '        return 2 * s / (fixed + 2 * (s - fixed))\n',
+           '        return 2 * profile["half_step_s"] / s  # the per-token gain from half to full, once more\n',
+           "fast_path", "twice the batch predicted from the gain of going from half to full: the fixed part's share "
+           "halves again at 2b, so the next doubling gains less", blind=True),
+    Mutant("fast_fixed_is_optimizer", "fast.py",
+           '        fixed = min(max(2 * profile["half_step_s"] - s, 0.0), s)\n',
+           '        fixed = profile["optimizer_s"]  # what a step pays whatever its size\n',
+           "fast_path", "the per-step part taken as the optimizer alone: Python and op launches are paid per step "
+           "too", blind=True),
+    Mutant("fast_bf16_halves_matmuls", "fast.py",
+           '        return s / (s - profile["matmul_s"] + profile["matmul_bf16_s"])\n',
+           '        return s / (s - profile["matmul_s"] / 2)  # bf16 runs matmuls twice as fast\n',
+           "fast_path", "bf16 assumed to halve the matmuls' time on every device, matmul_bf16_s unread", blind=True),
+    Mutant("fast_whole_milliseconds", "fast.py", '    s = profile["step_s"]\n',
+           '    profile = {k: int(v * 1e3) if k.endswith("_s") else v for k, v in profile.items()}  # ms\n'
+           '    s = profile["step_s"]\n',
+           "fast_path", "times rounded to whole milliseconds: a GPU's sub-millisecond step becomes zeros",
+           blind=True),
+    Mutant("fast_bf16_forward_only", "fast.py",
+           '        return s / (s - profile["matmul_s"] + profile["matmul_bf16_s"])\n',
+           '        saved = (profile["matmul_s"] - profile["matmul_bf16_s"]) / 3  # autocast covers forward only\n'
+           '        return s / (s - saved)\n',
+           "fast_path", "bf16's saving counted for forward's third of the matmuls (the replay times forward and "
+           "backward's)", blind=True),
 ]
