@@ -48,3 +48,17 @@ def test_hidden_variants_move_the_shapes():
     assert len({tuple(sorted(s.items())) for s in shapes}) == 6
     for s in shapes:  # the compute-bound batch stays even (half of it is measured too)
         assert s["compute_bound"][3] % 2 == 0 and s["launch_bound"][3] >= 1
+
+
+@pytest.mark.parametrize("variant", range(4))
+def test_the_made_up_profiles_are_answered_by_their_arithmetic(variant):
+    """Each made-up profile keeps its fixed part strictly inside the step (no clamp engaged, so any right derivation
+    gives the checker's number), and the reference meets it exactly; a part's own speedup does not."""
+    for name, p in lab7_fast.other_devices(variant).items():
+        fixed = 2 * p["half_step_s"] - p["step_s"]
+        assert 0 < fixed < p["step_s"], name
+        assert "shape" not in p
+        for option in ("fused_adamw", "bf16", "batch2"):
+            assert predict_speedup(p, option) == pytest.approx(lab7_fast.arithmetic(p, option)), (name, option)
+    gpu = lab7_fast.other_devices(variant)["gpu_sub_ms"]
+    assert abs(gpu["matmul_s"] / gpu["matmul_bf16_s"] / lab7_fast.arithmetic(gpu, "bf16") - 1) > lab7_fast.ARITH_TOL
