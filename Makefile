@@ -35,8 +35,8 @@ demo: setup data  ## grade every reference solution on this machine and print th
 test: setup  ## the suite: units, checker contract, end-to-end grades, each lab's first mutant, notebooks (nbval)
 	COURSE_TARGET=solutions $(BIN)/pytest -m "not exhaustive and not full" --nbval-lax --durations=$(DURATIONS) tests labs
 
-test-exhaustive: setup  ## CI's second tier, after make test: the other mutants and mistakes, starters, browser, ...
-	COURSE_TARGET=solutions $(BIN)/pytest -m exhaustive --durations=10 tests
+test-exhaustive: setup  ## CI's second tier, after make test: the other mutants and mistakes, starters, browser, labs 4, 5, 8's notebooks, ...
+	COURSE_TARGET=solutions $(BIN)/pytest -m exhaustive --nbval-lax --durations=10 tests labs
 
 test-full: setup  ## beyond CI (~25 min): the blind mutants of labs 4, 5, 6 and 8 (make bench grades every mutant too)
 	COURSE_TARGET=solutions $(BIN)/pytest -m full --durations=10 tests
