@@ -174,7 +174,10 @@ def fast_path(c: Check, runs) -> CheckResult:
     err = first_error(runs, "fast_predict") or runs["fast_predict"].result.get("predicted_error")
     if err:
         return error_result(c, err, unit)
-    measured, predicted = runs["fast_measure"].result["shapes"], runs["fast_predict"].result["predicted"]
+    measured, sent = runs["fast_measure"].result["shapes"], runs["fast_predict"].result.get("predicted")
+    # what the learner's run sent, read as {profile: {option: float}} whatever it is (anything else: no prediction)
+    predicted = {n: {o: v for o, v in row.items() if isinstance(v, float)} for n, row in sent.items()
+                 if isinstance(row, dict)} if isinstance(sent, dict) else {}
     wrong, rows = [], []
     for name, m in measured.items():
         for option, r in m["measured"].items():
