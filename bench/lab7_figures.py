@@ -32,18 +32,12 @@ def lab7_figures() -> dict:
 
 def fast_figures() -> dict:
     """In this process (one thread): the checker's own measurement, and the reference's predictions from it."""
-    import torch
-
     from labs.instruments import fast_path
     from solutions.lab7_memory.fast import OPTIONS, predict_speedup
 
-    torch.set_num_threads(1)
-    out = {}
-    for name, shape in fast_path.SHAPES.items():
-        profile, measured = fast_path.profile(shape), fast_path.measure(shape)
-        out[name] = {"profile": profile, "measured": measured,
-                     "predicted": {o: predict_speedup(profile, o) for o in OPTIONS},
-                     "mfu": profile["flops"] / profile["step_s"] / profile["ceiling_flops_s"]}
+    out = fast_path.run()
+    for row in out.values():
+        row["predicted"] = {o: predict_speedup(row["profile"], o) for o in OPTIONS}
     return out
 
 

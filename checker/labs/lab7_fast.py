@@ -96,7 +96,7 @@ CLUES = {
 
 
 def shapes_for(variant: int) -> dict:
-    """The two graded shapes, moved by a hidden variant (sequence and batch lengths)."""
+    """The two graded shapes, moved by a hidden variant (sequence and batch lengths). Imports torch: worker side."""
     from labs.instruments.fast_path import SHAPES
 
     (h1, l1, a1, b1, s1), (h2, l2, a2, b2, s2) = SHAPES["launch_bound"], SHAPES["compute_bound"]
@@ -105,19 +105,11 @@ def shapes_for(variant: int) -> dict:
 
 
 # ---------------------------------------------------------------- worker side
-def task_fast_measure(ctx, target, shapes):
-    """The checker's measurements; `target` is not imported."""
-    import torch
-
+def task_fast_measure(ctx, target, variant):
+    """The checker's measurements at the variant's shapes; `target` is not imported."""
     from labs.instruments import fast_path
 
-    torch.set_num_threads(1)
-    out = {}
-    for name, shape in shapes.items():
-        profile = fast_path.profile(tuple(shape))
-        out[name] = {"profile": profile, "measured": fast_path.measure(tuple(shape)),
-                     "mfu": profile["flops"] / profile["step_s"] / profile["ceiling_flops_s"]}
-    return {"shapes": out}
+    return {"shapes": fast_path.run(shapes_for(variant))}
 
 
 def task_fast_predict(ctx, target, profiles):
@@ -134,7 +126,7 @@ def task_fast_predict(ctx, target, profiles):
 # ---------------------------------------------------------------- checker side
 def grade_runs(h, variant: int):
     """The measuring run, then the learner's predictions from its profiles."""
-    runs = {"fast_measure": h.run("fast_measure", "fast_measure", dict(shapes=shapes_for(variant)), budget_s=120)}
+    runs = {"fast_measure": h.run("fast_measure", "fast_measure", dict(variant=variant), budget_s=120)}
     if first_error(runs, "fast_measure") is None:
         # what the learner's function sees: the parts, not the shape (a rule keyed on the model's width is no model)
         profiles = {n: {k: v for k, v in r["profile"].items() if k != "shape"}

@@ -159,11 +159,22 @@ def matmul_ceiling(calls, reps: int = 5) -> float:
     return best
 
 
-def main():
+def run(shapes: dict = SHAPES, reps: int = 5, rounds: int = 5) -> dict:
+    """{name: {profile, measured, mfu}} for each shape, on one thread: what the checker, the bench, the notebook and
+    the lab's script all read. mfu: the baseline step's FLOP/s over this core's matmul ceiling."""
     torch.set_num_threads(1)
-    for name, shape in SHAPES.items():
-        p, r = profile(shape), measure(shape)
-        mfu = p["flops"] / p["step_s"] / p["ceiling_flops_s"]
+    out = {}
+    for name, shape in shapes.items():
+        p = profile(tuple(shape), reps)
+        out[name] = {"profile": p, "measured": measure(tuple(shape), rounds=rounds),
+                     "mfu": p["flops"] / p["step_s"] / p["ceiling_flops_s"]}
+    return out
+
+
+def main():
+    for name, row in run().items():
+        p, r, mfu = row["profile"], row["measured"], row["mfu"]
+        shape = tuple(p["shape"])
         print(f"{name} {shape}: step {p['step_s'] * 1e3:.1f} ms (half batch {p['half_step_s'] * 1e3:.1f}), "
               f"matmuls {p['matmul_s'] * 1e3:.1f} fp32 / {p['matmul_bf16_s'] * 1e3:.1f} bf16, optimizer "
               f"{p['optimizer_s'] * 1e3:.2f} / fused {p['fused_optimizer_s'] * 1e3:.2f}; "

@@ -37,14 +37,11 @@ def predict_speedup(profile: dict, option: str) -> float:
 
 
 def main():
-    import torch
-
     from labs.instruments import fast_path
 
-    torch.set_num_threads(1)
-    for name, shape in fast_path.SHAPES.items():
-        profile, measured = fast_path.profile(shape), fast_path.measure(shape)
-        print(f"{name} {tuple(shape)}: step {profile['step_s'] * 1e3:.1f} ms CPU")
+    for name, row in fast_path.run().items():
+        profile, measured = row["profile"], row["measured"]
+        print(f"{name} {tuple(profile['shape'])}: step {profile['step_s'] * 1e3:.1f} ms CPU")
         for option in OPTIONS:
             p = predict_speedup(profile, option)
             print(f"   {option:12s} predicted {p:.2f}x ({'pays' if p >= PAYS else 'does not pay'}), "
