@@ -30,7 +30,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from checker import course_data, hints, launch, placement, sandbox, seams, versions
+from checker import hints, launch, placement, sandbox, seams, versions
 from checker.harness import REPO_ROOT, Harness
 from checker.labs._common import cannot_run
 from checker.report import LabReport, closing_line, render, render_not_run, write_json
@@ -128,7 +128,6 @@ def grade_lab(lab: str, args, console: Console) -> LabReport:
     t0 = time.monotonic()
     h = None
     sandboxed = not args.no_sandbox and sandbox.why_not() is None
-    course_data.ensure()  # a missing corpus is written now, not during the grade: the digest below covers it
     before = sandbox.course_digest()
     try:
         # A live spinner on a terminal; elsewhere (CI logs, notebooks) one line per finished run.

@@ -124,6 +124,7 @@ def course_digest(root: Path | None = None) -> dict[str, str]:
                     out[str(f.relative_to(root))] = "unreadable"
     from checker import course_data
 
+    course_data.ensure()  # a corpus first written during a grade would read as learner code's change to it
     return out | course_data.digest()
 
 
