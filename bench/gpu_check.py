@@ -219,9 +219,9 @@ def sharded_plan(lab: str, gpus: list[str]) -> tuple[list[str], dict, str, tuple
     """(checker arguments, environment, the row's words, the exit statuses that mean success) of lab 9's or lab 10's
     grade on these GPUs. Their runs take 1 to 4 ranks (the lab's ranks_needed says which), and NCCL puts one rank on
     each GPU; one GPU takes every rank over gloo, with the transfers gloo cannot carry staged through host memory."""
-    import importlib
+    from checker import labs
 
-    mod = importlib.import_module(f"checker.labs.{lab}")
+    mod = labs.parent(lab)
     grade = ["grade", lab, "--solutions", "--device", "cuda"]
     if len(gpus) >= 4:
         return grade, {"CUDA_VISIBLE_DEVICES": ",".join(gpus[:4])}, "up to 4 ranks on 4 GPUs over NCCL", (0,)

@@ -144,8 +144,8 @@ def submission_folders(submissions: Path) -> list[Path]:
 
 
 def _checks(lab: str):
-    import importlib
-    return importlib.import_module(f"checker.labs.{lab}").CHECKS
+    from checker import labs
+    return labs.parent(lab).CHECKS
 
 
 def grade_all(lab: str, submissions: Path, parallel: int, variant: int, report_dir: Path, console: Console,

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import os
 import shutil
 import signal
@@ -30,7 +29,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from checker import hints, launch, placement, sandbox, seams, versions
+from checker import hints, labs, launch, placement, sandbox, seams, versions
 from checker.harness import REPO_ROOT, Harness
 from checker.labs._common import cannot_run
 from checker.report import LabReport, closing_line, render, render_not_run, write_json
@@ -51,7 +50,7 @@ class UsageError(Exception):
 
 
 def _lab_module(lab: str):
-    return importlib.import_module(f"checker.labs.{lab}")
+    return labs.parent(lab)
 
 
 def cmd_list(console: Console) -> int:
@@ -81,20 +80,12 @@ def _check_json_path(path: str | None) -> None:
         p.unlink(missing_ok=True)
 
 
-def grader(mod):
-    """A lab's grade(h, checks): in its parent-side module labN_eval where it has one (which imports the lab's
-    declarations, never the other way round), else in the lab's module itself."""
-    if hasattr(mod, "grade"):
-        return mod.grade
-    return importlib.import_module(f"{mod.__name__}_eval").grade
-
-
 def _grade_runnable(mod, h, checks):
     """The lab grades the checks this machine can run; the others are NOT RUN (each says why and how),
     set aside here, before the lab starts a run for them."""
     skipped = cannot_run(checks, h.device)
     runnable = [c for c in checks if c.name not in skipped]
-    results, info = grader(mod)(h, runnable) if runnable else ([], [])
+    results, info = mod.grade(h, runnable) if runnable else ([], [])
     byname = {r.name: r for r in results} | skipped
     return [byname[c.name] for c in checks], info
 

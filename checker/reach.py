@@ -10,7 +10,6 @@ every commit of it, and sees neither:
 """
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from pathlib import Path
@@ -21,11 +20,11 @@ _LAUNCHES = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.s
 
 def hidden(root: Path, lab: str, target: str) -> list[Path]:
     """Folders a run of `target`'s code for `lab` must not see (the reference's runs see everything)."""
-    from checker import sandbox
+    from checker import labs, sandbox
 
     roots = {Path(root).resolve(), REPO_ROOT}
     out = [d for r in roots for d in sandbox.repository_dirs(r)]
-    if target == "labs" and not getattr(importlib.import_module(f"checker.labs.{lab}"), "SOLUTIONS_IN_WORKER", None):
+    if target == "labs" and not getattr(labs.worker(lab), "SOLUTIONS_IN_WORKER", None):
         out += [r / "solutions" for r in roots]
     return out
 

@@ -130,7 +130,8 @@ def main(argv=None) -> int:
     nonce = os.environ.pop("CHECKER_NONCE", "")
     ctx = Context(out, rank, Path(json.loads(a.args).get("workdir", out.parent)), root, nonce)
     channel.SENDER = ctx._sender  # checker/labs/_common.clock() reports its readings through it
-    lab = importlib.import_module(f"checker.labs.{a.lab}")
+    from checker import labs
+    lab = labs.worker(a.lab)
     from checker import reach
     reach.guard(reach.hidden(root, a.lab, a.target))  # before the learner's code: no reading the reference
     kwargs = json.loads(a.args)

@@ -334,11 +334,11 @@ def test_sleep_stage_synchronises_the_device_around_each_timestamp(monkeypatch):
 def test_labs_9_and_10_are_planned_for_the_gpus_at_hand(monkeypatch, lab, left, gpus, variant, only):
     """One rank per GPU over NCCL: the checks whose runs fit the GPUs, every one from 4; on one GPU every rank over
     gloo, every check (the transfers gloo cannot carry are staged through host memory)."""
-    import importlib
+    from checker import labs
 
     monkeypatch.syspath_prepend(str(ROOT))  # bench/ is the repository's, not an installed package
     from bench.gpu_check import sharded_plan
-    mod = importlib.import_module(f"checker.labs.{lab}")
+    mod = labs.parent(lab)
 
     args, env, how, codes = sharded_plan(lab, [str(i) for i in range(gpus)])
     assert args[:5] == ["grade", lab, "--solutions", "--device", "cuda"] and codes == (0,)

@@ -1,11 +1,10 @@
 """End to end, every lab: the reference passes every check in the time a grade may take, and the
 pristine starter fails every check, each with its own hint and the TODO that is missing.
 (Each lab's classic mistakes are in tests/test_labN_grade.py.)"""
-import importlib
 
 import pytest
 
-from checker import seams
+from checker import labs, seams
 from conftest import first_in_make_test, load_json, need_slurm, processes_with, run_checker
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -33,10 +32,10 @@ SLOW = {"lab4", "lab8"}  # 45-75 s each on 2 cores: CI's second tier grades them
 @pytest.mark.parametrize("lab", [pytest.param(lab, marks=pytest.mark.exhaustive) if lab in SLOW else lab
                                  for lab in LABS])
 def test_solutions_pass_every_check(tmp_path, lab):
-    mod = importlib.import_module(f"checker.labs.{lab}")
+    mod = labs.parent(lab)
     r, rep = _grade(lab, tmp_path, "--solutions")
     assert r.returncode == 0, r.stdout
-    checks = importlib.import_module(f"checker.labs.{lab}").CHECKS
+    checks = mod.CHECKS
     assert [c["name"] for c in rep["checks"]] == [c.name for c in checks] and rep["passed"]
     # A grade of one lab takes <= 45 s on 2 cores (the course's). Lab 4 says its own: 60 s, and more for the first grade
     # of a course version, which also runs the faulty jobs whose logs later grades reuse ("run faultyN" info rows).
@@ -51,7 +50,7 @@ def test_pristine_starter_fails_every_check_with_its_hint(tmp_path, lab):
     # Unfinished code raises, hangs or crashes here (lab 4: on purpose); none of its runs may outlive the grade.
     assert processes_with(str(tmp_path)) == []
     by_name = {c["name"]: c for c in rep["checks"]}
-    for check in importlib.import_module(f"checker.labs.{lab}").CHECKS:
+    for check in labs.parent(lab).CHECKS:
         got = by_name[check.name]
         assert not got["passed"]
         assert (check.hint in got["hint"]

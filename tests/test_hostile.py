@@ -179,14 +179,14 @@ def test_wrapping_the_workers_result_writer_changes_nothing(lab_tree):
 
 @needs_sandbox()
 def test_appending_to_the_graders_files_at_import_is_refused(lab_tree):
-    tree = lab_tree(learner_from="labs")  # the unfinished starter, which a rewritten lab1_eval would pass
-    target = ROOT / "checker" / "labs" / "lab1_eval.py"
+    tree = lab_tree(learner_from="labs")  # the unfinished starter, which a rewritten lab 1 checks.py would pass
+    target = ROOT / "checker" / "labs" / "lab1" / "checks.py"
     before = target.read_bytes()
     init = tree / "labs" / "lab1_baseline" / "__init__.py"
     init.write_text(init.read_text() + textwrap.dedent('''
         import os as _o, sys as _s  # the grader's folder, from the process (an `import checker...` is refused)
         try:
-            _f = _o.path.join(_o.path.dirname(_s.modules["checker"].__file__), "labs", "lab1_eval.py")
+            _f = _o.path.join(_o.path.dirname(_s.modules["checker"].__file__), "labs", "lab1", "checks.py")
             open(_f, "a").write("\\nCHECKS_PASS = True  # a learner was here\\n")
         except OSError:
             pass
@@ -196,7 +196,7 @@ def test_appending_to_the_graders_files_at_import_is_refused(lab_tree):
     finally:
         changed = target.read_bytes() != before
         target.write_bytes(before)
-    assert not changed, "learner code rewrote checker/labs/lab1_eval.py"
+    assert not changed, "learner code rewrote checker/labs/lab1/checks.py"
     assert r.returncode == 1 and not checks["reproducible"]["passed"]
 
 

@@ -127,3 +127,26 @@ def test_no_import_circle():
 def test_the_circle_finder_finds_one():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def _reach(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        m = todo.pop()
+        if m not in seen:
+            seen.add(m)
+            todo += graph.get(m, ())
+    return seen
+
+
+@pytest.mark.parametrize("package", sorted(p.parent.name for p in (ROOT / "checker" / "labs").glob("lab*/tasks.py")))
+def test_a_labs_worker_side_never_reaches_its_checks(package):
+    """The worker side (tasks.py and what it imports) runs next to the learner's code: it holds no threshold and
+    no evaluator, so it never reaches checks.py or plan.py; and the parent side never imports tasks.py (what both
+    need, a run's shape, lives in a module of its own)."""
+    graph = _module_graph("checker", "labs/common", "labs/instruments")
+    base = f"checker.labs.{package}"
+    worker = _reach(graph, f"{base}.tasks")
+    assert not worker & {f"{base}.checks", f"{base}.plan"}, sorted(worker)
+    assert f"{base}.tasks" not in _reach(graph, f"{base}.plan")
+    assert {f"{base}.checks", f"{base}.plan", f"{base}.tasks"} <= set(graph), "a lab package has all three sides"

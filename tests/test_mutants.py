@@ -37,8 +37,8 @@ def test_the_mutant_fails_its_check(tmp_path, lab, mutant):
 def test_every_check_has_a_wrong_solution_it_must_fail():
     """A check no mutant targets has never been seen to fail a wrong answer: each check of each lab names at least
     one (tests/mutants/<lab>.py), so its wrong solutions are declared beside the check they hold it to."""
-    import importlib
+    from checker import labs
 
-    bare = {lab: [c.name for c in importlib.import_module(f"checker.labs.{lab}").CHECKS
+    bare = {lab: [c.name for c in labs.parent(lab).CHECKS
                   if not any(m.check == c.name for m in mutants(lab))] for lab in LABS}
     assert not any(bare.values()), f"checks no mutant targets: {bare}"

@@ -34,7 +34,7 @@ def test_a_package_that_is_not_the_learners_exits_2_with_one_line(lab_tree, edit
 
 
 LAZY_GRADER = ("step.py", "    inputs, targets = batch\n",  # the checker's modules are the grader's
-               "    from checker.labs.lab1_measure import _plain_step\n"
+               "    from checker.labs.lab1.measure import _plain_step\n"
                "    return _plain_step(model, optimizer, scheduler, batch)\n")
 
 

@@ -1,5 +1,39 @@
-"""One module of checks per lab: labN.py declares its CHECKS (each one what it proves, its threshold's reason and
-the hint for a failure) and its TASKS (the worker side, run inside checker.worker). The parent side, the runs a
-grade starts and the evaluators that turn their measurements into results, is labN_eval.py with its grade(h,
-checks); labs 3, 4 and 5 still keep grade() in labN.py. Imports go one way, eval -> lab, never back
-(tests/test_layering.py holds it)."""
+"""The checks, one package per lab (checker/labs/labN/), in two sides that never import each other:
+
+  checks.py  the parent side's spec: each check one declaration, written on the evaluator that decides it
+             (`@check(...)`): what it proves, which runs it reads, the hint for a failure, and, in the body, the
+             threshold and why. Their order is CHECKS' order.
+  plan.py    the parent side's entry: grade(h, checks) starts the runs the chosen checks read, in phases, and
+             hands them to the evaluators; info(runs) says what was measured beside them.
+  tasks.py   the worker side's entry: TASKS, what a run does next to the learner's code (checker/worker.py).
+             It never imports checks.py or plan.py: a learner's run holds no threshold and no evaluator.
+
+Other modules of a package are one concept each (a measurement, a set-up both sides share); the wrong solutions
+each check must fail are declared beside it in tests/mutants/labN.py (tests/test_mutants.py ties every check to
+one). tests/test_layering.py holds the sides apart and the imports free of circles."""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+
+def parent(lab: str) -> ModuleType:
+    """The lab's parent side: CHECKS, WORLD_SIZE, grade(h, checks), and what else the lab declares."""
+    if _flat(lab):  # TRANSITION: removed once every lab is a package
+        mod = importlib.import_module(f"checker.labs.{lab}")
+        if not hasattr(mod, "grade"):
+            mod.grade = importlib.import_module(f"checker.labs.{lab}_eval").grade
+        return mod
+    return importlib.import_module(f"checker.labs.{lab}.plan")
+
+
+def worker(lab: str) -> ModuleType:
+    """The lab's worker side: TASKS (and SOLUTIONS_IN_WORKER where the reference runs next to learner code)."""
+    if _flat(lab):  # TRANSITION
+        return importlib.import_module(f"checker.labs.{lab}")
+    return importlib.import_module(f"checker.labs.{lab}.tasks")
+
+
+def _flat(lab: str) -> bool:  # TRANSITION
+    from pathlib import Path
+    return (Path(__file__).parent / f"{lab}.py").exists()

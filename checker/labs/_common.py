@@ -6,7 +6,8 @@ import os
 import re
 import shutil
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from checker import channel, placement, slurm
@@ -40,6 +41,27 @@ class Check:
     # (pattern, hint): when a run of this check raised and the pattern is found in the error (type, message,
     # traceback), that hint replaces `hint`: aimed at the symptom seen, not at the check. Tried before SYMPTOMS.
     symptoms: tuple[tuple[str, str], ...] = ()
+    # The runs (names in the lab's plan) whose results decide it: a grade with --only starts just those.
+    runs: frozenset[str] = frozenset()
+    # evaluate(check, runs) -> CheckResult: the function the declaration is written on (see `declare`).
+    evaluate: Callable | None = field(default=None, repr=False, compare=False)
+
+
+def declare(registry: list[Check]) -> Callable:
+    """A lab's `@check(name, what, hint, runs=..., ...)`: one declaration per check, on the evaluator that decides
+    it, so the spec (what it proves, which runs it reads, the hint for a failure) and the verdict (the threshold and
+    why, in the body) read as one. Each decorated evaluator joins `registry` in the order written."""
+    def check(name: str, what: str, hint: str, *, runs=(), **more) -> Callable:
+        def wrap(fn: Callable) -> Callable:
+            registry.append(Check(name, what, hint, runs=frozenset(runs), evaluate=fn, **more))
+            return fn
+        return wrap
+    return check
+
+
+def runs_needed(checks) -> set[str]:
+    """Every run the chosen checks read."""
+    return set().union(*(c.runs for c in checks))
 
 
 # Symptoms any lab's run can show, each with its most likely cause. A check's own symptoms come first.

@@ -1,6 +1,5 @@
 """Lab 1's runs: their shape (model, batch, seeds, the input pipeline's and the meter's tests) and the set-up every
-lab 1 task starts from. Worker side; checker/labs/lab1.py (the checks and tasks) and lab1_measure.py (the timed
-tasks) both import it, and it imports neither."""
+lab 1 task starts from. Both sides read the shape; the set-up runs in the worker (tasks.py and measure.py)."""
 from __future__ import annotations
 
 CONFIG, BATCH, SEQ = "tiny", 16, 64
@@ -16,6 +15,14 @@ METER_LOAD_MATMULS = 2  # per metered step, on a GPU only (_device_load)
 # late is off by 10-40%, far over METER_TOL. (tokens passed to step(), seconds of extra wait after the step)
 METER_WARMUP = 3
 METER_STEPS = [(6000, 0.08), (200, 0.0), (9000, 0.04)] + [(4000, 0.02), (500, 0.0), (4000, 0.02), (1500, 0.0)] * 2
+
+# The speed ratio: SPEED_WINDOWS windows of SPEED_STEPS steps each side (~0.2 s a window on tiny), the learner's
+# and the reference's taken in turn A B B A ... (each pair back to back, so a change of load hits both alike).
+SPEED_WINDOWS, SPEED_STEPS, SPEED_WARMUP = 6, 8, 2
+
+
+def speed_order(learner: str, reference: str) -> list[str]:
+    return [w for k in range(SPEED_WINDOWS) for w in ((learner, reference) if k % 2 == 0 else (reference, learner))]
 
 
 def _setup(seed_fn, seed: int, data_seed: int = DATA_SEED):

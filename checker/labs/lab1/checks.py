@@ -1,11 +1,14 @@
-"""Lab 1: from the runs' measurements to pass/fail. Thresholds are stated once, here."""
+"""Lab 1's checks, each one declaration on the evaluator that decides it (checker/labs/__init__.py): from the
+runs' measurements to pass/fail. Thresholds are stated once, here, each with its reason."""
 from __future__ import annotations
 
 import math
 
-from checker.labs._common import Check, diverged_at, error_result, first_error, profile_info, run_info
-from checker.labs._held_save import last_complete, wrong_start
+from checker.labs._common import Check, declare, diverged_at, error_result, first_error
+from checker.labs._held_save import TORN, last_complete, wrong_start
 from checker.labs._windows import medians, paired_ratio
+from checker.labs.lab1 import WHERE
+from checker.labs.lab1.setup import N_STEPS, SAVE_AT
 from checker.relay import turn_rates
 from checker.report import CheckResult
 
@@ -14,10 +17,20 @@ SPEED_LOSS_RTOL = 1e-3  # the timed steps' losses against the reference's: a dif
                         # clip, its own loss) gave 0.0 over 50 steps; one that skips its work when timed, > 1e-2 at once
 METER_TOL = 0.05       # relative difference between the learner's meter and the checker's clock
 LEARN_FRACTION = 0.5   # the val loss must cover this fraction of the way from ln V to the floor
-STALL_MAX = 0.20       # input stall over the learner's loader: in-process ~0.33 (lab1.COST_RATIO); 2 workers 0.05-0.10
+STALL_MAX = 0.20       # input stall over the learner's loader: in-process ~0.33 (setup.COST_RATIO); 2 workers 0.05-0.10
                        # on 2 busy cores (handing a batch over costs 1-4 ms here: shared memory, an fd per tensor)
 
+CHECKS: list[Check] = []
+check = declare(CHECKS)
 
+
+
+@check("reproducible", "two fresh processes with one seed give bit-identical losses and weights; "
+       "another seed gives others",
+       "A random stream the run draws from is not set by the seed you are given: a generator left unseeded, "
+       f"another seed than the argument, or randomness outside the seeded streams ({WHERE}/seeding.py) "
+       "(checker hint lab1 seeding.seed_everything)",
+       runs={"run_a", "run_b"})
 def reproducible(c: Check, runs) -> CheckResult:
     seed_err = [r.result.get("seed_error") for r in (runs.get("run_a"), runs.get("run_b")) if r]
     err = next((e for e in seed_err if e), None) or first_error(runs, "run_a", "run_b")
@@ -56,6 +69,18 @@ def reproducible(c: Check, runs) -> CheckResult:
                        message=msg, hint=c.hint)
 
 
+@check("resume_exact", f"train {N_STEPS} steps; separately train {SAVE_AT}, save, train 2 more, SIGKILL inside "
+       f"the second save (half its file written), resume in a fresh process: back at step {SAVE_AT}, losses and "
+       "final weights bit-identical, every random stream where the save left it",
+       "Exact resume: something the uninterrupted run carries forward (weights, AdamW's moments, the "
+       "schedule's position, the data position, the step, an RNG stream) was not saved or not restored, or a "
+       f"save killed halfway did not leave the previous checkpoint whole ({WHERE}/state.py) "
+       "(checker hint lab1 state.save_checkpoint; checker hint lab1 state.load_checkpoint)",
+       symptoms=((TORN, "The checkpoint on disk is half-written: the run was killed while writing it, "
+                  "and the file it wrote in place is all a resume finds. Write to a temporary name in the same "
+                  "folder and rename it over the checkpoint once complete (ckpt.atomic_save does both): a kill "
+                  "then leaves the previous one whole (checker hint lab1 state.save_checkpoint)."),),
+       runs={"run_a", "resume_1", "resume_2"})
 def resume_exact(c: Check, runs) -> CheckResult:
     err = first_error(runs, "run_a", "resume_1", "resume_2")
     if err:
@@ -90,6 +115,11 @@ def resume_exact(c: Check, runs) -> CheckResult:
                        message=msg, hint=c.hint)
 
 
+@check("loss_decreases", "the checker's own validation loss falls at least half way from ln(V) to "
+       "the data's entropy floor",
+       "The model is not learning: its updates never happen, use a stale or wrong gradient, or are undone; "
+       f"watch the loss your train_step returns step by step ({WHERE}/step.py) (checker hint lab1 step.train_step)",
+       runs={"run_a"})
 def loss_decreases(c: Check, runs) -> CheckResult:
     err = first_error(runs, "run_a")
     if err:
@@ -103,6 +133,14 @@ def loss_decreases(c: Check, runs) -> CheckResult:
                                f"{len(a['losses'])} steps (ln V = {uniform:.3f}, floor {floor:.3f})", hint=c.hint)
 
 
+@check("step_matches_reference", "your train_step and the reference's side by side from the same random "
+       "weights, batches and RNG, with the checker's SGD and scheduler: loss, lr, grad norms before and after "
+       "clipping (one step forced over the threshold), .grad and weights after each of 4 steps",
+       f"train_step ({WHERE}/step.py) departs from the reference at the step and quantity named above: which "
+       "gradient the update uses (cleared when, of which loss, clipped before or after it is used) and how often "
+       "the optimizer and the scheduler move (checker hint lab1 step.train_step)",
+       needs=("reference",),
+       runs={"step", "step_ref"})
 def step_matches_reference(c: Check, runs) -> CheckResult:
     from checker.labs._differential import first_difference
 
@@ -123,6 +161,13 @@ def step_matches_reference(c: Check, runs) -> CheckResult:
                        message=f"step {step}{clipped}: {what}: {measured}")
 
 
+@check("throughput", "your train_step's tokens/s >= 0.8x the reference's, each in a process of its own taking "
+       "turns timed by the checker, and the timed steps train as the reference's do",
+       f"train_step does more work than the reference ({WHERE}/step.py): most likely extra waits for the "
+       "device (every .item()/.cpu() is one), a second forward pass, or Python work per parameter "
+       "(checker hint lab1 step.train_step)",
+       needs=("reference",),
+       runs={"speed", "speed_ref"})
 def throughput(c: Check, runs) -> CheckResult:
     err = first_error(runs, "speed", "speed_ref")
     if not err:
@@ -152,6 +197,14 @@ def _at(losses: list, k: int) -> str:
     return f"{losses[k]:.6g}" if k < len(losses) else "none (fewer steps)"
 
 
+@check("throughput_meter", "ThroughputMeter(warmup_steps=3) agrees with the checker's clock over the same steps "
+       "(5%), warm-up steps unlike the window's, and still 0.3 s after the last step; nan before its window holds "
+       "a step; on a (faked) GPU, a device wait in every call that reads the clock",
+       f"ThroughputMeter ({WHERE}/meters.py) times other steps than the checker: a window that opens a "
+       "step early or late, a warm-up step's tokens counted, a window that ends elsewhere than at the last "
+       "step() call, a clock read before the device finished, or a number where there is no measurement yet "
+       "(checker hint lab1 meters.step; checker hint lab1 meters.tokens_per_s)",
+       runs={"measure"})
 def throughput_meter(c: Check, runs) -> CheckResult:
     err = first_error(runs, "measure") or runs["measure"].result.get("meter_error")
     if err:
@@ -191,6 +244,14 @@ def _meter_contract(r: dict, rate: float) -> str | None:
     return None
 
 
+@check("memory_reported", "model_state_bytes equals 4 B/param weights + 4 B/param grads + AdamW "
+       "(8 B/param + 4 B per tensor); and 0 B of grads once zero_grad(set_to_none=True) freed them; 2 B/param "
+       "on a bf16 copy",
+       f"model_state_bytes ({WHERE}/meters.py) differs from the tensors that exist: a tied weight counted "
+       "twice, gradients assumed instead of counted (0 B once freed), bytes per element assumed instead of "
+       "read from the tensor, or part of the optimizer's state missed, its per-tensor step count included "
+       "(checker hint lab1 meters.model_state_bytes)",
+       runs={"measure"})
 def memory_reported(c: Check, runs) -> CheckResult:
     err = first_error(runs, "measure") or runs["measure"].result.get("memory_error")
     if err:
@@ -221,6 +282,14 @@ def memory_reported(c: Check, runs) -> CheckResult:
                                 if not wrong else "; ".join(wrong) + f" (Ψ={psi:,}, {tensors} tensors)"))
 
 
+@check("input_pipeline", "over your make_loader (samples that cost CPU time), the checker's own steps wait "
+       "for data <= 20% of the time; batches in order",
+       f"The model sits waiting for every batch ({WHERE}/pipeline.py): its samples are prepared in the "
+       "training process, after the step asks. At stake: preparation that runs ahead of training, in "
+       "DataLoader worker processes with batches prefetched, so each is ready before the step asks; the "
+       "transform itself stays as it is (checker hint lab1 pipeline.make_loader)",
+       starter_runs=True,
+       runs={"pipeline"})
 def input_pipeline(c: Check, runs) -> CheckResult:
     err = first_error(runs, "pipeline")
     if err:
@@ -237,23 +306,3 @@ def input_pipeline(c: Check, runs) -> CheckResult:
                 "(e.g. all batches built inside make_loader): that work stalls the model whenever it runs")
     return CheckResult(c.name, ok, value=round(mine["stall"], 3), threshold=STALL_MAX, unit="input stall",
                        hint=c.hint, message=msg)
-
-
-EVALUATORS = {f.__name__: f for f in (reproducible, resume_exact, loss_decreases, step_matches_reference, throughput,
-                                      throughput_meter,
-                                      memory_reported, input_pipeline)}
-
-
-def info(runs) -> list[tuple[str, str]]:
-    m, p = runs.get("measure"), runs.get("pipeline")
-    rows = []
-    s, sr = runs.get("speed"), runs.get("speed_ref")
-    if s and sr and s.result.get("tokens") and sr.result.get("tokens"):
-        rates, _ = turn_rates(s.relay, {"speed": s.result["tokens"], "speed_ref": sr.result["tokens"]})
-        if rates:
-            rows.append(("reference tokens/s (tiny, 1 thread)", f"{medians(rates)['speed_ref']:,.0f}"))
-    rows += profile_info("the checker's plain step, its profiler", m.result.get("profile")) if m else []
-    if p and p.result.get("learner"):
-        rows.append(("input stall", f"your loader {p.result['learner']['stall']:.1%}, in-process pipeline "
-                                    f"{p.result['baseline']['stall']:.1%}"))
-    return rows + run_info(runs)

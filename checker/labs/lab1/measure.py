@@ -1,6 +1,6 @@
 """Lab 1's measuring runs (worker side): one side of the speed ratio (task_speed), the meter against the checker's
 clock and model-state bytes (task_measure), and the input pipeline's stall (task_pipeline). The checks that read
-them are in checker/labs/lab1.py and lab1_eval.py."""
+them are in checks.py."""
 from __future__ import annotations
 
 import copy
@@ -10,7 +10,8 @@ from contextlib import contextmanager
 
 from checker import seams
 from checker.labs._common import clock
-from checker.labs.lab1_setup import (
+from checker.labs.lab1 import LAB
+from checker.labs.lab1.setup import (
     BATCH,
     COST_RATIO,
     METER_LOAD_MATMULS,
@@ -21,11 +22,12 @@ from checker.labs.lab1_setup import (
     PIPE_WARMUP,
     SEED,
     SEQ,
+    SPEED_STEPS,
+    SPEED_WARMUP,
+    SPEED_WINDOWS,
     _setup,
     _step_in,
 )
-
-LAB = "lab1"
 
 
 def _queued_step(model, opt, sched, batch):
@@ -45,15 +47,6 @@ def _queued_step(model, opt, sched, batch):
 def _plain_step(model, opt, sched, batch) -> float:
     """The checker's own step, done on any device when it returns (.item() waits for it)."""
     return _queued_step(model, opt, sched, batch).item()
-
-
-# The speed ratio: SPEED_WINDOWS windows of SPEED_STEPS steps each side (~0.2 s a window on tiny), the learner's
-# and the reference's taken in turn A B B A ... (each pair back to back, so a change of load hits both alike).
-SPEED_WINDOWS, SPEED_STEPS, SPEED_WARMUP = 6, 8, 2
-
-
-def speed_order(learner: str, reference: str) -> list[str]:
-    return [w for k in range(SPEED_WINDOWS) for w in ((learner, reference) if k % 2 == 0 else (reference, learner))]
 
 
 def task_speed(ctx, target, seed=SEED):
