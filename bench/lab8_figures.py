@@ -7,7 +7,7 @@
 lab8.speeds  solutions/lab8_multinode/nodes.py, 2 nodes x 2 ranks of `tiny`, FSDP and HSDP at each link speed,
              interleaved, REPEATS times: node 0's veth bytes and ms per step (steps 2..STEPS). As root only: the
              link is a real veth shaped by tc tbf; without root there is no link to count or throttle.
-lab8.goodput checker/labs/lab8_chaos.py's chaos job on the reference's checkpoints, at MTBFS and at INTERVALS x the
+lab8.goodput checker/labs/lab8/chaos.py's chaos job on the reference's checkpoints, at MTBFS and at INTERVALS x the
              Young-Daly interval for the save cost it timed: goodput measured (useful step time / wall time) against
              the first-order prediction for the run's own step, save and restart times, and where each failure's
              time went (work redone, restart; save stalls per failure of wall time).
@@ -70,7 +70,7 @@ def goodput(variant: int = 0) -> dict:
     """The chaos job at each MTBF and interval: measured goodput, the prediction for its own times, the breakdown."""
     import tempfile
 
-    from checker.labs import lab8_chaos as ch
+    from checker.labs.lab8 import chaos as ch
     from solutions import lab8_multinode as seam
 
     rows = []
@@ -116,7 +116,7 @@ def markdown(results: dict) -> list[str]:
         lines.append(f"Not measured: {sp['not_run']}.")
     gp = lab8.get("goodput")
     if gp:
-        lines += ["", "Lab 8, goodput under chaos (checker/labs/lab8_chaos.py's job on the reference: "
+        lines += ["", "Lab 8, goodput under chaos (checker/labs/lab8/chaos.py's job on the reference: "
                       f"{gp['step_s'] * 1e3:.0f} ms steps, a timed save of {gp['save_s'] * 1e3:.0f} ms, failures at "
                       "stratified exponential gaps): measured against the first-order prediction for the run's own "
                       "times at the stated MTBF, and each failure's time (work redone, restart) with the save "

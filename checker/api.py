@@ -71,7 +71,7 @@ def long_context_figures(target: str, timeout_s: float = 300) -> dict:
 
 def goodput_run(target: str, mtbf_s: float = 4.0, steps: int = 800, factor: float = 1.0,
                 timeout_s: float = 180) -> dict:
-    """Lab 8: goodput_chaos's job on `target`'s checkpoints and formulas, once (checker/labs/lab8_goodput_report.py
+    """Lab 8: goodput_chaos's job on `target`'s checkpoints and formulas, once (checker/labs/lab8/goodput_report.py
     says what it measures); RuntimeError with its output when it fails."""
     import json
     import subprocess
@@ -80,7 +80,7 @@ def goodput_run(target: str, mtbf_s: float = 4.0, steps: int = 800, factor: floa
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "goodput.json"
-        r = subprocess.run([sys.executable, "-m", "checker.labs.lab8_goodput_report", "--target", target, "--out",
+        r = subprocess.run([sys.executable, "-m", "checker.labs.lab8.goodput_report", "--target", target, "--out",
                             str(out), "--mtbf", str(mtbf_s), "--steps", str(steps), "--factor", str(factor)],
                            capture_output=True, text=True, cwd=REPO_ROOT, timeout=timeout_s)
         if r.returncode or not out.exists():

@@ -107,7 +107,7 @@ def lab8_link(r):
 
 @figure("lab8_goodput", "lab8")
 def lab8_goodput(r):
-    from checker.labs import lab8_chaos as ch  # the checker's own first-order model (no torch imported)
+    from checker.labs.lab8 import chaos as ch  # the checker's own first-order model (no torch imported)
 
     g = need(r, "lab8", "goodput")
     rows = [x for x in g["rows"] if not x.get("failed")]
@@ -142,7 +142,7 @@ def lab8_goodput(r):
     ax[1].set_ylabel("seconds lost per failure")
     ax[1].legend(fontsize=8, loc="upper left")
     fig.tight_layout()
-    return fig, (f"checker/labs/lab8_chaos.py's job on the reference: {step_s * 1e3:.0f} ms steps, a "
+    return fig, (f"checker/labs/lab8/chaos.py's job on the reference: {step_s * 1e3:.0f} ms steps, a "
                  f"{save_s * 1e3:.0f} ms save, a process killed at stratified exponential gaps and restarted from its "
                  "newest complete checkpoint; the curve is the first-order model at the runs' median restart, the dots "
                  "are measured (a 25 s run sees 4-8 failures: each dot is one draw of them, which is why the checker "

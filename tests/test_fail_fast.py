@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from checker.labs.lab8_tasks import launch_problem
+from checker.labs.lab8.multinode import launch_problem
 from conftest import load_json, run_checker
 
 CONF = "--rdzv-conf=keep_alive_interval=1,keep_alive_max_attempt=3,is_host=1"

@@ -12,22 +12,22 @@ import time
 
 import pytest
 
-from checker.labs import lab8, lab8_eval
+from checker.labs.lab8 import checks
 from conftest import ROOT, processes_with
 
 
 def test_formulas_at_two_by_two():
     b = 1000
-    assert lab8_eval.formula("ddp", b) == pytest.approx(3 * b)    # one all-reduce, ring crosses twice
-    assert lab8_eval.formula("fsdp", b) == pytest.approx(4.5 * b)  # all-gather + gloo's reduce-scatter (all-reduce)
-    assert lab8_eval.formula("hsdp", b) == pytest.approx(2 * b)   # the shard's all-reduce, 2 groups
+    assert checks.formula("ddp", b) == pytest.approx(3 * b)    # one all-reduce, ring crosses twice
+    assert checks.formula("fsdp", b) == pytest.approx(4.5 * b)  # all-gather + gloo's reduce-scatter (all-reduce)
+    assert checks.formula("hsdp", b) == pytest.approx(2 * b)   # the shard's all-reduce, 2 groups
     # HSDP's cross-node bytes do not grow with ranks per node; FSDP's do
-    assert lab8_eval.formula("hsdp", b, g=2, n=8) == lab8_eval.formula("hsdp", b, g=2, n=2)
-    assert lab8_eval.formula("fsdp", b, g=2, n=8) > lab8_eval.formula("fsdp", b, g=2, n=2)
+    assert checks.formula("hsdp", b, g=2, n=8) == checks.formula("hsdp", b, g=2, n=2)
+    assert checks.formula("fsdp", b, g=2, n=8) > checks.formula("fsdp", b, g=2, n=2)
 
 
 def test_without_a_real_link_the_bytes_check_is_not_run_and_says_how_to_run_it():
-    row = lab8_eval.hsdp_internode_bytes(lab8.CHECKS[2], {}, {"link": None, "why_no_link": "not root"})
+    row = checks.hsdp_internode_bytes(checks.CHECKS[2], {}, {"link": None, "why_no_link": "not root"})
     assert row.not_run and not row.passed and "not root" in row.message
     assert "sudo" in row.hint and "checker grade lab8" in row.hint
 
@@ -74,7 +74,7 @@ def _shares(case):
 def test_hidden_goodput_cases_tell_each_cost_apart_and_accept_every_first_order_form(variant):
     import math
 
-    from checker.labs import lab8_chaos as ch
+    from checker.labs.lab8 import chaos as ch
 
     def off(g, want):  # what goodput_formulas compares: the waste, relative
         return abs((1 - g) / (1 - want) - 1)
@@ -86,17 +86,17 @@ def test_hidden_goodput_cases_tell_each_cost_apart_and_accept_every_first_order_
         for name, wrong in (("no restart", ch.goodput(step_s, save_s, 0.0, mtbf_s, k)),
                             ("no save stall", ch.goodput(step_s, 0.0, restart_s, mtbf_s, k)),
                             ("no lost work", tau / (tau + save_s) * (1 - restart_s / mtbf_s))):
-            assert off(wrong, want) > 1.5 * lab8_eval.WASTE_TOL, (name, case)
+            assert off(wrong, want) > 1.5 * checks.WASTE_TOL, (name, case)
         # ...while the other first-order forms, and Daly's exact expectation, meet it
         additive = 1 - save_s / (tau + save_s) - (restart_s + (tau + save_s) / 2) / mtbf_s
         young = 1 - save_s / tau - (restart_s + tau / 2) / mtbf_s
         exact = tau / (mtbf_s * math.exp(restart_s / mtbf_s) * (math.exp((tau + save_s) / mtbf_s) - 1))
         for g in (additive, young, exact):
-            assert off(g, want) <= lab8_eval.WASTE_TOL / 1.5, case
+            assert off(g, want) <= checks.WASTE_TOL / 1.5, case
 
 
 def test_young_daly_is_where_the_checkers_goodput_peaks():
-    from checker.labs import lab8_chaos as ch
+    from checker.labs.lab8 import chaos as ch
     step_s, save_s, restart_s, mtbf_s = 1.0, 30.0, 300.0, 86_400.0
     best = max(range(1, 20_000), key=lambda k: ch.goodput(step_s, save_s, restart_s, mtbf_s, k))
     assert best * step_s == pytest.approx(ch.young_daly(save_s, mtbf_s), rel=0.02)  # 2277 s; first order
@@ -105,7 +105,7 @@ def test_young_daly_is_where_the_checkers_goodput_peaks():
 def test_failure_gaps_are_stratified_exponential_with_the_stated_mean():
     import statistics
 
-    from checker.labs import lab8_chaos as ch
+    from checker.labs.lab8 import chaos as ch
     gaps = ch.schedule(0, 4 * ch.BLOCK)
     for b in range(4):  # each block: the same 8 quantile midpoints, mean MTBF exactly, in the seed's order
         block = gaps[b * ch.BLOCK:(b + 1) * ch.BLOCK]
@@ -118,7 +118,7 @@ def test_failure_gaps_are_stratified_exponential_with_the_stated_mean():
 def test_each_failures_time_adds_up_to_the_wall_time_not_spent_on_kept_steps():
     """measure() on a hand-made run: 0.1 s steps; attempt 0 runs steps 1-3, saves after 2 (0.2 s), is killed at 0.75;
     attempt 1 boots (first step at 1.0: a 0.25 s restart) and runs steps 3-4 again from the save."""
-    from checker.labs import lab8_chaos as ch
+    from checker.labs.lab8 import chaos as ch
     steps = [(0, 1, 0.0), (0, 2, 0.1), (0, 3, 0.4), (1, 3, 1.0), (1, 4, 1.1)]
     ev = [{"a": a, "ev": "step", "step": s, "t0": t, "t1": t + 0.1} for a, s, t in steps]
     ev.insert(2, {"a": 0, "ev": "saved", "step": 2, "t0": 0.2, "t1": 0.4})
@@ -137,19 +137,19 @@ def test_a_torn_save_is_named_and_a_resume_from_it_fails_the_check():
     ev = [{"a": 0, "ev": "ready", "resumed": 0}, {"a": 1, "ev": "ready", "resumed": 0},
           {"a": 1, "ev": "saved", "step": 4}, {"a": 1, "ev": "saving", "step": 8}]
     kills = [{"a": 0, "held": False}, {"a": 1, "held": True}]
-    ok = lab8_eval._resume_problems({"events": ev + [{"a": 2, "ev": "ready", "resumed": 4}], "kills": kills})
+    ok = checks._resume_problems({"events": ev + [{"a": 2, "ev": "ready", "resumed": 4}], "kills": kills})
     assert ok == []
-    torn = lab8_eval._resume_problems({"events": ev + [{"a": 2, "ev": "ready", "resumed": 8}], "kills": kills})
+    torn = checks._resume_problems({"events": ev + [{"a": 2, "ev": "ready", "resumed": 8}], "kills": kills})
     assert "resumed from step 8" in torn[0] and "step 8 was killed half-written" in torn[0]
-    crash = lab8_eval._resume_problems({"events": ev + [{"a": 2, "ev": "error", "type": "CheckpointException",
+    crash = checks._resume_problems({"events": ev + [{"a": 2, "ev": "error", "type": "CheckpointException",
                                                         "message": ".metadata"}], "kills": kills})
     assert "attempt 2 failed" in crash[0] and "newest complete checkpoint was step 4" in crash[0]
     # a kill that was not held may land after the commit: the save it interrupted counts as complete
     kills[1]["held"] = False
-    late = lab8_eval._resume_problems({"events": ev + [{"a": 2, "ev": "ready", "resumed": 8}], "kills": kills})
+    late = checks._resume_problems({"events": ev + [{"a": 2, "ev": "ready", "resumed": 8}], "kills": kills})
     assert late == []
     # the first attempt finds no checkpoint: it must start at 0, and a resume that raises there is named too
-    first = lab8_eval._resume_problems({"events": [{"a": 0, "ev": "error", "type": "FileNotFoundError",
+    first = checks._resume_problems({"events": [{"a": 0, "ev": "error", "type": "FileNotFoundError",
                                                     "message": "latest"}], "kills": []})
     assert "attempt 0 failed: FileNotFoundError" in first[0]
 
@@ -188,9 +188,9 @@ def test_every_first_order_interval_passes_and_one_without_the_2_fails_at_every_
     formula missing the 2 must not."""
     import math
 
-    from checker.labs import lab8_chaos as ch
+    from checker.labs.lab8 import chaos as ch
     for variant in range(6):
         for _, save_s, _, mtbf_s, _ in ch.unit_cases(variant):
             young = ch.young_daly(save_s, mtbf_s)
-            assert abs((young - save_s) / young - 1) <= lab8_eval.INTERVAL_TOL
-            assert abs(math.sqrt(save_s * mtbf_s) / young - 1) > lab8_eval.INTERVAL_TOL
+            assert abs((young - save_s) / young - 1) <= checks.INTERVAL_TOL
+            assert abs(math.sqrt(save_s * mtbf_s) / young - 1) > checks.INTERVAL_TOL

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from checker import seams
 from checker.labs._common import digest
+from checker.labs.lab8 import LAB
 
-LAB = "lab8"
 REPS, WIDTH, DEPTH, SEED = 3, 1024, 4, 8
 HELD_S = 30.0  # the longest the checker holds a save's file writes back while training takes its steps
 # While the stalls are timed every file write takes this much longer, for both kinds of save: the checkpoint
@@ -231,15 +231,3 @@ def task_async_load(ctx, target, root):
     cdist.teardown()
     return out
 
-
-TASKS = {"async": task_async, "async_load": task_async_load}
-
-
-def specs_phase1(h) -> list[dict]:
-    return [dict(name="async", task="async", nproc=2, budget_s=90, kill_on="async_killme",
-                 args=dict(root=str(h.workdir / "async_ckpt")))]
-
-
-def specs_phase2(h) -> list[dict]:
-    return [dict(name="async_load", task="async_load", nproc=2, budget_s=60,
-                 args=dict(root=str(h.workdir / "async_ckpt" / "kept")))]

@@ -1,6 +1,6 @@
-"""Lab 8's notebook figure: the chaos job of checker/labs/lab8_chaos.py on the notebook's code, once, shorter.
+"""Lab 8's notebook figure: the chaos job of checker/labs/lab8/chaos.py on the notebook's code, once, shorter.
 
-    python -m checker.labs.lab8_goodput_report --target labs --out goodput.json [--mtbf 4] [--steps 800] [--factor 1]
+    python -m checker.labs.lab8.goodput_report --target labs --out goodput.json [--mtbf 4] [--steps 800] [--factor 1]
 
 It times the save (as goodput_chaos does), asks `checkpoint_interval` for the interval at that save cost and MTBF,
 scales it by --factor, runs the job killed at the chaos schedule's gaps, and writes what it measured with the
@@ -17,11 +17,11 @@ import tempfile
 from pathlib import Path
 
 from checker import seams
-from checker.labs import lab8_chaos as chaos
+from checker.labs.lab8 import LAB, chaos
 
 
 def run(target: str, mtbf_s: float, steps: int, factor: float) -> dict:
-    seam = seams.load(chaos.LAB, target)
+    seam = seams.load(LAB, target)
     chaos.STEPS = steps  # read by each forked attempt
     chaos._slow_storage()
     with tempfile.TemporaryDirectory() as tmp:

@@ -19,6 +19,9 @@ Measured on 2 cores shared with other graders (load ~8): measured - predicted go
 chaos 26-29 s, the whole check 40-46 s (58-78 s at load 12-17). A prediction that ignores failures is ~0.3 off;
 one that leaves out only the restart 0.05-0.13 (its share, R / MTBF, grows with the load), which goodput_formulas
 catches exactly. bench/lab8_figures.py runs the job at other intervals and MTBFs.
+
+The checker's own model (young_daly, goodput) is read by both sides: here to pick the hidden cases, in checks.py
+(which holds the bands a learner's numbers must fall within) to judge them.
 """
 from __future__ import annotations
 
@@ -33,8 +36,8 @@ from pathlib import Path
 
 from checker import seams
 from checker.labs._held_save import HeldDCPWrite
+from checker.labs.lab8 import LAB
 
-LAB = "lab8"
 SEED, WIDTH, DEPTH, BATCH, LR = 33, 64, 3, 16, 1e-2
 STEP_S = 0.01    # a step's time, padded with a sleep: the MLP's compute is ~0.5 ms (a few ms on a loaded CPU)
 WRITE_S = 0.05   # every checkpoint file write waits this long: a save stalls ~0.1 s, a 2-core laptop's NFS
@@ -46,8 +49,6 @@ TORN_AT = 1      # the first restart is killed inside its first save: at most ~9
                  # gap, 11.6 s), so it always has one to reach
 WALL_S = 90.0    # the job must finish within this (goodput ~0.25; measured 0.52-0.64, loaded or not): a resume
                  # that starts over never does
-GOODPUT_BAND = 0.1    # measured - predicted goodput, absolute: see test_lab8_grade for the spread measured
-INTERVAL_BAND = 0.15  # the learner's interval / Young-Daly's, for the same C: an interval without C is off 2-10x
 CALIBRATE = 3    # saves timed before the chaos: their median is the C the learner's interval is asked for
 
 
@@ -382,15 +383,3 @@ def measure(r: dict) -> dict:
             "step_s": useful / len(kept), "save_s": save_s, "restart_s": restart_s, "saves": len(saves),
             "failures": len(r["kills"]), "mtbf_s": wall / n, "per_failure_s": lost}
 
-
-TASKS = {"goodput_units": task_goodput_units, "goodput_chaos": task_goodput_chaos}
-
-
-def specs(h, names: set[str]) -> list[dict]:
-    out = []
-    if "goodput_formulas" in names:
-        out.append(dict(name="goodput_units", task="goodput_units", budget_s=60, args=dict(variant=h.variant)))
-    if "goodput_chaos" in names:
-        out.append(dict(name="goodput_chaos", task="goodput_chaos", budget_s=WALL_S + 60,
-                        args=dict(root=str(h.workdir / "goodput"), variant=h.variant)))
-    return out

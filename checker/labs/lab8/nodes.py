@@ -1,7 +1,7 @@
 """Lab 8's two "nodes": one torchrun agent per node, each in its own network namespace (root) or both on
 this machine's loopback (no root), started by the checker as a cluster's scheduler would start them.
 
-    python -m checker.labs.lab8_nodes SPEC.json      (the checker starts it; a run of checker/harness.py)
+    python -m checker.labs.lab8.nodes SPEC.json      (the checker starts it; a run of checker/harness.py)
 
 SPEC: {"nodes": [{"ns": name or null, "torchrun": [options], "env": {...}}, ...], "worker": [argv],
        "kill": null or {"cue": path, "node": 1, "mark": path}}

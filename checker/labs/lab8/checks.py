@@ -1,25 +1,39 @@
-"""Lab 8: from the runs' measurements to pass/fail. Thresholds are stated once, here."""
+"""Lab 8's checks, each one declaration on the evaluator that decides it (checker/labs/__init__.py): from the
+runs' measurements to pass/fail. Thresholds are stated once, here, each with its reason. An evaluator reads the
+runs and the grade's context (plan.py: the link the nodes ran over, when node 1 was lost)."""
 from __future__ import annotations
 
-import os
-import random
 import statistics
 
-from checker.labs import lab8_async, lab8_chaos, lab8_units
-from checker.labs._common import Check, error_result, first_error, not_run, run_info
-from checker.labs.lab8 import KILL_AFTER, RATE_MBIT, SEED, STEPS, _link_down, _nodes_spec, needs_root
-from checker.labs.lab8_tasks import NODES, PER_NODE
+from checker.labs._common import Check, declare, error_result, first_error, not_run
+from checker.labs.lab8 import KILL_AFTER, NODES, PER_NODE, STEPS, WHERE, chaos
+from checker.labs.lab8.units import MESHES, NAMES
 from checker.report import CheckResult
 
 LOSS_TOL = 1e-4   # fp32 AdamW, 8 steps: sharded reductions add in another order (measured ~1e-7)
 BYTES_TOL = 0.15  # TCP/IP headers (66 bytes per 1448-byte segment, 4.6%) and ACKs ride on the same counters
-HIDDEN_SHARE = 0.5  # of the write the checker holds (lab8_async.WRITE_S), the async save takes this much off
+HIDDEN_SHARE = 0.5  # of the write the checker holds (async_save.WRITE_S), the async save takes this much off
                     # training's path at least: median blocking stall - median async stall
 WASTE_TOL = 0.06  # 1 - goodput, relative: a cost left out is >= 12% of it, second-order terms <= 3.1%
 INTERVAL_TOL = 0.03  # the interval, relative to Young's sqrt(2 C MTBF): the first-order optima differ by sqrt(C / 2
 #                     MTBF), 1.3-1.9% at the hidden numbers (sqrt(2 C MTBF) - C minimises the README's waste table,
 #                     C / (tau + C) + (tau + C) / 2 MTBF, exactly); without the 2 is 29% off, without C 2-10x
+GOODPUT_BAND = 0.1    # measured - predicted goodput, absolute: see test_lab8_grade for the spread measured
+INTERVAL_BAND = 0.15  # the learner's interval / Young-Daly's, for the same C: an interval without C is off 2-10x
 EMULATED = "emulated: both nodes on this machine's loopback (no root for network namespaces)"
+
+# Every node check starts with the learner's torchrun options: when those cannot make the job (checked with
+# torchrun's own parser, multinode.launch_problem) or the agents never meet, that is the hint, whatever the check.
+LAUNCH = ((r"torchrun_args\([^)]*node_rank=|NoRendezvous|no rendezvous",
+           f"The job never started: every node check runs under your torchrun options ({WHERE}/launch.py), and the "
+           "message says which one cannot make a 2-node job or why the agents never met (checker hint lab8 "
+           "launch.torchrun_args)"),)
+# the runs of the two-node job: the learner's torchrun options read (plan_nodes), the job, and the unit run of
+# make_mesh and check_layout beside it
+NODE_RUNS = {"plan_nodes", "nodes", "units"}
+
+CHECKS: list[Check] = []
+check = declare(CHECKS)
 
 
 def _where(ctx) -> str:
@@ -50,7 +64,40 @@ def _unit_problem(runs, what) -> str | None:
     rs, err = _results(runs, "units")
     if err:
         return f"the unit run of make_mesh and check_layout failed: {err.get('type')}: {err.get('message', '')[:200]}"
-    return (lab8_units.mesh_problem if what == "mesh" else lab8_units.layout_problem)(rs[0])
+    return (mesh_problem if what == "mesh" else layout_problem)(rs[0])
+
+
+def mesh_problem(r: dict) -> str | None:
+    """What make_mesh got wrong at 2 x 1 and 1 x 2 (units.py), in one line, or None."""
+    for nodes, per_node in MESHES:
+        got = r[f"mesh_{nodes}x{per_node}"]
+        want = [[g * per_node + i for i in range(per_node)] for g in range(nodes)]
+        call = f"make_mesh({nodes}, {per_node}, 'cpu') on 2 ranks"
+        if "rows" not in got:
+            return f"{call} raised {got.get('type')}: {got.get('message', '')[:200]}"
+        if got["rows"] != want:
+            return (f"{call} has rows {got['rows']}, expected {want}: a row is one node's ranks, so the shape is "
+                    "(nodes, ranks per node)" + (" (this one is transposed)" if got["rows"] == [list(c) for c in
+                                                                                           zip(*want)] else ""))
+        if tuple(got["names"]) != NAMES:
+            return (f"{call} names its dims {tuple(got['names'])}, expected {NAMES}: mesh['shard'] must be the "
+                    "ranks of one node")
+    return None
+
+
+def layout_problem(r: dict) -> str | None:
+    """What check_layout did under the misnumbered environment (units.py), if it did not raise."""
+    m = r["misnumbered"]
+    if m["raised"]:
+        return None
+    return ("check_layout(2, 1) returned " + str(m["returned"])[:120] + " on 2 ranks whose environment puts RANK 0 "
+            "on node 1 (GROUP_RANK 1) and RANK 1 on node 0: it must raise, the ranks are not numbered node by node "
+            "(RANK = GROUP_RANK x LOCAL_WORLD_SIZE + LOCAL_RANK)")
+
+
+def needs_root(why: str) -> str:
+    """How to run a check that needs a real link (NOT RUN without one: checker/labs/_common.py)."""
+    return f"{why}. Run `sudo .venv/bin/checker grade lab8` (CI does), or see {WHERE}/README.md"
 
 
 def _part_error(rs, part):
@@ -58,6 +105,15 @@ def _part_error(rs, part):
     return min(errs, key=lambda e: e.get("t", float("inf"))) if errs else None
 
 
+@check("multinode_launch", "2 nodes x 2 ranks under your torchrun options (c10d rendezvous): every rank sees "
+       "world 4 laid out node by node, your check_layout agrees (and raises on 2 ranks numbered against the "
+       "nodes), gloo bound to the interface that reaches node 0 (the veth in each namespace); your options "
+       "also make a 3 x 2 job and declare a silent node dead within 3 s",
+       f"The job did not come up as 2 nodes x 2 ranks on the right interface ({WHERE}/launch.py); the message "
+       "says which: gloo bound where the other node cannot reach it (checker hint lab8 launch.pick_interface), "
+       "or a rendezvous that never completes or numbers ranks otherwise: the endpoint, the address each node "
+       "advertises, the job's size (checker hint lab8 launch.torchrun_args)", symptoms=LAUNCH,
+       runs=NODE_RUNS)
 def multinode_launch(c: Check, runs, ctx) -> CheckResult:
     rs, err = _results(runs, "nodes")
     if err:
@@ -92,6 +148,13 @@ def multinode_launch(c: Check, runs, ctx) -> CheckResult:
                        hint="" if ok else c.hint)
 
 
+@check("hsdp_equivalence", f"DDP, flat FSDP (1 x 4) and your HSDP (2 x 2 mesh), {STEPS} AdamW steps from the "
+       "same weights and data: FSDP's and HSDP's losses equal DDP's; your make_mesh at 2 x 1 and 1 x 2 "
+       "holds one node per row, dims named (replicate, shard)",
+       f"FSDP and HSDP compute DDP's step, only sharded ({WHERE}/hsdp.py): losses that differ mean the mesh "
+       "does not hold every rank once, one node per row (checker hint lab8 hsdp.make_mesh), or not every "
+       "parameter is sharded and its gradient reduced over it (checker hint lab8 hsdp.shard_model)",
+       symptoms=LAUNCH, runs=NODE_RUNS)
 def hsdp_equivalence(c: Check, runs, ctx) -> CheckResult:
     rs, err = _results(runs, "nodes")
     err = err or _part_error(rs, "ddp") or _part_error(rs, "fsdp") or _part_error(rs, "hsdp")
@@ -115,6 +178,12 @@ def formula(strategy: str, model_bytes: int, g: int = NODES, n: int = PER_NODE) 
     return {"fsdp": g * hop * 3, "hsdp": 2 * (g - 1) * model_bytes, "ddp": g * hop * 2}[strategy]
 
 
+@check("hsdp_internode_bytes", "bytes through the inter-node veth per step (its own counters) within 15% of "
+       "3 g (N-1)/N B for FSDP and 2 (g-1) B for HSDP on gloo (B: model bytes, g nodes, N ranks); HSDP below FSDP",
+       f"More bytes crossed the link than the formula ({WHERE}/hsdp.py): most likely a shard group spans the "
+       "nodes (a mesh row must be one node's ranks: the transposed mesh all-gathers over the slow link), or "
+       "the weights are gathered more than once per step (checker hint lab8 hsdp.make_mesh)", symptoms=LAUNCH,
+       runs=NODE_RUNS)
 def hsdp_internode_bytes(c: Check, runs, ctx) -> CheckResult:
     if not ctx["link"]:
         return not_run(c, ctx.get("why_no_link") or "the bytes come from a veth's counters between two network "
@@ -136,6 +205,13 @@ def hsdp_internode_bytes(c: Check, runs, ctx) -> CheckResult:
                        hint="" if ok else c.hint)
 
 
+@check("elastic_recovery", f"node 1's workers killed after step {KILL_AFTER}: the job finishes, torchrun "
+       "restarted the workers, and every loss is bit-identical to the uninterrupted run's",
+       f"A restarted worker knows only the disk ({WHERE}/elastic.py): losses that drift after the restart "
+       "mean some state did not come back (the optimizer's moments, the step); a job that starts over found "
+       "no checkpoint; no restart at all means torchrun was allowed none (launch.py) "
+       "(checker hint lab8 elastic.resume)", symptoms=LAUNCH,
+       runs={"plan_elastic", "elastic", "plan_nodes", "nodes"})  # nodes: the uninterrupted run's losses
 def elastic_recovery(c: Check, runs, ctx) -> CheckResult:
     rs, err = _results(runs, "elastic")
     err = err or _part_error(rs, "elastic")
@@ -169,6 +245,16 @@ def elastic_recovery(c: Check, runs, ctx) -> CheckResult:
                                 f" ({_where(ctx)})") if ok else "; ".join(problems), hint="" if ok else c.hint)
 
 
+@check("async_checkpoint", "an async save takes at least half of the held file write off training's path "
+       "(blocking minus async stall, medians of 3 interleaved); a "
+       "checkpoint holds the step it was taken at though training goes on during its write (its threads held "
+       "until training stepped) and all-reduces beside it; a kill mid-write leaves the previous checkpoint "
+       "loadable",
+       f"The message names the property that broke ({WHERE}/async_ckpt.py): a save that stalls as long as a "
+       "blocking one waits for its own write; a checkpoint holding a later step's weights was written from "
+       "tensors training kept changing; save must return once its snapshot exists; a failed all-reduce "
+       "means the write's collectives share training's group (checker hint lab8 async_ckpt.save)",
+       runs={"async", "async_load"})
 def async_checkpoint(c: Check, runs, ctx) -> CheckResult:
     rs, err = _results(runs, "async")
     if err:
@@ -206,6 +292,13 @@ def async_checkpoint(c: Check, runs, ctx) -> CheckResult:
                        else "; ".join(problems), hint="" if ok else c.hint)
 
 
+@check("goodput_formulas", "checkpoint_interval and predict_goodput at a cluster's hidden numbers (saves of "
+       "5-60 s, restarts of 2-10 min, a failure every 4-48 h, intervals at half, once and twice the optimum)",
+       f"The message gives the inputs and the expected value ({WHERE}/goodput.py): an interval off by a factor "
+       "mostly leaves the save cost out of the balance, or balances the wrong costs (checker hint lab8 "
+       "goodput.checkpoint_interval); a goodput off by the restart's share, the save stalls' or half an "
+       "interval's share of the time leaves that cost out (checker hint lab8 goodput.predict_goodput)",
+       runs={"goodput_units"})
 def goodput_formulas(c: Check, runs, ctx) -> CheckResult:
     rs, err = _results(runs, "goodput_units")
     if err:
@@ -213,7 +306,7 @@ def goodput_formulas(c: Check, runs, ctx) -> CheckResult:
     r, problems, worst = rs[0], [], 0.0
     for case, interval, got in zip(r["cases"], r["interval"], r["goodput"]):
         step_s, save_s, restart_s, mtbf_s, k = case
-        want_i, want_g = lab8_chaos.young_daly(save_s, mtbf_s), lab8_chaos.goodput(*case)
+        want_i, want_g = chaos.young_daly(save_s, mtbf_s), chaos.goodput(*case)
         off = abs((1 - got) / (1 - want_g) - 1)  # the waste, relative: goodput is ~0.97 here, its waste the signal
         worst = max(worst, off)
         if not abs(interval / want_i - 1) <= INTERVAL_TOL:
@@ -262,6 +355,21 @@ def _resume_problems(r: dict) -> list[str]:
     return problems
 
 
+@check("goodput_chaos", f"a job using your save_checkpoint and resume, killed at exponential times (MTBF "
+       f"{chaos.MTBF_S} s; one kill inside a save) and restarted each time: it finishes with every kept "
+       "loss bit-identical to an uninterrupted run's, each restart resumes from the newest complete "
+       "checkpoint, the measured goodput is within "
+       f"{GOODPUT_BAND} of your prediction, your interval within {INTERVAL_BAND:.0%} of "
+       "Young-Daly's for the measured save cost",
+       f"The message names what broke ({WHERE}): a restart that crashed or resumed from another step than the "
+       "newest complete checkpoint read a torn folder or missed the newest one (checker hint lab8 "
+       "elastic.resume); losses that differ mean state did not come back; a goodput far from your prediction "
+       "means your model of the time leaves a cost out (checker hint lab8 goodput.predict_goodput)",
+       symptoms=((r"\.metadata|CheckpointException|No such file",
+                  f"A restart read a checkpoint folder that a kill left half-written ({WHERE}/elastic.py): "
+                  "resume must load only what the commit published, never the newest folder on disk "
+                  "(checker hint lab8 elastic.resume)"),),
+       runs={"goodput_chaos"})
 def goodput_chaos(c: Check, runs, ctx) -> CheckResult:
     rs, err = _results(runs, "goodput_chaos")
     if err:
@@ -270,7 +378,7 @@ def goodput_chaos(c: Check, runs, ctx) -> CheckResult:
     m, problems = r["measured"], _resume_problems(r)
     if r.get("timeout"):
         problems.append(f"the job did not finish within {r['wall_limit_s']:.0f} s of chaos ({m.get('kept', 0)} of "
-                        f"{lab8_chaos.STEPS} steps kept after {m.get('failures', 0)} failures)")
+                        f"{chaos.STEPS} steps kept after {m.get('failures', 0)} failures)")
     elif r.get("exit") not in (0, None) and not problems:
         problems.append(f"the last attempt exited {r['exit']}")
     if not any(k["held"] for k in r["kills"]) and not r.get("timeout"):
@@ -282,14 +390,14 @@ def goodput_chaos(c: Check, runs, ctx) -> CheckResult:
         i = next(i for i, (a, b) in enumerate(zip(got, ref)) if a != b)
         problems.append(f"the kept loss of step {i + 1} differs from the uninterrupted run's ({got[i]} vs {ref[i]}): "
                         "some state did not come back with the checkpoint")
-    ideal = lab8_chaos.young_daly(r["save_cal_s"], lab8_chaos.MTBF_S)
+    ideal = chaos.young_daly(r["save_cal_s"], chaos.MTBF_S)
     ratio = r["interval_s"] / ideal
-    if not abs(ratio - 1) <= lab8_chaos.INTERVAL_BAND:
-        problems.append(f"checkpoint_interval({r['save_cal_s']:.3f}, {lab8_chaos.MTBF_S}) = {r['interval_s']:.2f} s, "
+    if not abs(ratio - 1) <= INTERVAL_BAND:
+        problems.append(f"checkpoint_interval({r['save_cal_s']:.3f}, {chaos.MTBF_S}) = {r['interval_s']:.2f} s, "
                         f"{ratio:.2f} x Young-Daly's {ideal:.2f} s for this save cost and MTBF")
     pred = r.get("predicted")
     gap = abs(m["goodput"] - pred) if pred is not None and m else float("inf")
-    if not problems and not gap <= lab8_chaos.GOODPUT_BAND:
+    if not problems and not gap <= GOODPUT_BAND:
         problems.append(f"measured goodput {m['goodput']:.3f}, your prediction {pred:.3f} (step "
                         f"{m['step_s'] * 1e3:.1f} ms, save {m['save_s'] * 1e3:.0f} ms, restart "
                         f"{m['restart_s'] * 1e3:.0f} ms, every {r['every']} steps, {m['failures']} failures in "
@@ -298,73 +406,5 @@ def goodput_chaos(c: Check, runs, ctx) -> CheckResult:
     msg = (f"{m['failures']} failures in {m['wall_s']:.1f} s (one inside a save), {m['kept']} losses bit-identical; "
            f"goodput {m['goodput']:.3f} measured vs {pred:.3f} predicted; a save every {r['every']} steps "
            f"({r['interval_s']:.2f} s, C {r['save_cal_s'] * 1e3:.0f} ms)") if ok else "; ".join(problems[:3])
-    return CheckResult(c.name, ok, round(gap, 3) if gap != float("inf") else gap, lab8_chaos.GOODPUT_BAND,
+    return CheckResult(c.name, ok, round(gap, 3) if gap != float("inf") else gap, GOODPUT_BAND,
                        "|measured - predicted| goodput", message=msg, hint="" if ok else c.hint)
-
-
-EVALUATORS = {"multinode_launch": multinode_launch, "hsdp_equivalence": hsdp_equivalence,
-              "hsdp_internode_bytes": hsdp_internode_bytes, "elastic_recovery": elastic_recovery,
-              "async_checkpoint": async_checkpoint,
-              "goodput_formulas": goodput_formulas, "goodput_chaos": goodput_chaos}
-
-
-def info(runs, ctx) -> list[tuple[str, str]]:
-    rows = [("nodes", _where(ctx))] if ctx["link"] or ctx.get("why_no_link") else []
-    rs, err = _results(runs, "nodes") if "nodes" in runs else (None, True)
-    if not err and rs[0].get("ddp") and rs[0]["ddp"].get("link_bytes_per_step") is not None:
-        r0 = rs[0]
-        for n in ("ddp", "fsdp", "hsdp"):
-            if r0.get(n):
-                got, want = r0[n]["link_bytes_per_step"], formula(n, r0[n]["param_bytes"])
-                rows.append((f"link bytes per step, {n}", f"{got / 1e3:.1f} kB measured, {want / 1e3:.1f} kB formula"))
-    return rows + run_info(runs)
-
-
-def grade(h, checks):
-    from checker.spawn import free_port
-
-    names = {c.name for c in checks}
-    need_nodes = bool(names & {"multinode_launch", "hsdp_equivalence", "hsdp_internode_bytes", "elastic_recovery"})
-    runs, link, plans = {}, None, {}
-    try:
-        if need_nodes:
-            up = h.run("link_up", "link_up", dict(owner_pid=os.getpid(), rate_mbit=RATE_MBIT), budget_s=60,
-                       sandbox=False,  # it makes namespaces: it needs the host's privileges
-                       target="solutions")  # the course's own set-up (its slowlink.py), no learner code in it
-            res = up.result if not up.error() else {"available": False, "why": up.error().get("message", "")}
-            link = res if res.get("available") else None
-            host = link["addr"][0] if link else "127.0.0.1"
-            ifs = link["veth"] if link else ["lo", "lo"]
-            for run, restarts in (("nodes", 0), ("elastic", 1)):
-                if run == "elastic" and "elastic_recovery" not in names:
-                    continue
-                # In a fresh namespace any port is free; on loopback ask the OS.
-                port = random.randrange(20000, 30000) if link else free_port()
-                p = h.run(f"plan_{run}", "plan", dict(endpoint=f"{host}:{port}", run_id=f"lab8{run}{port}",
-                                                      max_restarts=restarts,
-                                                      addrs=link["addr"] if link else [host, host]), budget_s=60)
-                plans[run] = p
-        first, second = [], []
-        if "nodes" in plans and not plans["nodes"].error():
-            first += lab8_units.specs()  # a few seconds, ahead of the long runs; read by the nodes run's checks
-            first.append(_nodes_spec(h, "nodes", plans["nodes"].result["torchrun"], link,
-                                     dict(parts=["equiv"], seed=SEED, steps=STEPS, link_ifs=ifs), 150))
-        second += lab8_chaos.specs(h, names)  # beside the elastic run (~45 s), not the nodes and async ones
-        if "async_checkpoint" in names:
-            first += lab8_async.specs_phase1(h)
-            second += lab8_async.specs_phase2(h)
-        if "elastic" in plans and not plans["elastic"].error():
-            ckpt = str(h.workdir / "elastic_ckpt")
-            kill = {"cue": str(h.workdir / "lose_node1"), "node": 1, "mark": str(h.workdir / "lost_at")}
-            second.append(_nodes_spec(h, "elastic", plans["elastic"].result["torchrun"], link,
-                                      dict(parts=["elastic"], seed=SEED, steps=STEPS, link_ifs=ifs, ckpt=ckpt,
-                                           kill_after=KILL_AFTER), 180, kill))
-        runs.update(h.run_many(first, parallel=2))
-        runs.update(h.run_many(second, parallel=2))
-    finally:
-        _link_down(link)
-    runs.update({f"plan_{k}": v for k, v in plans.items()})
-    lost_at = h.workdir / "lost_at"
-    ctx = {"link": link, "why_no_link": None if link else (res.get("why") if need_nodes else None),
-           "lost_at": float(lost_at.read_text()) if lost_at.exists() else None}
-    return [EVALUATORS[c.name](c, runs, ctx) for c in checks], info(runs, ctx)

@@ -1,4 +1,5 @@
-"""Lab 8's runs, worker side: what each rank of the two-node job and of the async-checkpoint run measures.
+"""Lab 8's two-node job, worker side: the learner's torchrun options read with torchrun's own parser (task_plan),
+and what each rank of the job measures (task_nodes), under the agents nodes.py starts.
 
 The checker reads the inter-node bytes from the veth's own counters (/sys/class/net/<if>/statistics, the
 numbers `ip -s link` prints), in node 0's namespace, around each strategy's steps; the learner's code
@@ -15,9 +16,8 @@ from pathlib import Path
 
 from checker import seams
 from checker.labs._common import digest, tiny_model
+from checker.labs.lab8 import LAB, NODES, PER_NODE
 
-LAB = "lab8"
-NODES, PER_NODE = 2, 2
 BATCH, SEQ, LR = 4, 64, 1e-3
 
 
@@ -234,6 +234,3 @@ def _elastic(ctx, seam, env, seed, steps, ckpt, kill_after, save_every):
     before = json.loads((Path(ckpt) / "attempt0.json").read_text())
     return {**seen, "losses": [v.hex() for v in losses], "attempt0": before, "digest": digest(
         (n, p.to_local() if hasattr(p, "to_local") else p) for n, p in model.named_parameters())}
-
-
-TASKS = {"plan": task_plan, "nodes": task_nodes}
