@@ -5,7 +5,8 @@ import math
 
 import pytest
 
-from checker.labs import lab7_fast
+from checker.labs.lab7 import fast
+from checker.labs.lab7.fast_tasks import shapes_for
 from solutions.lab7_memory.fast import PAYS, predict_speedup
 
 # a step of 100 ms: 60 ms of matmuls (30 ms in bf16), 10 ms of optimizer (2 ms fused), 55 ms at half the batch
@@ -39,12 +40,12 @@ def test_an_unknown_option_is_refused():
     (math.nan, 1.0, False), (-1.0, 1.0, False), (0.0, 1.0, False),
 ])
 def test_verdicts(p, r, ok):
-    assert (lab7_fast._verdict(p, r) is None) == ok
-    assert PAYS == lab7_fast.PAYS  # the checker's line is the contract's
+    assert (fast._verdict(p, r) is None) == ok
+    assert PAYS == fast.PAYS  # the checker's line is the contract's
 
 
 def test_hidden_variants_move_the_shapes():
-    shapes = [lab7_fast.shapes_for(v) for v in range(6)]
+    shapes = [shapes_for(v) for v in range(6)]
     assert len({tuple(sorted(s.items())) for s in shapes}) == 6
     for s in shapes:  # the compute-bound batch stays even (half of it is measured too)
         assert s["compute_bound"][3] % 2 == 0 and s["launch_bound"][3] >= 1
@@ -54,11 +55,11 @@ def test_hidden_variants_move_the_shapes():
 def test_the_made_up_profiles_are_answered_by_their_arithmetic(variant):
     """Each made-up profile keeps its fixed part strictly inside the step (no clamp engaged, so any right derivation
     gives the checker's number), and the reference meets it exactly; a part's own speedup does not."""
-    for name, p in lab7_fast.other_devices(variant).items():
+    for name, p in fast.other_devices(variant).items():
         fixed = 2 * p["half_step_s"] - p["step_s"]
         assert 0 < fixed < p["step_s"], name
         assert "shape" not in p
         for option in ("fused_adamw", "bf16", "batch2"):
-            assert predict_speedup(p, option) == pytest.approx(lab7_fast.arithmetic(p, option)), (name, option)
-    gpu = lab7_fast.other_devices(variant)["gpu_sub_ms"]
-    assert abs(gpu["matmul_s"] / gpu["matmul_bf16_s"] / lab7_fast.arithmetic(gpu, "bf16") - 1) > lab7_fast.ARITH_TOL
+            assert predict_speedup(p, option) == pytest.approx(fast.arithmetic(p, option)), (name, option)
+    gpu = fast.other_devices(variant)["gpu_sub_ms"]
+    assert abs(gpu["matmul_s"] / gpu["matmul_bf16_s"] / fast.arithmetic(gpu, "bf16") - 1) > fast.ARITH_TOL

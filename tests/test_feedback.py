@@ -25,9 +25,9 @@ def test_overlap_shows_the_criterion_that_failed():
 
 
 def test_a_raised_error_gets_the_hint_for_its_symptom_not_the_checks():
-    from checker.labs import lab7
+    from checker.labs.lab7.checks import CHECKS
 
-    check = next(c for c in lab7.CHECKS if c.name == "checkpoint_equivalence")
+    check = next(c for c in CHECKS if c.name == "checkpoint_equivalence")
     err = {"type": "RuntimeError", "message": "Tensor cached during selective activation checkpoint has been mutated",
            "traceback": "...", "where": "labs/lab7_memory/recompute.py:40 in checkpointed"}
     r = error_result(check, err)
@@ -37,7 +37,7 @@ def test_a_raised_error_gets_the_hint_for_its_symptom_not_the_checks():
 
 
 def test_a_byte_estimate_off_by_one_term_is_named_with_its_sign():
-    from checker.labs.lab7_eval import explain_bytes
+    from checker.labs.lab7.checks import explain_bytes
 
     shapes = [(64, 4, 2, 64, 0.1), (96, 3, 3, 40, 0.1), (48, 2, 4, 24, 0.0)]
     counted_twice = explain_bytes(shapes, [4 * 2 * 64 * 64, 4 * 3 * 40 * 96, 4 * 4 * 24 * 48])
@@ -63,7 +63,7 @@ def test_a_collective_that_timed_out_waiting_for_a_peer_says_a_rank_skipped_it()
 
 def test_a_byte_estimate_off_at_some_shapes_names_the_slip_that_fits():
     """Dropout-only and view-only errors name their likely slip, in the precision and recompute mode they show in."""
-    from checker.labs.lab7_eval import explain_bytes
+    from checker.labs.lab7.checks import explain_bytes
 
     shapes = [(64, 4, 2, 64, 0.1), (96, 3, 3, 40, 0.1), (48, 2, 4, 24, 0.0), (64, 4, 1, 48, 0.1)]
     bsh = [b * s * h for h, a, b, s, p in shapes]

@@ -132,27 +132,27 @@ def test_handle_log_reads_overlap_and_completeness_from_the_order_of_events():
 def test_a_crash_in_zero2_is_reported_at_zero2_and_the_parts_before_it_are_graded():
     """One part's error is not every check's: zero1 finished on both ranks and is graded, zero2's own check shows the
     error with its hint, a later part's checks send the learner to zero2_equivalence."""
-    from checker.labs import lab3, lab3_eval
+    from checker.labs.lab3 import checks as lab3
     from checker.run import Run
 
     err = {"type": "RuntimeError", "message": "Check failed", "where": "labs/lab3_sharding/zero2.py:162", "t": 1.0}
     results = [{"zero1": {"ok": rank}, "zero2_error": err if rank else None,
                 "fsdp_error": {"type": "RuntimeError", "message": "closed by peer", "t": 2.0}} for rank in (0, 1)]
     runs = {"correctness": Run("correctness", 1, 1.0, results=results, nproc=2)}
-    assert lab3_eval._parts(runs, "zero1") == ([{"ok": 0}, {"ok": 1}], None)
+    assert lab3._parts(runs, "zero1") == ([{"ok": 0}, {"ok": 1}], None)
     checks = {c.name: c for c in lab3.CHECKS}
-    own = lab3_eval.zero2_equivalence(checks["zero2_equivalence"], runs)
+    own = lab3.zero2_equivalence(checks["zero2_equivalence"], runs)
     assert not own.passed and "Check failed" in own.message and "zero2.reduce_scatter" in own.hint
-    later = lab3_eval.fsdp_equivalence(checks["fsdp_equivalence"], runs)
+    later = lab3.fsdp_equivalence(checks["fsdp_equivalence"], runs)
     assert not later.passed and "broke in zero2's code" in later.message and "zero2_equivalence" in later.hint
 
 
 def test_an_unwritten_todo_in_zero1_does_not_hide_zero2s_own_error():
-    from checker.labs import lab3_eval
+    from checker.labs.lab3 import checks as lab3
     from checker.run import Run
 
     todo = {"type": "NotImplementedError", "message": "TODO(partition)", "todo": "TODO(partition)", "t": 1.0}
     own = {"type": "NotImplementedError", "message": "TODO(FlatBucket)", "todo": "TODO(FlatBucket)", "t": 2.0}
     runs = {"correctness": Run("correctness", 0, 1.0, nproc=2,
                                results=[{"zero1_error": todo, "zero2_error": own} for _ in range(2)])}
-    assert lab3_eval._parts(runs, "zero2") == (None, own)
+    assert lab3._parts(runs, "zero2") == (None, own)

@@ -6,7 +6,8 @@ import dataclasses
 import pytest
 import torch
 
-from checker.labs import lab7, lab7_eval
+from checker.labs.lab7.checks import expected_bytes, reference_plan
+from checker.labs.lab7.setup import PLAN
 from conftest import load_json, run_checker
 from labs.common.model import Block, get_config
 from solutions.lab7_memory import activation_bytes, plan_memory, saved_bytes
@@ -44,15 +45,15 @@ def test_megatron_anchor_and_what_this_model_adds():
 @pytest.mark.parametrize("recompute", ["none", "selective", "full"])
 def test_the_checkers_formula_is_the_references(precision, recompute):
     for h, a, b, s, p in SHAPES:
-        assert lab7_eval.expected_bytes(h, a, b, s, p, precision, recompute) == \
+        assert expected_bytes(h, a, b, s, p, precision, recompute) == \
             activation_bytes(_cfg(h, a, p), b, s, precision, recompute)
 
 
 def test_reference_planner_matches_the_checkers_and_fits():
-    cfg, p = get_config(lab7.PLAN["config"]), lab7.PLAN
+    cfg, p = get_config(PLAN["config"]), PLAN
     for gib in (200, 80, 24, 16, 8, 6, 4, 2, 1, 0.5):
         plan = plan_memory(cfg, p["n_params"], p["batch"], p["seq"], p["world_size"], int(gib * 2 ** 30))
-        want = lab7_eval.reference_plan(int(gib * 2 ** 30))
+        want = reference_plan(int(gib * 2 ** 30))
         assert {k: plan[k] for k in want} == want
         assert plan["total"] == sum(plan["bytes"].values()) and plan["fits"] == (plan["total"] <= gib * 2 ** 30)
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from checker import cli
-from checker.labs import _common, lab2, lab3, lab6
+from checker.labs import _common, lab2, lab6
 from checker.labs._common import Check
+from checker.labs.lab3 import checks as lab3
 from checker.report import CheckResult
 
 

@@ -1,12 +1,13 @@
-"""Lab 3: from the runs' measurements to pass/fail. Formulas and thresholds are stated once, here."""
+"""Lab 3's checks, each one declaration on the evaluator that decides it (checker/labs/__init__.py): from the
+runs' measurements to pass/fail. Formulas and thresholds are stated once, here."""
 from __future__ import annotations
 
-from checker.labs._common import Check, diverged_at, error_result, every_rank, first_error, run_info
+from checker.labs._common import Check, declare, diverged_at, error_result, every_rank, first_error
 from checker.labs._held_save import last_complete
 from checker.labs._windows import checked_rates, medians, paired_ratio
+from checker.labs.lab3 import SAVE_AT, WHERE
 from checker.report import CheckResult
 
-WHERE = "labs/lab3_sharding"
 BYTES_TOL = 0.03        # measured bytes within 3% of the formula
 FSDP_TOL = 1e-5         # FSDP2 vs DDP losses: reduce-scatter and all-reduce sum in different orders
 RESHARD_TOL = 1e-4      # losses after resuming at another world size
@@ -21,6 +22,12 @@ COMM_TOL = 0.01         # bytes sent per rank per step vs DDP's 2·4Ψ(N-1)/N; a
 # (weights, fp32 master partition, AdamW moments). Stages 1-2 keep a master copy of their partition.
 DS_FORMULA = {0: lambda n: (4, 0, 8), 1: lambda n: (4, 4 / n, 8 / n), 2: lambda n: (4, 4 / n, 8 / n),
               3: lambda n: (4 / n, 4 / n, 8 / n)}
+
+# On CUDA tensors gloo carries only all-reduce and broadcast: two ranks sharing one GPU over gloo reduce-scatter and
+# all-gather through host memory (labs/common/staging.py, a teaching fallback), so every check runs there but the
+# two speed ratios against DDP, which would time the fallback's copies (needs: NOT RUN, not failed).
+CHECKS: list[Check] = []
+check = declare(CHECKS)
 
 
 # The correctness run's parts, in the order they run, and the check that grades each one's own code first
@@ -65,7 +72,7 @@ def _error(c: Check, err: dict, unit: str = "") -> CheckResult:
                             "the run shares its process group (or its process). Then grade again.")
 
 
-# toy2's tensors (checker/labs/lab3_zero.toy2), each there for one clause of torch's optimizer contract
+# toy2's tensors (zero.toy2, worker side), each there for one clause of torch's optimizer contract
 TOY2 = {"a": "31 float64 elements in a padded bucket",
         "b": "no gradient in step 3 on any rank: torch skips a parameter whose .grad is None (no momentum step, no "
              "decay), DDP leaves it None",
@@ -121,6 +128,12 @@ SHARDED = {"DDP": (), "ZeRO-1": ("optimizer",), "ZeRO-2": ("optimizer", "grads")
            "ZeRO-3 / FSDP": ("optimizer", "grads", "weights")}
 
 
+@check("memory_model", "your bytes_per_rank (memory_model.py) gives the ZeRO paper's weights, grads, optimizer "
+       "state and total per rank for DDP and ZeRO-1/2/3, fp32 and bf16 (fp32 master in the optimizer's share), "
+       "AdamW, SGD with and without momentum, N = 1, 2, 8",
+       f"Each ZeRO stage shards one more kind of state: which one first, which next, and what does each "
+       f"precision keep per parameter? ({WHERE}/memory_model.py) (checker hint lab3 memory_model.bytes_per_rank)",
+       runs={"correctness"})
 def memory_model(c: Check, runs) -> CheckResult:
     rs = [r for r in (runs["correctness"].results if runs.get("correctness") else []) if r]
     mine = rs[0].get("memory_model") if rs else None
@@ -144,14 +157,76 @@ def memory_model(c: Check, runs) -> CheckResult:
                        f"all {len(mine)} cases (4 strategies x 2 precisions x 3 optimizers x N = 1, 2, 8) match")
 
 
+@check("zero1_equivalence", "ShardedOptimizer(SGD) takes exactly the steps of torch DDP + SGD (4 steps, atol "
+       "1e-6; also a float64 toy with a parameter unused in one step and a group added by add_param_group), "
+       "ranks in sync",
+       f"Only a parameter's owner can update it: does every rank end the step with every owner's new values, and "
+       f"do the local groups follow the outer groups' learning rates? ({WHERE}/zero1.py) "
+       "(checker hint lab3 zero1.step)",
+       runs={"correctness"})
 def zero1_equivalence(c: Check, runs) -> CheckResult:
     return _equivalence(c, runs, "zero1", "ShardedOptimizer(SGD) on DDP's gradients")
 
 
+@check("zero1_memory", "per-rank optimizer-state bytes within 3% of 8Ψ/N; partition() on sizes whose largest "
+       "comes last loads no rank more than the largest-first greedy, and on ties gives the contract's owners",
+       f"An optimizer keeps state for every parameter it is handed: which parameters does this rank's local "
+       f"optimizer see? ({WHERE}/zero1.py) (checker hint lab3 zero1.ShardedOptimizer)",
+       runs={"correctness"})
+def zero1_memory(c: Check, runs) -> CheckResult:
+    results, err = _parts(runs, "zero1")
+    if err:
+        return _error(c, err, unit="x formula")
+    ratios = []
+    for row in results[0].get("partitions", []):
+        if row["ok"] and not row.get("same", True):
+            return CheckResult(c.name, False, hint=f"Equal sizes in their given order (a stable sort), a tie in load "
+                                                   f"to the lowest rank ({WHERE}/zero1.py) (checker hint lab3 "
+                                                   "zero1.partition)",
+                               message=f"partition({row['sizes']}, {row['n']}) = {row['owners']}: as balanced as the "
+                                       f"contract's {row['greedy_owners']} (loads {row['loads']}), but other owners. "
+                                       "The contract fixes them (equal sizes in their given order, a tie in load to "
+                                       "the lowest rank), so that any two implementations, and add_param_group, deal "
+                                       "alike and a rank's saved optimizer shard loads into either")
+        if not row["ok"]:
+            return CheckResult(c.name, False, value=max(row["loads"]) / max(row["greedy"]), threshold=1.0,
+                               unit="x greedy", hint="Deal the tensors largest first, each to the rank with the "
+                                                     "fewest elements so far (labs/lab3_sharding/zero1.py) (checker "
+                                                     "hint lab3 zero1.partition)",
+                               message=f"partition({row['sizes']}, {row['n']}) loads the ranks with {row['loads']} "
+                                       f"elements; dealt largest first, each to the least-loaded rank: "
+                                       f"{row['greedy']}. A large tensor dealt late lands on an already loaded rank")
+    for res in results:
+        formula = 8 * res["psi"] / res["world_size"]
+        ratios.append(res["state_bytes"] / formula)
+    worst = max(ratios, key=lambda x: abs(x - 1))
+    return CheckResult(c.name, abs(worst - 1) <= BYTES_TOL, value=round(worst, 4), threshold=1 + BYTES_TOL,
+                       unit="x formula", hint=c.hint,
+                       message="optimizer state per rank / (8Ψ/N): " + ", ".join(f"rank {i} {r:.3f}"
+                                                                               for i, r in enumerate(ratios)))
+
+
+@check("zero2_equivalence", "Zero2Optimizer(SGD) takes the steps of torch DDP + SGD (4 steps from random "
+       "weights, an LR schedule, 4-5 buckets; a 31-element tensor that needs padding; a float64 toy with a "
+       "parameter unused in one step and a group added later), ranks in sync, dtypes kept, every handle "
+       "step() launched waited before it returns",
+       f"Does each rank's slice hold the mean (not the sum) of its gradient, does the step's update reach the "
+       f"model's weights (views, not copies), and does every rank end with every updated slice? "
+       f"({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)",
+       symptoms=((r"Check failed: outputShape\[0\] \* worldSize == inputShape\[0\]",
+                  "the reduce-scatter's output must be exactly 1/N of its input: every rank's slice [lo, hi) is P/N "
+                  "elements of the padded bucket, the last rank's padding included "
+                  f"({WHERE}/zero2.py) (checker hint lab3 zero2.FlatBucket)."),),
+       runs={"correctness"})
 def zero2_equivalence(c: Check, runs) -> CheckResult:
     return _equivalence(c, runs, "zero2", "Zero2Optimizer(SGD)")
 
 
+@check("zero2_memory", "per rank after a step: AdamW moments 8Ψ/N and gradients 4Ψ/N, each within 0.2% "
+       "(the padding: at most N-1 elements per bucket, checked per flat buffer)",
+       f"Something outlives the step at full size: a whole bucket's gradient kept alive by a slice or view of it, "
+       f"or optimizer state beyond the owned slices ({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)",
+       runs={"correctness"})
 def zero2_memory(c: Check, runs) -> CheckResult:
     results, err = _parts(runs, "zero2")
     if err:
@@ -175,6 +250,13 @@ def zero2_memory(c: Check, runs) -> CheckResult:
                        unit="x formula", hint=c.hint, message="; ".join(rows))
 
 
+@check("zero_comm_bytes", "bytes sent per rank, counted from the collectives: ZeRO-1's step within 1% of "
+       "4Ψ(N-1)/N (each weight once from its owner, on top of DDP's all-reduce), ZeRO-2's whole step within 1% of "
+       "DDP's all-reduce 2·4Ψ(N-1)/N (a reduce-scatter + an all-gather)",
+       f"An all-reduce is a reduce-scatter followed by an all-gather: ZeRO-2 must send each half once per step. "
+       f"Which half does each bucket's gradient need, which do the parameters, and is anything sent twice or "
+       f"per tensor? ({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)",
+       runs={"correctness"})
 def zero_comm_bytes(c: Check, runs) -> CheckResult:
     z1, err = _part(runs, "zero1")
     if err:
@@ -211,6 +293,52 @@ def zero_comm_bytes(c: Check, runs) -> CheckResult:
                                             f"step {ratio1:.2f}x its 4Ψ(N-1)/N ({z1['sent']:,.0f} B, on top of DDP's)")
 
 
+@check("fsdp_equivalence", "FSDP2 losses equal torch DDP's on the same data (4 steps, atol 1e-5)",
+       f"Sharding must not change the computation: is every parameter (blocks and root) sharded exactly once, "
+       f"and is the same model returned, unchanged? ({WHERE}/fsdp.py) (checker hint lab3 fsdp.apply_fsdp)",
+       runs={"correctness"})
+def fsdp_equivalence(c: Check, runs) -> CheckResult:
+    r, err = _part(runs, "fsdp")
+    if err:
+        return _error(c, err, unit="max abs diff")
+    return CheckResult(c.name, r["loss_diff"] <= FSDP_TOL, value=r["loss_diff"], threshold=FSDP_TOL,
+                       unit="max abs diff", hint=c.hint, message=f"4 steps, losses FSDP2 vs DDP differ by at most "
+                                                                 f"{r['loss_diff']:.1e}")
+
+
+@check("fsdp_memory", "local shards of params + grads + AdamW state within 3% of 16Ψ/N, and your "
+       "model_state_bytes agrees with the checker's count",
+       f"A parameter outside every sharded unit stays whole on every rank, and a sharded tensor occupies only its "
+       f"local piece, whatever shape it reports ({WHERE}/fsdp.py) (checker hint lab3 fsdp.model_state_bytes)",
+       runs={"correctness"})
+def fsdp_memory(c: Check, runs) -> CheckResult:
+    r, err = _part(runs, "fsdp")
+    if err:
+        return _error(c, err, unit="x formula")
+    formula = 16 * r["psi"] / r["world_size"]
+    ratio = r["checker_bytes"]["total"] / formula
+    if abs(ratio - 1) > BYTES_TOL:
+        return CheckResult(c.name, False, value=round(ratio, 4), threshold=1 + BYTES_TOL, unit="x formula",
+                           hint=c.hint, message=f"local shards hold {r['checker_bytes']} bytes; 16Ψ/N = {formula:,.0f}")
+    if r.get("learner_bytes_error"):
+        return error_result(c, r["learner_bytes_error"], unit="x formula")
+    mine = r["learner_bytes"] or {}
+    if mine.get("total") != r["checker_bytes"]["total"]:
+        return CheckResult(c.name, False, value=round(ratio, 4), threshold=1 + BYTES_TOL, unit="x formula", hint=c.hint,
+                           message=f"sharding is right, but your model_state_bytes says {mine} and the local shards "
+                                   f"hold {r['checker_bytes']}")
+    return CheckResult(c.name, True, value=round(ratio, 4), threshold=1 + BYTES_TOL, unit="x formula", hint=c.hint,
+                       message=f"{r['checker_bytes']['total']:,} bytes per rank = 16Ψ/N ({formula:,.0f}) + 4 B x "
+                               f"{r['tensors']} AdamW step counters; your count agrees")
+
+
+@check("fsdp_structure", "FSDP2 forward all-gathers one unit per block and the root (>= blocks + 1 calls) and "
+       "never holds more unsharded than the root's parameters + one block; with mixed_precision=True every unit "
+       "computes in bfloat16",
+       f"Each sharded unit is gathered whole before its forward: what is the largest unit you made? The root "
+       f"alone gathers the whole model at once: DDP's memory during forward, even though the bytes at rest look "
+       f"sharded ({WHERE}/fsdp.py) (checker hint lab3 fsdp.apply_fsdp)",
+       runs={"correctness"})
 def fsdp_structure(c: Check, runs) -> CheckResult:
     r, err = _part(runs, "fsdp")
     if err:
@@ -238,95 +366,12 @@ def fsdp_structure(c: Check, runs) -> CheckResult:
                                f"unsharded at once (root {s['root_bytes']:,} + one block {s['block_bytes']:,} allowed)")
 
 
-def zero2_throughput(c: Check, runs) -> CheckResult:
-    zs, err = _parts(runs, "zero2")  # what blocked it: your Zero2Optimizer first, then the timed windows
-    if err:
-        return _error(c, err, unit="x DDP")
-    for rank, z in enumerate(zs):  # overlap, read from the order of events: no clock, no luck
-        bw = z["handles"]["backward"]
-        if not bw["launched"] or bw["blocked"]:
-            why = (f"{len(bw['blocked'])} of the {len(bw['launched'])} collectives launched inside backward were "
-                   f"waited on (or synchronous) before backward returned ({', '.join(sorted(set(bw['blocked'])))}): "
-                   "backward stalls on each bucket instead of computing the next one while it travels. Start each "
-                   "with async_op=True, keep the handle, wait in step()" if bw["launched"] else
-                   "no collective was launched during backward: the gradients all travel after it, so none overlaps it")
-            return CheckResult(c.name, False, threshold=ZERO2_MIN, unit="x DDP", hint=c.hint,
-                               message=f"rank {rank}, one AdamW step: {why}")
-    r, err = _part(runs, "windows")  # DDP and ZeRO-2 are timed whether or not apply_fsdp is written
-    if not err:
-        rates, err = checked_rates(runs["correctness"], r["windows"])
-    if err:
-        return _error(c, err, unit="x DDP")
-    ratio, t = paired_ratio(rates, "zero2", "ddp"), medians(rates)
-    return CheckResult(c.name, ratio >= ZERO2_MIN, value=round(ratio, 3), threshold=ZERO2_MIN,
-                       unit="x DDP", hint=c.hint, message=f"Zero2Optimizer {t['zero2']:,.0f} vs DDP {t['ddp']:,.0f} "
-                                                         "tokens/s (2 ranks, median of interleaved windows; every "
-                                                         "bucket's collective launched in backward, none waited there)")
-
-
-def zero1_memory(c: Check, runs) -> CheckResult:
-    results, err = _parts(runs, "zero1")
-    if err:
-        return _error(c, err, unit="x formula")
-    ratios = []
-    for row in results[0].get("partitions", []):
-        if row["ok"] and not row.get("same", True):
-            return CheckResult(c.name, False, hint=f"Equal sizes in their given order (a stable sort), a tie in load "
-                                                   f"to the lowest rank ({WHERE}/zero1.py) (checker hint lab3 "
-                                                   "zero1.partition)",
-                               message=f"partition({row['sizes']}, {row['n']}) = {row['owners']}: as balanced as the "
-                                       f"contract's {row['greedy_owners']} (loads {row['loads']}), but other owners. "
-                                       "The contract fixes them (equal sizes in their given order, a tie in load to "
-                                       "the lowest rank), so that any two implementations, and add_param_group, deal "
-                                       "alike and a rank's saved optimizer shard loads into either")
-        if not row["ok"]:
-            return CheckResult(c.name, False, value=max(row["loads"]) / max(row["greedy"]), threshold=1.0,
-                               unit="x greedy", hint="Deal the tensors largest first, each to the rank with the "
-                                                     "fewest elements so far (labs/lab3_sharding/zero1.py) (checker "
-                                                     "hint lab3 zero1.partition)",
-                               message=f"partition({row['sizes']}, {row['n']}) loads the ranks with {row['loads']} "
-                                       f"elements; dealt largest first, each to the least-loaded rank: "
-                                       f"{row['greedy']}. A large tensor dealt late lands on an already loaded rank")
-    for res in results:
-        formula = 8 * res["psi"] / res["world_size"]
-        ratios.append(res["state_bytes"] / formula)
-    worst = max(ratios, key=lambda x: abs(x - 1))
-    return CheckResult(c.name, abs(worst - 1) <= BYTES_TOL, value=round(worst, 4), threshold=1 + BYTES_TOL,
-                       unit="x formula", hint=c.hint,
-                       message="optimizer state per rank / (8Ψ/N): " + ", ".join(f"rank {i} {r:.3f}"
-                                                                               for i, r in enumerate(ratios)))
-
-
-def fsdp_equivalence(c: Check, runs) -> CheckResult:
-    r, err = _part(runs, "fsdp")
-    if err:
-        return _error(c, err, unit="max abs diff")
-    return CheckResult(c.name, r["loss_diff"] <= FSDP_TOL, value=r["loss_diff"], threshold=FSDP_TOL,
-                       unit="max abs diff", hint=c.hint, message=f"4 steps, losses FSDP2 vs DDP differ by at most "
-                                                                 f"{r['loss_diff']:.1e}")
-
-
-def fsdp_memory(c: Check, runs) -> CheckResult:
-    r, err = _part(runs, "fsdp")
-    if err:
-        return _error(c, err, unit="x formula")
-    formula = 16 * r["psi"] / r["world_size"]
-    ratio = r["checker_bytes"]["total"] / formula
-    if abs(ratio - 1) > BYTES_TOL:
-        return CheckResult(c.name, False, value=round(ratio, 4), threshold=1 + BYTES_TOL, unit="x formula",
-                           hint=c.hint, message=f"local shards hold {r['checker_bytes']} bytes; 16Ψ/N = {formula:,.0f}")
-    if r.get("learner_bytes_error"):
-        return error_result(c, r["learner_bytes_error"], unit="x formula")
-    mine = r["learner_bytes"] or {}
-    if mine.get("total") != r["checker_bytes"]["total"]:
-        return CheckResult(c.name, False, value=round(ratio, 4), threshold=1 + BYTES_TOL, unit="x formula", hint=c.hint,
-                           message=f"sharding is right, but your model_state_bytes says {mine} and the local shards "
-                                   f"hold {r['checker_bytes']}")
-    return CheckResult(c.name, True, value=round(ratio, 4), threshold=1 + BYTES_TOL, unit="x formula", hint=c.hint,
-                       message=f"{r['checker_bytes']['total']:,} bytes per rank = 16Ψ/N ({formula:,.0f}) + 4 B x "
-                               f"{r['tensors']} AdamW step counters; your count agrees")
-
-
+@check("deepspeed_stages", "DeepSpeed ZeRO 1-3 train with losses equal stage 0; persistent bytes per rank "
+       "follow each stage's formula (incl. DeepSpeed's fp32 master partition)",
+       f"DeepSpeed trains from its config: anything that changes the stage, the precision, accumulation or "
+       f"AdamW's hyperparameters (or the parameter groups the engine gets) changes the losses or the bytes "
+       f"({WHERE}/deepspeed_zero.py) (checker hint lab3 deepspeed_zero.ds_config)",
+       runs={"deepspeed"})
 def deepspeed_stages(c: Check, runs) -> CheckResult:
     err = first_error(runs, "deepspeed")
     if err:
@@ -453,7 +498,19 @@ def _resume_error(c: Check, runs, names) -> CheckResult | None:
     return error_result(dataclasses.replace(c, symptoms=side), err)
 
 
+@check("sharded_resume", f"FSDP2 + DCP: save at step {SAVE_AT}, 2 more steps, SIGKILL inside the next save (its "
+       "shards written, its .metadata not; the last rank writes its own files late), resume from the last "
+       "complete checkpoint at 2 ranks (each piece of state as saved, bit-identical), at 4 ranks (new ranks keep "
+       "their seed) and at 1 (same losses within 1e-4); optimizer moments keyed by parameter name; latest "
+       "replaced, never rewritten in place, and naming a complete folder after every rename or removal; every "
+       "folder under a final name complete; a second save of a step keeps its folder",
+       f"A resume needs all the state the next step reads, at any world size (sharded model and optimizer, "
+       f"scheduler, sampler, step, each rank's RNG), and latest may only ever name a complete checkpoint "
+       f"({WHERE}/dcp_state.py) (checker hint lab3 dcp_state.save_sharded)",
+       runs={"full", "resume_1", "resume_2", "resume_grow", "resume_ws1"})
 def sharded_resume(c: Check, runs) -> CheckResult:
+    # a run that raised gets the hint of the side it raised on, save or load (_resume_error: SAVE_SYMPTOMS,
+    # LOAD_SYMPTOMS), not the declaration's
     names = ("full", "resume_1", "resume_2", "resume_grow", "resume_ws1")
     failed = _resume_error(c, runs, names)
     if failed:
@@ -517,6 +574,11 @@ def sharded_resume(c: Check, runs) -> CheckResult:
                                       f"resumed by 1 rank vs {g4['world_size']}: losses within {diff:.1e}")
 
 
+@check("throughput", "FSDP2 tokens/s >= 0.3x torch DDP in the same run (the price of ZeRO-3 on gloo)",
+       f"Every sharded unit costs an all-gather in forward, another in backward and a reduce-scatter: how many "
+       f"units did you make, and how small? ({WHERE}/fsdp.py) (checker hint lab3 fsdp.apply_fsdp)",
+       needs=("unstaged_collectives",),
+       runs={"correctness"})
 def throughput(c: Check, runs) -> CheckResult:
     _, err = _part(runs, "fsdp")  # FSDP2 is timed only where its own part ran
     r, err = (None, err) if err else _part(runs, "windows")
@@ -530,25 +592,35 @@ def throughput(c: Check, runs) -> CheckResult:
                                                          "(2 ranks): the all-gathers and reduce-scatters are the price")
 
 
-EVALUATORS = {f.__name__: f for f in (memory_model, zero1_equivalence, zero1_memory, fsdp_equivalence, fsdp_memory,
-                                      deepspeed_stages, sharded_resume, throughput, zero2_equivalence, zero2_memory,
-                                      zero_comm_bytes, fsdp_structure, zero2_throughput)}
-
-
-def info(runs) -> list[tuple[str, str]]:
-    """MFU and CPU utilisation of the throughput windows (correctness run): information, not graded."""
-    run, rows = runs.get("correctness"), []
-    parts = [r.get("windows") for r in (run.results if run else [])]
-    if parts and all(isinstance(x, dict) and x.get("peak_flops") for x in parts):
-        r = parts[0]
-        rates, err = checked_rates(run, r["windows"])
-        if err:
-            return rows + run_info(runs)  # the throughput rows say why
-        tps = medians(rates)
-        per_rank = {k: v / r["world_size"] * r["flops_per_token"] for k, v in tps.items()}
-        rows.append(("MFU per rank (tiny; achieved / peak FLOP/s)", ", ".join(
-            f"{k} {v / r['peak_flops']:.1%}" for k, v in per_rank.items())
-            + f" of {r['peak_flops'] / 1e9:.1f} GFLOP/s"))
-        rows.append(("CPU utilisation per rank (throughput windows)",
-                     ", ".join(f"rank {i} {x['cpu_util']:.0%}" for i, x in enumerate(parts))))
-    return rows + run_info(runs)
+@check("zero2_throughput", "Zero2Optimizer launches its collectives inside backward and waits on none there "
+       "(the order of events, not a clock), and its tokens/s >= 0.8x torch DDP (median of interleaved windows): "
+       "the same bytes as DDP's all-reduce, so about as fast (0.8 leaves room for a busy machine)",
+       f"The same bytes as DDP should cost about DDP's time: does each bucket's communication run while backward "
+       f"goes on, or does something wait for it there, and do buckets travel whole? ({WHERE}/zero2.py) "
+       f"(checker hint lab3 zero2.reduce_scatter)",
+       needs=("unstaged_collectives",),
+       runs={"correctness"})
+def zero2_throughput(c: Check, runs) -> CheckResult:
+    zs, err = _parts(runs, "zero2")  # what blocked it: your Zero2Optimizer first, then the timed windows
+    if err:
+        return _error(c, err, unit="x DDP")
+    for rank, z in enumerate(zs):  # overlap, read from the order of events: no clock, no luck
+        bw = z["handles"]["backward"]
+        if not bw["launched"] or bw["blocked"]:
+            why = (f"{len(bw['blocked'])} of the {len(bw['launched'])} collectives launched inside backward were "
+                   f"waited on (or synchronous) before backward returned ({', '.join(sorted(set(bw['blocked'])))}): "
+                   "backward stalls on each bucket instead of computing the next one while it travels. Start each "
+                   "with async_op=True, keep the handle, wait in step()" if bw["launched"] else
+                   "no collective was launched during backward: the gradients all travel after it, so none overlaps it")
+            return CheckResult(c.name, False, threshold=ZERO2_MIN, unit="x DDP", hint=c.hint,
+                               message=f"rank {rank}, one AdamW step: {why}")
+    r, err = _part(runs, "windows")  # DDP and ZeRO-2 are timed whether or not apply_fsdp is written
+    if not err:
+        rates, err = checked_rates(runs["correctness"], r["windows"])
+    if err:
+        return _error(c, err, unit="x DDP")
+    ratio, t = paired_ratio(rates, "zero2", "ddp"), medians(rates)
+    return CheckResult(c.name, ratio >= ZERO2_MIN, value=round(ratio, 3), threshold=ZERO2_MIN,
+                       unit="x DDP", hint=c.hint, message=f"Zero2Optimizer {t['zero2']:,.0f} vs DDP {t['ddp']:,.0f} "
+                                                         "tokens/s (2 ranks, median of interleaved windows; every "
+                                                         "bucket's collective launched in backward, none waited there)")

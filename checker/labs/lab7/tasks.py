@@ -1,135 +1,33 @@
-"""Lab 7 checks: activation memory predicted then measured, recomputation, mixed precision, a memory plan.
-
-World size 1; three runs:
-  memory  the learner's activation_bytes at hidden shapes, with no recomputation and under the checker's own
-          full and selective checkpointing; apply_recompute's and autocast's saved bytes; equal
-          losses and gradients with recomputation (dropout on). Bytes are the checker's own: a dispatch mode sees
-          every tensor the blocks create, and after forward the storages still alive (parameters and the output
-          aside) are what the graph keeps for backward. That counts what torch.utils.checkpoint keeps too, which
-          saved_tensors_hooks cannot see (checkpoint's own hooks take those tensors).
-  amp     the learner's train_step in bf16 vs the checker's own fp32 loop (losses) and bf16 step (step 1's
-          gradients); fp16 with the learner's LossScaler and an overflow the checker injects (a gradient hook writes
-          inf); the scale used is read from the gradient that reaches the loss (d(S*loss)/d loss = S), not asked of
-          the scaler; and a LossScaler with a small growth_interval, driven by the checker on one parameter.
-  timing  steps with and without apply_recompute(model, "full"), interleaved; alone, as it times things.
-  fp8     the learner's to_fp8, DelayedScaler and Fp8Linear against the checker's own emulation (casts to torch's
-          float8 dtypes, computed before the learner's code is imported): the bytes of every cast, every scale used,
-          every history, and the outputs and gradients of a few steps of a linear layer.
-"""
+"""Lab 7's worker side: the memory, amp, timing and fp8 runs (the fast path's are in fast_tasks.py). What each run
+measures is in this package's docstring (__init__.py); the checks that read them are in checks.py."""
 from __future__ import annotations
 
 import time
 
 from checker import seams
-from checker.labs._common import Check, StorageTracker, digest, grad_norm, probe
-from checker.labs.lab7_fast import task_fast_measure, task_fast_predict
-
-LAB = "lab7"
-WORLD_SIZE = 1
-GRADE_SECONDS = 60
-WHERE = "labs/lab7_memory"
-SEED = 7
-# (n_embd, n_head, batch, seq, dropout): the public shapes; a hidden variant moves them (grade()).
-# One head (a = 1) or one sequence (b = 1): q, k, v reshape to (b, a, s, d) by merging dims, so v stays a view of
-# the qkv output, whose whole base (3 bsh) it keeps; the two shapes catch the two halves of that rule.
-SHAPES = [(64, 4, 2, 64, 0.1), (96, 3, 3, 40, 0.1), (48, 2, 4, 24, 0.0), (48, 1, 2, 32, 0.1), (64, 4, 1, 48, 0.1)]
-# The estimate under recomputation, at the first ESTIMATE_RECOMPUTED shapes (dropout on and off), in both precisions,
-# against the blocks measured under the checker's own checkpointing: graded apart from the learner's recompute.py.
-RECOMPUTE, ESTIMATE_RECOMPUTED = ("selective", "full"), 3
-AMP_STEPS, AMP_BATCH, AMP_LR = 8, 8, 3e-3
-SCALE_STEPS, OVERFLOW_AT = 6, 3    # fp16 steps; the checker's inf lands in step 3's backward
-# The scale's feedback loop, driven by the checker on one parameter: G - 1 clean steps, an overflow (a NaN in one
-# gradient; the fp16 run's overflow is an inf, so a scaler that looks for inf alone is caught here), 2G + 1 clean
-# steps. The scale must halve, stay for G clean steps (the count restarted), double, stay G more, double. A count
-# kept across the overflow doubles it after 1 clean step; a count that must pass G doubles it a step late.
-# G: GROWTH_INTERVAL, moved by hidden variants (grade()).
-GROWTH_INTERVAL = 2
-# Timing: wide enough that matmuls, not Python, dominate a step (h = 128: 0.17 s fwd+bwd on one core).
-PRECISIONS = ("fp32", "bf16")  # activation_estimate grades the learner's count in both
-TIMING = dict(n_embd=128, n_head=4, batch=8, seq=64, reps=10)
-# Planner scenarios: GPT-2 small's shape (124 M parameters), batch 16 x 1024 tokens, 8 ranks, five budgets (GiB); at
-# 0.5 GiB nothing fits (micro-batch 1, full, ZeRO-3 needs 0.65 GiB: 0.23 model state + 0.38 logits + 0.04 blocks), so
-# the contract's "the last one tried, fits False" is graded too.
-# fp8: a stream of tensors whose amax rises, falls and starts at zero, a short history and a margin, so delayed
-# scaling differs from current scaling, from a history never rolled, and from one without its margin
-FP8 = dict(amax=(0.0, 3.0, 40.0, 2.0, 900.0, 5.0, 0.5, 70.0, 1.0), history=3, margin=1, rows=16, cols=24, steps=4)
-PLAN_KEYS = ("micro_batch", "grad_accum", "recompute", "zero_stage", "total", "fits")  # what memory_plan compares
-PLAN = dict(config="gpt2-124m", n_params=124_475_904, batch=16, seq=1024, world_size=8,
-            budgets_gib=(80, 16, 6, 2, 0.5))
-
-CHECKS = [
-    Check("activation_estimate", "activation_bytes(cfg, b, s, precision, recompute) equals the bytes one block "
-          "keeps for backward, measured by the checker (fp32 and bf16; no, selective and full recomputation under "
-          "the checker's own checkpointing), at five shapes (dropout on and off, b = 1, a = 1)",
-          f"A term missing, counted twice (one storage is kept once) or in the wrong dtype ({WHERE}/activations.py), "
-          "at the shape the message names; measure.py's saved_bytes on one block lists what is really kept "
-          "(checker hint lab7 activations.activation_terms)"),
-    Check("checkpoint_memory", "with apply_recompute 'full' a block keeps only its input (4 bsh); 'selective' "
-          "its input + the Linear outputs; measured",
-          f"A block keeps other than its contract ({WHERE}/recompute.py): 'full' off: the checkpoint does not hold "
-          "exactly the block input (checker hint lab7 recompute.checkpointed); 'selective' alone: more kept, the "
-          "policy keeps an op's output other than a Linear's; less kept, a Linear's output is recomputed (checker "
-          "hint lab7 recompute.keep_matmuls)"),
-    Check("checkpoint_equivalence", "full and selective recomputation: loss and every gradient equal no "
-          "recomputation's (dropout on, same seed), also with the embeddings frozen (no block input requires grad)",
-          f"The rerun forward is not the one that ran ({WHERE}/recompute.py): most likely its dropout masks differ, "
-          "as it starts from another random state; or, where the message says parameters got no gradient, the "
-          "checkpoint differentiates only through inputs that require grad (checker hint lab7 "
-          "recompute.checkpointed)"),
-    Check("recompute_cost", "full recomputation's CPU time per step / no recomputation's, interleaved, is within the "
-          "band the FLOP count gives (one more forward of the blocks)",
-          f"Not one extra forward of the blocks ({WHERE}/recompute.py): below the band nothing is recomputed; above "
-          "it a block reruns more than once or every op is traced (checker hint lab7 recompute.checkpointed)"),
-    Check("amp_equivalence", "train_step in bf16: the MLP's Linear computes in bfloat16; the first step's "
-          "gradients equal the checker's bf16 recipe (forward and loss in autocast, backward outside); losses within "
-          "1% of the checker's fp32 run; parameters, gradients and optimizer state stay fp32 (master weights)",
-          f"Mixed precision changes the compute, not what is stored ({WHERE}/amp.py): forward and loss in the "
-          "16-bit region of the dtype asked for, backward and the update outside it; masters, gradients and "
-          "optimizer state stay fp32 (a 1e-3 update is below bf16's 0.4%) (checker hint lab7 amp.train_step)"),
-    Check("amp_memory", "under your autocast('cpu', 'bf16') a block keeps exactly the bf16 count (the checker's "
-          "own), fewer than fp32",
-          f"Nothing ran in 16 bits ({WHERE}/amp.py): most likely the region is opened for another device type than "
-          "the tensors', or another dtype (checker hint lab7 amp.autocast)"),
-    Check("loss_scaling", "fp16 with your LossScaler: the step with an injected inf gradient is skipped (weights "
-          "unchanged), the next uses half the scale, weights stay finite and training continues; a small-"
-          "growth_interval LossScaler driven through a NaN gradient skips that step, halves, then doubles after "
-          "exactly G clean steps",
-          f"See the message ({WHERE}/loss_scale.py): scale not halved or grown at the wrong step (checker hint "
-          "lab7 loss_scale.update); loss not scaled (checker hint lab7 amp.train_step); an overflowed step changed "
-          "the weights or a clean one got gradients not divided by the scale (checker hint lab7 loss_scale.step)"),
-    Check("memory_plan", "plan_memory picks the first (micro-batch, recompute, ZeRO stage) that fits, in the "
-          "README's order, with its grad_accum and the checker's byte count, at five budgets (at the last nothing "
-          "fits: the last option tried, fits False)",
-          f"Not the checker's plan ({WHERE}/planner.py): the order options are tried in is the contract, "
-          "micro_batch x grad_accum is the batch, and nothing fitting still returns a plan (checker hint lab7 "
-          "planner.plan_memory); every byte term counts (checker hint lab7 planner.step_bytes; activations: "
-          "activations.py)"),
-    Check("fp8_cast", "to_fp8 at scales 1, 1/8 and 1000 into e4m3 and e5m2, on values from 1e-3 to 1e5: every byte "
-          "equals the checker's cast (round to nearest, saturated at 448 / 57,344), no inf or NaN",
-          f"{WHERE}/fp8.py to_fp8: scale in fp32, then saturate at the format's largest finite value before the cast "
-          "(torch casts e5m2 past 57,344 to inf), then cast."),
-    Check("fp8_delayed_scaling", "DelayedScaler(e4m3, history 3, margin 1) on a stream whose amax rises, falls and "
-          "starts at zero: every scale used, every cast's bytes and the final amax history equal the checker's",
-          f"{WHERE}/fp8.py DelayedScaler.cast: the scale a call uses comes from the PREVIOUS calls' amaxes (the "
-          "largest of the last H), x's own amax enters the history after the cast, newest first, the oldest "
-          "dropped; the margin divides the scale by 2^m; an all-zero history keeps 1.0."),
-    Check("fp8_linear", "Fp8Linear over 4 steps whose input and gradient magnitudes change: output, input gradient "
-          "and weight gradient equal the checker's emulation (x, w in e4m3, the gradient in e5m2, each with its "
-          "own delayed scaler) to 1e-6 relative",
-          f"{WHERE}/fp8.py _Fp8Matmul.backward: gradients span more binades than they need digits: e5m2, through "
-          "their own scaler; both products use the operands as fp8 holds them (dequantised), not the fp32 ones."),
-    Check("fast_path", "predict_speedup(profile, option) for fused AdamW, bf16 autocast and twice the micro-batch, "
-          "from the checker's profile of a launch-bound and a compute-bound step, against each option measured "
-          "(CPU time, interleaved): where the measurement is clear (>= 1.25x or <= 1.02x) the verdict agrees "
-          "(pays: >= 1.10x), and every prediction is within 2x of the measurement; on four made-up profiles of "
-          "other devices, within 10% of their parts' arithmetic",
-          f"{WHERE}/fast.py predict_speedup: an option changes some parts of the step and leaves the others as they "
-          "were; the profile measured each part alone, so the step's new time follows from which parts the option "
-          "touches and what they become (checker hint lab7 fast.predict_speedup)"),
-]
+from checker.labs._common import StorageTracker, digest, grad_norm, probe
+from checker.labs.lab7 import LAB
+from checker.labs.lab7.fast_tasks import task_fast_measure, task_fast_predict
+from checker.labs.lab7.setup import (
+    AMP_BATCH,
+    AMP_LR,
+    AMP_STEPS,
+    ESTIMATE_RECOMPUTED,
+    FP8,
+    GROWTH_INTERVAL,
+    OVERFLOW_AT,
+    PLAN,
+    PLAN_KEYS,
+    PRECISIONS,
+    RECOMPUTE,
+    SCALE_STEPS,
+    SEED,
+    SHAPES,
+    TIMING,
+    plan_cfg,
+)
 
 
-# ---------------------------------------------------------------- worker side
 def task_probe(ctx, target):
     return probe(LAB, target)
 
@@ -276,17 +174,11 @@ def _equivalence(seam, seed):
     return out
 
 
-def _plan_cfg() -> dict:
-    """The planner's model config as a dict (the checker's side does not import torch)."""
-    return {"gpt2-124m": dict(vocab_size=50304, block_size=1024, n_layer=12, n_head=12, n_embd=768,
-                              dropout=0.0)}[PLAN["config"]]
-
-
 def _plans(seam):
     from labs.common.model import get_config
 
     cfg, p = get_config(PLAN["config"]), PLAN
-    assert {k: getattr(cfg, k) for k in _plan_cfg()} == _plan_cfg(), "labs/common/model.py's gpt2-124m changed"
+    assert {k: getattr(cfg, k) for k in plan_cfg()} == plan_cfg(), "labs/common/model.py's gpt2-124m changed"
     plans = (seam.plan_memory(cfg, p["n_params"], p["batch"], p["seq"], p["world_size"], int(g * 2 ** 30))
              for g in p["budgets_gib"])
     return [None if plan is None else {k: plan.get(k) for k in PLAN_KEYS} for plan in plans]
@@ -436,7 +328,6 @@ def _loss_scaling(seam, seed):
     return {"scales": scales, "steps": steps, "dtypes": dtypes, "computed": sorted(computed)}
 
 
-
 def task_timing(ctx, target, reps=TIMING["reps"], seed=SEED):
     import statistics
 
@@ -566,9 +457,3 @@ def task_fp8(ctx, target, fp8=FP8, seed=SEED):
 
 TASKS = {"probe": task_probe, "memory": task_memory, "amp": task_amp, "timing": task_timing, "fp8": task_fp8,
          "fast_measure": task_fast_measure, "fast_predict": task_fast_predict}
-
-# ---------------------------------------------------------------- checker side
-RUNS = {"activation_estimate": {"memory"}, "checkpoint_memory": {"memory"}, "checkpoint_equivalence": {"memory"},
-        "amp_memory": {"memory"}, "memory_plan": {"memory"}, "amp_equivalence": {"amp"}, "loss_scaling": {"amp"},
-        "recompute_cost": {"timing"}, "fp8_cast": {"fp8"}, "fp8_delayed_scaling": {"fp8"}, "fp8_linear": {"fp8"},
-        "fast_path": {"fast_measure", "fast_predict"}}  # two runs in turn (lab7_fast.grade_runs)

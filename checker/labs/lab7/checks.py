@@ -1,9 +1,11 @@
-"""Lab 7: from the runs' measurements to pass/fail. Thresholds and the checker's own byte formulas are here."""
+"""Lab 7's checks, each one declaration on the evaluator that decides it (checker/labs/__init__.py): from the
+runs' measurements to pass/fail. Thresholds and the checker's own byte formulas are here; the fast path's check is
+declared in fast.py, with the runs it starts, and comes last."""
 from __future__ import annotations
 
-from checker.labs import lab7_fast
-from checker.labs._common import Check, error_result, first_error, run_info
-from checker.labs.lab7 import FP8, GROWTH_INTERVAL, OVERFLOW_AT, PLAN, RUNS, SEED, SHAPES
+from checker.labs._common import Check, declare, error_result, first_error
+from checker.labs.lab7 import WHERE, fast
+from checker.labs.lab7.setup import FP8, OVERFLOW_AT, PLAN, plan_cfg
 from checker.report import CheckResult
 
 EQUIV_TOL = 1e-6   # recomputation reruns the same ops on the same inputs: measured 0.0 here
@@ -21,6 +23,9 @@ GRAD_BAND = (0.5, 2.0)
 # the largest gradient. The same ops give the same bits on the CPU (measured 0.0); backward inside the region
 # autocasts its ops again (measured 2e-3 of the largest gradient: 2.4e-4 of 0.11).
 GRAD_TOL = 1e-5
+
+CHECKS: list[Check] = []
+check = declare(CHECKS)
 
 
 def expected_bytes(n_embd, n_head, batch, seq, dropout=0.1, precision="fp32", recompute="none") -> int:
@@ -47,6 +52,13 @@ def _fail(c, runs, run, key=None, unit=""):
     return error_result(c, err, unit) if err else None
 
 
+@check("activation_estimate", "activation_bytes(cfg, b, s, precision, recompute) equals the bytes one block "
+       "keeps for backward, measured by the checker (fp32 and bf16; no, selective and full recomputation under "
+       "the checker's own checkpointing), at five shapes (dropout on and off, b = 1, a = 1)",
+       f"A term missing, counted twice (one storage is kept once) or in the wrong dtype ({WHERE}/activations.py), "
+       "at the shape the message names; measure.py's saved_bytes on one block lists what is really kept "
+       "(checker hint lab7 activations.activation_terms)",
+       runs={"memory"})
 def activation_estimate(c: Check, runs) -> CheckResult:
     bad = _fail(c, runs, "memory", "predicted", "bytes")
     if bad:
@@ -154,6 +166,13 @@ CHECKPOINT_WHY = {
 }
 
 
+@check("checkpoint_memory", "with apply_recompute 'full' a block keeps only its input (4 bsh); 'selective' "
+       "its input + the Linear outputs; measured",
+       f"A block keeps other than its contract ({WHERE}/recompute.py): 'full' off: the checkpoint does not hold "
+       "exactly the block input (checker hint lab7 recompute.checkpointed); 'selective' alone: more kept, the "
+       "policy keeps an op's output other than a Linear's; less kept, a Linear's output is recomputed (checker "
+       "hint lab7 recompute.keep_matmuls)",
+       runs={"memory"})
 def checkpoint_memory(c: Check, runs) -> CheckResult:
     bad = _fail(c, runs, "memory")
     if bad:
@@ -175,6 +194,13 @@ def checkpoint_memory(c: Check, runs) -> CheckResult:
                                + f"; no recomputation {r['fp32']:,} B")
 
 
+@check("checkpoint_equivalence", "full and selective recomputation: loss and every gradient equal no "
+       "recomputation's (dropout on, same seed), also with the embeddings frozen (no block input requires grad)",
+       f"The rerun forward is not the one that ran ({WHERE}/recompute.py): most likely its dropout masks differ, "
+       "as it starts from another random state; or, where the message says parameters got no gradient, the "
+       "checkpoint differentiates only through inputs that require grad (checker hint lab7 "
+       "recompute.checkpointed)",
+       runs={"memory"})
 def checkpoint_equivalence(c: Check, runs) -> CheckResult:
     bad = _fail(c, runs, "memory", "equiv", "max abs diff")
     if bad:
@@ -202,6 +228,11 @@ def _x(cfg) -> float:
     return blocks / (3 * (blocks + 2 * h * v))
 
 
+@check("recompute_cost", "full recomputation's CPU time per step / no recomputation's, interleaved, is within the "
+       "band the FLOP count gives (one more forward of the blocks)",
+       f"Not one extra forward of the blocks ({WHERE}/recompute.py): below the band nothing is recomputed; above "
+       "it a block reruns more than once or every op is traced (checker hint lab7 recompute.checkpointed)",
+       runs={"timing"})
 def recompute_cost(c: Check, runs) -> CheckResult:
     bad = _fail(c, runs, "timing", unit="CPU time per step, full / none")
     if bad:
@@ -218,6 +249,13 @@ def recompute_cost(c: Check, runs) -> CheckResult:
                                             f"say {1 + x:.2f}x; band {lo:.2f}-{hi:.2f}{why}")
 
 
+@check("amp_equivalence", "train_step in bf16: the MLP's Linear computes in bfloat16; the first step's "
+       "gradients equal the checker's bf16 recipe (forward and loss in autocast, backward outside); losses within "
+       "1% of the checker's fp32 run; parameters, gradients and optimizer state stay fp32 (master weights)",
+       f"Mixed precision changes the compute, not what is stored ({WHERE}/amp.py): forward and loss in the "
+       "16-bit region of the dtype asked for, backward and the update outside it; masters, gradients and "
+       "optimizer state stay fp32 (a 1e-3 update is below bf16's 0.4%) (checker hint lab7 amp.train_step)",
+       runs={"amp"})
 def amp_equivalence(c: Check, runs) -> CheckResult:
     bad = _fail(c, runs, "amp", "bf16", "relative loss diff")
     if bad:
@@ -248,6 +286,11 @@ def amp_equivalence(c: Check, runs) -> CheckResult:
     return CheckResult(c.name, ok, value=rel, threshold=AMP_TOL, unit="relative loss diff", hint=c.hint, message=msg)
 
 
+@check("amp_memory", "under your autocast('cpu', 'bf16') a block keeps exactly the bf16 count (the checker's "
+       "own), fewer than fp32",
+       f"Nothing ran in 16 bits ({WHERE}/amp.py): most likely the region is opened for another device type than "
+       "the tensors', or another dtype (checker hint lab7 amp.autocast)",
+       runs={"memory"})
 def amp_memory(c: Check, runs) -> CheckResult:
     bad = _fail(c, runs, "memory", "bf16", "bytes")
     if bad:
@@ -259,6 +302,14 @@ def amp_memory(c: Check, runs) -> CheckResult:
                                             f"fp32 {r['fp32']:,} B: {r['bf16'] / r['fp32']:.2f}x")
 
 
+@check("loss_scaling", "fp16 with your LossScaler: the step with an injected inf gradient is skipped (weights "
+       "unchanged), the next uses half the scale, weights stay finite and training continues; a small-"
+       "growth_interval LossScaler driven through a NaN gradient skips that step, halves, then doubles after "
+       "exactly G clean steps",
+       f"See the message ({WHERE}/loss_scale.py): scale not halved or grown at the wrong step (checker hint "
+       "lab7 loss_scale.update); loss not scaled (checker hint lab7 amp.train_step); an overflowed step changed "
+       "the weights or a clean one got gradients not divided by the scale (checker hint lab7 loss_scale.step)",
+       runs={"amp"})
 def loss_scaling(c: Check, runs) -> CheckResult:
     bad = _fail(c, runs, "amp", "fp16", "")
     if bad:
@@ -366,9 +417,7 @@ def _growth_seen(amp) -> str:
 
 def reference_plan(budget: int) -> dict:
     """The checker's own plan: the first fit in the README's order (planner.py's contract)."""
-    from checker.labs.lab7 import _plan_cfg
-
-    cfg, p = _plan_cfg(), PLAN
+    cfg, p = plan_cfg(), PLAN
     n, P, plan = p["world_size"], p["n_params"], None
     for mb in (m for m in range(p["batch"], 0, -1) if p["batch"] % m == 0):
         for rc in ("none", "selective", "full"):
@@ -384,6 +433,14 @@ def reference_plan(budget: int) -> dict:
     return plan
 
 
+@check("memory_plan", "plan_memory picks the first (micro-batch, recompute, ZeRO stage) that fits, in the "
+       "README's order, with its grad_accum and the checker's byte count, at five budgets (at the last nothing "
+       "fits: the last option tried, fits False)",
+       f"Not the checker's plan ({WHERE}/planner.py): the order options are tried in is the contract, "
+       "micro_batch x grad_accum is the batch, and nothing fitting still returns a plan (checker hint lab7 "
+       "planner.plan_memory); every byte term counts (checker hint lab7 planner.step_bytes; activations: "
+       "activations.py)",
+       runs={"memory"})
 def memory_plan(c: Check, runs) -> CheckResult:
     bad = _fail(c, runs, "memory", "plan", "plans right")
     if bad:
@@ -421,6 +478,11 @@ def _fp8_part(c: Check, runs, part: str, unit: str):
     return None, error_result(c, err, unit)
 
 
+@check("fp8_cast", "to_fp8 at scales 1, 1/8 and 1000 into e4m3 and e5m2, on values from 1e-3 to 1e5: every byte "
+       "equals the checker's cast (round to nearest, saturated at 448 / 57,344), no inf or NaN",
+       f"{WHERE}/fp8.py to_fp8: scale in fp32, then saturate at the format's largest finite value before the cast "
+       "(torch casts e5m2 past 57,344 to inf), then cast.",
+       runs={"fp8"})
 def fp8_cast(c: Check, runs) -> CheckResult:
     r, bad = _fp8_part(c, runs, "cast", "bytes wrong")
     if bad:
@@ -440,6 +502,12 @@ def fp8_cast(c: Check, runs) -> CheckResult:
                                "byte equal, saturated, none inf or NaN")
 
 
+@check("fp8_delayed_scaling", "DelayedScaler(e4m3, history 3, margin 1) on a stream whose amax rises, falls and "
+       "starts at zero: every scale used, every cast's bytes and the final amax history equal the checker's",
+       f"{WHERE}/fp8.py DelayedScaler.cast: the scale a call uses comes from the PREVIOUS calls' amaxes (the "
+       "largest of the last H), x's own amax enters the history after the cast, newest first, the oldest "
+       "dropped; the margin divides the scale by 2^m; an all-zero history keeps 1.0.",
+       runs={"fp8"})
 def fp8_delayed_scaling(c: Check, runs) -> CheckResult:
     r, bad = _fp8_part(c, runs, "delayed", "scales wrong")
     if bad:
@@ -466,6 +534,12 @@ def fp8_delayed_scaling(c: Check, runs) -> CheckResult:
                                             f"{FP8['margin']}: scales {used}")
 
 
+@check("fp8_linear", "Fp8Linear over 4 steps whose input and gradient magnitudes change: output, input gradient "
+       "and weight gradient equal the checker's emulation (x, w in e4m3, the gradient in e5m2, each with its "
+       "own delayed scaler) to 1e-6 relative",
+       f"{WHERE}/fp8.py _Fp8Matmul.backward: gradients span more binades than they need digits: e5m2, through "
+       "their own scaler; both products use the operands as fp8 holds them (dequantised), not the fp32 ones.",
+       runs={"fp8"})
 def fp8_linear(c: Check, runs) -> CheckResult:
     r, bad = _fp8_part(c, runs, "linear", "relative diff")
     if bad:
@@ -483,30 +557,4 @@ def fp8_linear(c: Check, runs) -> CheckResult:
                                f"output: {r['fp8_vs_fp32']:.2%} relative error")
 
 
-EVALUATORS = {f.__name__: f for f in (activation_estimate, checkpoint_memory, checkpoint_equivalence, recompute_cost,
-                                      amp_equivalence, amp_memory, loss_scaling, memory_plan, fp8_cast,
-                                      fp8_delayed_scaling, fp8_linear, lab7_fast.fast_path)}
-
-
-def info(runs) -> list[tuple[str, str]]:
-    rows = [("GPU memory: NOT RUN", "the CUDA allocator's peak vs the prediction, a memory snapshot and "
-             "expandable_segments are not graded; labs/lab7_memory/README.md, 'On a GPU', shows how to measure them"),
-            ("FP8 on tensor cores: NOT RUN", "fp8 is graded here as a numerical emulation (torch's float8 dtypes on "
-             "the CPU); fp8 matmul speed needs an H100/H200 (make gpu-check)")]
-    return rows + lab7_fast.info(runs) + run_info(runs)
-
-
-def grade(h, checks):
-    need = set().union(*(RUNS[c.name] for c in checks))
-    v = h.variant  # hidden variants: other batch and sequence lengths, other weights
-    shapes = [(hh, a, b + v % 3 if b > 1 else b, s - 4 * (v % 4), p) for hh, a, b, s, p in SHAPES]  # b = 1 stays
-    runs = h.run_phases([
-        [dict(name="memory", task="memory", args=dict(shapes=shapes, seed=SEED + v), budget_s=60),
-         dict(name="amp", task="amp", args=dict(seed=SEED + v, growth_interval=GROWTH_INTERVAL + v % 2),
-              budget_s=90),
-         dict(name="fp8", task="fp8", args=dict(seed=SEED + v), budget_s=60)],
-        [dict(name="timing", task="timing", args={}, budget_s=60)],
-    ], need)
-    if "fast_measure" in need:  # alone, after the rest: it times things
-        runs.update(lab7_fast.grade_runs(h, v))
-    return [EVALUATORS[c.name](c, runs) for c in checks], info(runs)
+CHECKS += fast.CHECKS  # fast_path, last: declared on its evaluator in fast.py, beside the runs it starts

@@ -1,109 +1,16 @@
-"""Lab 3 checks: ZeRO-1 by hand, FSDP2, DeepSpeed ZeRO 0-3, sharded (DCP) resume, the price in speed.
-
-Bytes are counted by the checker from the tensors each rank really holds (DTensor local shards,
-the learner's local optimizer state, DeepSpeed's partitions) and compared with the ZeRO formulas.
-"""
+"""Lab 3's worker side: the ZeRO-1, ZeRO-2 (zero.py), FSDP2 and speed parts of the correctness run, DeepSpeed's
+stages, and FSDP2 + DCP training with its kill and resumes. The checks that read them are in checks.py."""
 from __future__ import annotations
 
 import copy
 
 from checker import seams
-from checker.labs._common import Check, clock, digest, probe, tiny_model
+from checker.labs._common import clock, digest, probe, tiny_model
 from checker.labs._held_save import HeldDCPWrite, PublishWatch, SlowRank
 from checker.labs._windows import Windows
-
-LAB = "lab3"
-WORLD_SIZE = 2
-BATCH, SEQ = 8, 64   # per rank
-GLOBAL = 16          # sequences per step in the resume runs, at any world size
-DROPOUT, RNG_SEED = 0.1, 4242  # the same-world-size resume trains with dropout, every rank its own stream
-N_STEPS, SAVE_AT = 12, 5
-RESHARD_STEPS = 2    # steps after resuming at another world size, compared between 1 rank and 4
-WHERE = "labs/lab3_sharding"
-
-# On CUDA tensors gloo carries only all-reduce and broadcast: two ranks sharing one GPU over gloo reduce-scatter and
-# all-gather through host memory (labs/common/staging.py, a teaching fallback), so every check runs there but the
-# two speed ratios against DDP, which would time the fallback's copies (needs: NOT RUN, not failed).
-CHECKS = [
-    Check("memory_model", "your bytes_per_rank (memory_model.py) gives the ZeRO paper's weights, grads, optimizer "
-          "state and total per rank for DDP and ZeRO-1/2/3, fp32 and bf16 (fp32 master in the optimizer's share), "
-          "AdamW, SGD with and without momentum, N = 1, 2, 8",
-          f"Each ZeRO stage shards one more kind of state: which one first, which next, and what does each "
-          f"precision keep per parameter? ({WHERE}/memory_model.py) (checker hint lab3 memory_model.bytes_per_rank)"),
-    Check("zero1_equivalence", "ShardedOptimizer(SGD) takes exactly the steps of torch DDP + SGD (4 steps, atol "
-          "1e-6; also a float64 toy with a parameter unused in one step and a group added by add_param_group), "
-          "ranks in sync",
-          f"Only a parameter's owner can update it: does every rank end the step with every owner's new values, and "
-          f"do the local groups follow the outer groups' learning rates? ({WHERE}/zero1.py) "
-          "(checker hint lab3 zero1.step)"),
-    Check("zero1_memory", "per-rank optimizer-state bytes within 3% of 8Ψ/N; partition() on sizes whose largest "
-          "comes last loads no rank more than the largest-first greedy, and on ties gives the contract's owners",
-          f"An optimizer keeps state for every parameter it is handed: which parameters does this rank's local "
-          f"optimizer see? ({WHERE}/zero1.py) (checker hint lab3 zero1.ShardedOptimizer)"),
-    Check("zero2_equivalence", "Zero2Optimizer(SGD) takes the steps of torch DDP + SGD (4 steps from random "
-          "weights, an LR schedule, 4-5 buckets; a 31-element tensor that needs padding; a float64 toy with a "
-          "parameter unused in one step and a group added later), ranks in sync, dtypes kept, every handle "
-          "step() launched waited before it returns",
-          f"Does each rank's slice hold the mean (not the sum) of its gradient, does the step's update reach the "
-          f"model's weights (views, not copies), and does every rank end with every updated slice? "
-          f"({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)",
-          symptoms=((r"Check failed: outputShape\[0\] \* worldSize == inputShape\[0\]",
-                     "the reduce-scatter's output must be exactly 1/N of its input: every rank's slice [lo, hi) is P/N "
-                     "elements of the padded bucket, the last rank's padding included "
-                     f"({WHERE}/zero2.py) (checker hint lab3 zero2.FlatBucket)."),)),
-    Check("zero2_memory", "per rank after a step: AdamW moments 8Ψ/N and gradients 4Ψ/N, each within 0.2% "
-          "(the padding: at most N-1 elements per bucket, checked per flat buffer)",
-          f"Something outlives the step at full size: a whole bucket's gradient kept alive by a slice or view of it, "
-          f"or optimizer state beyond the owned slices ({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)"),
-    Check("zero_comm_bytes", "bytes sent per rank, counted from the collectives: ZeRO-1's step within 1% of "
-          "4Ψ(N-1)/N (each weight once from its owner, on top of DDP's all-reduce), ZeRO-2's whole step within 1% of "
-          "DDP's all-reduce 2·4Ψ(N-1)/N (a reduce-scatter + an all-gather)",
-          f"An all-reduce is a reduce-scatter followed by an all-gather: ZeRO-2 must send each half once per step. "
-          f"Which half does each bucket's gradient need, which do the parameters, and is anything sent twice or "
-          f"per tensor? ({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)"),
-    Check("fsdp_equivalence", "FSDP2 losses equal torch DDP's on the same data (4 steps, atol 1e-5)",
-          f"Sharding must not change the computation: is every parameter (blocks and root) sharded exactly once, "
-          f"and is the same model returned, unchanged? ({WHERE}/fsdp.py) (checker hint lab3 fsdp.apply_fsdp)"),
-    Check("fsdp_memory", "local shards of params + grads + AdamW state within 3% of 16Ψ/N, and your "
-          "model_state_bytes agrees with the checker's count",
-          f"A parameter outside every sharded unit stays whole on every rank, and a sharded tensor occupies only its "
-          f"local piece, whatever shape it reports ({WHERE}/fsdp.py) (checker hint lab3 fsdp.model_state_bytes)"),
-    Check("fsdp_structure", "FSDP2 forward all-gathers one unit per block and the root (>= blocks + 1 calls) and "
-          "never holds more unsharded than the root's parameters + one block; with mixed_precision=True every unit "
-          "computes in bfloat16",
-          f"Each sharded unit is gathered whole before its forward: what is the largest unit you made? The root "
-          f"alone gathers the whole model at once: DDP's memory during forward, even though the bytes at rest look "
-          f"sharded ({WHERE}/fsdp.py) (checker hint lab3 fsdp.apply_fsdp)"),
-    Check("deepspeed_stages", "DeepSpeed ZeRO 1-3 train with losses equal stage 0; persistent bytes per rank "
-          "follow each stage's formula (incl. DeepSpeed's fp32 master partition)",
-          f"DeepSpeed trains from its config: anything that changes the stage, the precision, accumulation or "
-          f"AdamW's hyperparameters (or the parameter groups the engine gets) changes the losses or the bytes "
-          f"({WHERE}/deepspeed_zero.py) (checker hint lab3 deepspeed_zero.ds_config)"),
-    Check("sharded_resume", f"FSDP2 + DCP: save at step {SAVE_AT}, 2 more steps, SIGKILL inside the next save (its "
-          "shards written, its .metadata not; the last rank writes its own files late), resume from the last "
-          "complete checkpoint at 2 ranks (each piece of state as saved, bit-identical), at 4 ranks (new ranks keep "
-          "their seed) and at 1 (same losses within 1e-4); optimizer moments keyed by parameter name; latest "
-          "replaced, never rewritten in place, and naming a complete folder after every rename or removal; every "
-          "folder under a final name complete; a second save of a step keeps its folder",
-          f"A resume needs all the state the next step reads, at any world size (sharded model and optimizer, "
-          f"scheduler, sampler, step, each rank's RNG), and latest may only ever name a complete checkpoint "
-          f"({WHERE}/dcp_state.py) (checker hint lab3 dcp_state.save_sharded)"),  # a raising run's hint: the side it
-    # raised on, save or load (lab3_eval.SAVE_SYMPTOMS, LOAD_SYMPTOMS)
-    Check("throughput", "FSDP2 tokens/s >= 0.3x torch DDP in the same run (the price of ZeRO-3 on gloo)",
-          f"Every sharded unit costs an all-gather in forward, another in backward and a reduce-scatter: how many "
-          f"units did you make, and how small? ({WHERE}/fsdp.py) (checker hint lab3 fsdp.apply_fsdp)",
-          needs=("unstaged_collectives",)),
-    Check("zero2_throughput", "Zero2Optimizer launches its collectives inside backward and waits on none there "
-          "(the order of events, not a clock), and its tokens/s >= 0.8x torch DDP (median of interleaved windows): "
-          "the same bytes as DDP's all-reduce, so about as fast (0.8 leaves room for a busy machine)",
-          f"The same bytes as DDP should cost about DDP's time: does each bucket's communication run while backward "
-          f"goes on, or does something wait for it there, and do buckets travel whole? ({WHERE}/zero2.py) "
-          f"(checker hint lab3 zero2.reduce_scatter)",
-          needs=("unstaged_collectives",)),
-]
+from checker.labs.lab3 import BATCH, GLOBAL, LAB, RNG_SEED, SEQ
 
 
-# ---------------------------------------------------------------- worker side
 def _batches(env, steps, same_on_all_ranks=False):
     from labs.common.data import TokenFile, ensure_corpus
 
@@ -260,7 +167,7 @@ def _windows(ctx, seam, env, fsdp_ok: bool, zero2_ok: bool, steps=4, windows=12)
 
 
 def task_correctness(ctx, target):
-    from checker.labs import lab3_zero
+    from checker.labs.lab3 import zero
     from labs.common import dist as cdist
     from labs.instruments.comm_bytes import CommBytes
 
@@ -269,9 +176,9 @@ def task_correctness(ctx, target):
     seam = seams.load(LAB, target)
     out = ctx.partial
     batches = _batches(env, 4)
-    out["memory_model"], out["memory_model_error"] = ctx.attempt(lambda: lab3_zero.memory_model(seam))
-    out["zero1"], out["zero1_error"] = ctx.attempt(lambda: lab3_zero.zero1(seam, env, batches, comm))
-    out["zero2"], out["zero2_error"] = ctx.attempt(lambda: lab3_zero.zero2(seam, env, batches, comm))
+    out["memory_model"], out["memory_model_error"] = ctx.attempt(lambda: zero.memory_model(seam))
+    out["zero1"], out["zero1_error"] = ctx.attempt(lambda: zero.zero1(seam, env, batches, comm))
+    out["zero2"], out["zero2_error"] = ctx.attempt(lambda: zero.zero2(seam, env, batches, comm))
     out["fsdp"], out["fsdp_error"] = ctx.attempt(lambda: _fsdp(ctx, seam, env, comm))
     out["windows"], out["windows_error"] = ctx.attempt(lambda: _windows(ctx, seam, env, out["fsdp"] is not None,
                                                                          out["zero2"] is not None))
@@ -463,38 +370,3 @@ def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False, dropou
 
 
 TASKS = {"probe": task_probe, "correctness": task_correctness, "deepspeed": task_deepspeed, "train": task_train}
-
-# ---------------------------------------------------------------- checker side
-RUNS = {"memory_model": {"correctness"}, "zero1_equivalence": {"correctness"}, "zero1_memory": {"correctness"},
-        "fsdp_equivalence": {"correctness"},
-        "zero2_equivalence": {"correctness"}, "zero2_memory": {"correctness"}, "zero_comm_bytes": {"correctness"},
-        "fsdp_structure": {"correctness"}, "zero2_throughput": {"correctness"},
-        "fsdp_memory": {"correctness"}, "throughput": {"correctness"}, "deepspeed_stages": {"deepspeed"},
-        "sharded_resume": {"full", "resume_1", "resume_2", "resume_grow", "resume_ws1"}}
-
-
-def grade(h, checks):
-    from checker.labs import lab3_eval
-
-    need = set().union(*(RUNS[c.name] for c in checks))
-    ckpt = str(h.workdir / "ckpt")
-    save_at = SAVE_AT + h.variant % 4  # hidden variants move the kill step
-    phases = [
-        [dict(name="correctness", task="correctness", nproc=2, budget_s=90),
-         dict(name="deepspeed", task="deepspeed", nproc=2, budget_s=120)],
-        # dropout on: the same-world-size resume must replay every rank's masks (each rank's RNG state)
-        [dict(name="full", task="train", nproc=2, budget_s=90, args=dict(steps=N_STEPS, dropout=DROPOUT)),
-         dict(name="resume_1", task="train", nproc=2, budget_s=90, kill_on="saved",
-              args=dict(steps=N_STEPS, save_at=save_at, ckpt=ckpt, dropout=DROPOUT))],
-        [dict(name="resume_2", task="train", nproc=2, budget_s=90,
-              args=dict(steps=N_STEPS, resume=True, ckpt=ckpt, dropout=DROPOUT)),
-         # dropout off: the same checkpoint resumed at 4 ranks (the job grew: ranks 2 and 3 have no RNG file) and
-         # at 1 must give the same losses (masks drawn on another number of ranks could never match)
-         # (RESHARD_STEPS steps each: resharding errors show in the first steps)
-         dict(name="resume_grow", task="train", nproc=4, budget_s=90, args=dict(steps=save_at + RESHARD_STEPS,
-                                                                                resume=True, ckpt=ckpt)),
-         dict(name="resume_ws1", task="train", nproc=1, group=True, budget_s=90,
-              args=dict(steps=save_at + RESHARD_STEPS, resume=True, ckpt=ckpt, resave=str(h.workdir / "resave")))],
-    ]
-    runs = h.run_phases(phases, need)
-    return [lab3_eval.EVALUATORS[c.name](c, runs) for c in checks], lab3_eval.info(runs)

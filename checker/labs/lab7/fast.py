@@ -1,7 +1,8 @@
-"""Lab 7's fast path: the learner's predicted speedup of each optimisation, graded against the option measured and
-against the arithmetic of profiles from other devices.
+"""Lab 7's fast path, parent side: the learner's predicted speedup of each optimisation, graded against the option
+measured and against the arithmetic of profiles from other devices. Its check is declared here, on its evaluator, with
+the runs it starts (grade_runs) and what they measured beside it (info); checks.py appends it to lab 7's CHECKS.
 
-Two runs, in this order:
+Two runs (their worker side: fast_tasks.py), in this order:
   fast_measure  the checker's own: for each shape, the baseline step's parts (labs/instruments/fast_path.profile) and
                 each option's measured tokens/s ratio (fast_path.measure), in CPU time of one thread, interleaved. It
                 never imports the learner's code, so nothing the learner wrote runs beside the clock.
@@ -21,8 +22,8 @@ from __future__ import annotations
 
 import math
 
-from checker import seams
-from checker.labs._common import Check, error_result, first_error
+from checker.labs._common import Check, declare, error_result, first_error
+from checker.labs.lab7 import WHERE
 from checker.report import CheckResult
 
 PAYS = 1.10        # the contract's line: a prediction >= PAYS says "switch it on"
@@ -33,6 +34,9 @@ FACTOR = 2.0       # prediction / measurement within [1/2, 2]: a noise band (1.3
 
 ARITH_TOL = 0.10   # on a made-up profile: |prediction / the profile's own arithmetic - 1|; no noise, so only a wrong
 #                    model misses (the narrowest such slip seen, batch2 read off the half-to-full step, is 12.5% off)
+
+CHECKS: list[Check] = []  # fast_path alone; checks.py appends it to lab 7's, last
+check = declare(CHECKS)
 
 # Profiles of devices and steps this machine cannot show, in milliseconds (scaled to seconds, and each number moved a
 # few per cent by a hidden variant). Each is chosen so that one of the slips above lands far from its arithmetic.
@@ -95,35 +99,6 @@ CLUES = {
 }
 
 
-def shapes_for(variant: int) -> dict:
-    """The two graded shapes, moved by a hidden variant (sequence and batch lengths). Imports torch: worker side."""
-    from labs.instruments.fast_path import SHAPES
-
-    (h1, l1, a1, b1, s1), (h2, l2, a2, b2, s2) = SHAPES["launch_bound"], SHAPES["compute_bound"]
-    return {"launch_bound": (h1, l1, a1, b1, s1 + 8 * (variant % 3)),
-            "compute_bound": (h2, l2, a2, b2 - 2 * (variant % 2), s2 - 16 * (variant % 3))}
-
-
-# ---------------------------------------------------------------- worker side
-def task_fast_measure(ctx, target, variant):
-    """The checker's measurements at the variant's shapes; `target` is not imported."""
-    from labs.instruments import fast_path
-
-    return {"shapes": fast_path.run(shapes_for(variant))}
-
-
-def task_fast_predict(ctx, target, profiles):
-    seam = seams.load("lab7", target)
-    out = ctx.partial
-
-    def predict():
-        return {name: {o: float(seam.predict_speedup(dict(p), o)) for o in ("fused_adamw", "bf16", "batch2")}
-                for name, p in profiles.items()}
-    out["predicted"], out["predicted_error"] = ctx.attempt(predict)
-    return out
-
-
-# ---------------------------------------------------------------- checker side
 def grade_runs(h, variant: int):
     """The measuring run, then the learner's predictions from its profiles."""
     runs = {"fast_measure": h.run("fast_measure", "fast_measure", dict(variant=variant), budget_s=120)}
@@ -156,6 +131,15 @@ def _parts(p: dict) -> str:
                                                           "optimizer_s", "fused_optimizer_s"))
 
 
+@check("fast_path", "predict_speedup(profile, option) for fused AdamW, bf16 autocast and twice the micro-batch, "
+       "from the checker's profile of a launch-bound and a compute-bound step, against each option measured "
+       "(CPU time, interleaved): where the measurement is clear (>= 1.25x or <= 1.02x) the verdict agrees "
+       "(pays: >= 1.10x), and every prediction is within 2x of the measurement; on four made-up profiles of "
+       "other devices, within 10% of their parts' arithmetic",
+       f"{WHERE}/fast.py predict_speedup: an option changes some parts of the step and leaves the others as they "
+       "were; the profile measured each part alone, so the step's new time follows from which parts the option "
+       "touches and what they become (checker hint lab7 fast.predict_speedup)",
+       runs={"fast_measure", "fast_predict"})  # two runs in turn (grade_runs)
 def fast_path(c: Check, runs) -> CheckResult:
     unit = "predictions wrong"
     err = first_error(runs, "fast_measure")

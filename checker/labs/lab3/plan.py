@@ -1,0 +1,57 @@
+"""Lab 3's parent side: the runs a grade starts, in phases, and what they measured beside the checks."""
+from __future__ import annotations
+
+from checker.labs._common import Check, run_info, runs_needed
+from checker.labs._windows import checked_rates, medians
+from checker.labs.lab3 import (
+    DROPOUT,
+    N_STEPS,
+    RESHARD_STEPS,
+    SAVE_AT,
+    WORLD_SIZE,  # noqa: F401  (the parent side's)
+)
+from checker.labs.lab3.checks import CHECKS  # noqa: F401  (the parent side's)
+
+
+def grade(h, checks: list[Check]) -> tuple[list, list]:
+    need = runs_needed(checks)
+    ckpt = str(h.workdir / "ckpt")
+    save_at = SAVE_AT + h.variant % 4  # hidden variants move the kill step
+    phases = [
+        [dict(name="correctness", task="correctness", nproc=2, budget_s=90),
+         dict(name="deepspeed", task="deepspeed", nproc=2, budget_s=120)],
+        # dropout on: the same-world-size resume must replay every rank's masks (each rank's RNG state)
+        [dict(name="full", task="train", nproc=2, budget_s=90, args=dict(steps=N_STEPS, dropout=DROPOUT)),
+         dict(name="resume_1", task="train", nproc=2, budget_s=90, kill_on="saved",
+              args=dict(steps=N_STEPS, save_at=save_at, ckpt=ckpt, dropout=DROPOUT))],
+        [dict(name="resume_2", task="train", nproc=2, budget_s=90,
+              args=dict(steps=N_STEPS, resume=True, ckpt=ckpt, dropout=DROPOUT)),
+         # dropout off: the same checkpoint resumed at 4 ranks (the job grew: ranks 2 and 3 have no RNG file) and
+         # at 1 must give the same losses (masks drawn on another number of ranks could never match)
+         # (RESHARD_STEPS steps each: resharding errors show in the first steps)
+         dict(name="resume_grow", task="train", nproc=4, budget_s=90, args=dict(steps=save_at + RESHARD_STEPS,
+                                                                                resume=True, ckpt=ckpt)),
+         dict(name="resume_ws1", task="train", nproc=1, group=True, budget_s=90,
+              args=dict(steps=save_at + RESHARD_STEPS, resume=True, ckpt=ckpt, resave=str(h.workdir / "resave")))],
+    ]
+    runs = h.run_phases(phases, need)
+    return [c.evaluate(c, runs) for c in checks], info(runs)
+
+
+def info(runs) -> list[tuple[str, str]]:
+    """MFU and CPU utilisation of the throughput windows (correctness run): information, not graded."""
+    run, rows = runs.get("correctness"), []
+    parts = [r.get("windows") for r in (run.results if run else [])]
+    if parts and all(isinstance(x, dict) and x.get("peak_flops") for x in parts):
+        r = parts[0]
+        rates, err = checked_rates(run, r["windows"])
+        if err:
+            return rows + run_info(runs)  # the throughput rows say why
+        tps = medians(rates)
+        per_rank = {k: v / r["world_size"] * r["flops_per_token"] for k, v in tps.items()}
+        rows.append(("MFU per rank (tiny; achieved / peak FLOP/s)", ", ".join(
+            f"{k} {v / r['peak_flops']:.1%}" for k, v in per_rank.items())
+            + f" of {r['peak_flops'] / 1e9:.1f} GFLOP/s"))
+        rows.append(("CPU utilisation per rank (throughput windows)",
+                     ", ".join(f"rank {i} {x['cpu_util']:.0%}" for i, x in enumerate(parts))))
+    return rows + run_info(runs)

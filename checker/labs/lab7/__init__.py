@@ -1,0 +1,26 @@
+"""Lab 7 checks: activation memory predicted then measured, recomputation, mixed precision, fp8, a memory plan, the
+fast path's predicted speedups.
+
+World size 1; the worker side's runs (tasks.py; the fast path's in fast_tasks.py):
+  memory  the learner's activation_bytes at hidden shapes, with no recomputation and under the checker's own
+          full and selective checkpointing; apply_recompute's and autocast's saved bytes; equal
+          losses and gradients with recomputation (dropout on). Bytes are the checker's own: a dispatch mode sees
+          every tensor the blocks create, and after forward the storages still alive (parameters and the output
+          aside) are what the graph keeps for backward. That counts what torch.utils.checkpoint keeps too, which
+          saved_tensors_hooks cannot see (checkpoint's own hooks take those tensors).
+  amp     the learner's train_step in bf16 vs the checker's own fp32 loop (losses) and bf16 step (step 1's
+          gradients); fp16 with the learner's LossScaler and an overflow the checker injects (a gradient hook writes
+          inf); the scale used is read from the gradient that reaches the loss (d(S*loss)/d loss = S), not asked of
+          the scaler; and a LossScaler with a small growth_interval, driven by the checker on one parameter.
+  timing  steps with and without apply_recompute(model, "full"), interleaved; alone, as it times things.
+  fp8     the learner's to_fp8, DelayedScaler and Fp8Linear against the checker's own emulation (casts to torch's
+          float8 dtypes, computed before the learner's code is imported): the bytes of every cast, every scale used,
+          every history, and the outputs and gradients of a few steps of a linear layer.
+  fast_measure, fast_predict  the fast path (fast.py): the checker's own profile and measurements, in a run that never
+          imports the learner's code, then the learner's predict_speedup on those profiles and made-up ones.
+The parent side: checks.py (each check on its evaluator; fast_path's in fast.py, with the runs it starts), plan.py.
+The runs' shapes, which both sides read, are in setup.py.
+"""
+LAB = "lab7"
+WORLD_SIZE = 1
+WHERE = "labs/lab7_memory"

@@ -1,0 +1,34 @@
+"""Lab 7's parent side: the runs a grade starts, in phases (the fast path's alone, last: fast.grade_runs), and what
+they measured beside the checks."""
+from __future__ import annotations
+
+from checker.labs._common import Check, run_info, runs_needed
+from checker.labs.lab7 import WORLD_SIZE, fast  # noqa: F401  (WORLD_SIZE: the parent side's)
+from checker.labs.lab7.checks import CHECKS  # noqa: F401  (the parent side's)
+from checker.labs.lab7.setup import GROWTH_INTERVAL, SEED, SHAPES
+
+GRADE_SECONDS = 60
+
+
+def grade(h, checks: list[Check]) -> tuple[list, list]:
+    need = runs_needed(checks)
+    v = h.variant  # hidden variants: other batch and sequence lengths, other weights
+    shapes = [(hh, a, b + v % 3 if b > 1 else b, s - 4 * (v % 4), p) for hh, a, b, s, p in SHAPES]  # b = 1 stays
+    runs = h.run_phases([
+        [dict(name="memory", task="memory", args=dict(shapes=shapes, seed=SEED + v), budget_s=60),
+         dict(name="amp", task="amp", args=dict(seed=SEED + v, growth_interval=GROWTH_INTERVAL + v % 2),
+              budget_s=90),
+         dict(name="fp8", task="fp8", args=dict(seed=SEED + v), budget_s=60)],
+        [dict(name="timing", task="timing", args={}, budget_s=60)],
+    ], need)
+    if "fast_measure" in need:  # alone, after the rest: it times things
+        runs.update(fast.grade_runs(h, v))
+    return [c.evaluate(c, runs) for c in checks], info(runs)
+
+
+def info(runs) -> list[tuple[str, str]]:
+    rows = [("GPU memory: NOT RUN", "the CUDA allocator's peak vs the prediction, a memory snapshot and "
+             "expandable_segments are not graded; labs/lab7_memory/README.md, 'On a GPU', shows how to measure them"),
+            ("FP8 on tensor cores: NOT RUN", "fp8 is graded here as a numerical emulation (torch's float8 dtypes on "
+             "the CPU); fp8 matmul speed needs an H100/H200 (make gpu-check)")]
+    return rows + fast.info(runs) + run_info(runs)
