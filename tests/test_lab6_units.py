@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from checker.labs.lab6 import _expected_shard
-from checker.labs.lab6_eval import replayed_bubble, tp_expected_bytes
+from checker.labs.lab6.checks import replayed_bubble, tp_expected_bytes
+from checker.labs.lab6.tasks import _expected_shard
 from labs.instruments.schedule_timeline import bubble_fraction, ideal_bubble, peak_live
 
 

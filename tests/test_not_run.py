@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from checker import cli
-from checker.labs import _common, lab2, lab6
+from checker.labs import _common
 from checker.labs._common import Check
+from checker.labs.lab2 import checks as lab2
 from checker.labs.lab3 import checks as lab3
+from checker.labs.lab6 import checks as lab6
 from checker.report import CheckResult
 
 

@@ -1,10 +1,18 @@
-"""Lab 6: from the runs' measurements to pass/fail. Thresholds are stated once, here."""
+"""Lab 6's checks, each one declaration on the evaluator that decides it (checker/labs/__init__.py): from the
+runs' measurements to pass/fail. Thresholds are stated once, here, each with its reason.
+
+On CUDA tensors gloo carries only all-reduce and broadcast: two ranks sharing one GPU over gloo send and receive
+through host memory (labs/common/staging.py, a teaching fallback), so the pipeline checks run there too. pp_bubble
+stays meaningful: staging adds two copies of a boundary's 2 x 32 floats (256 bytes) per transfer, small beside a
+60 ms micro-batch."""
 from __future__ import annotations
 
-from checker.labs._common import Check, error_result, first_error, run_info
-from checker.labs.lab6 import N_MICRO, RUNS, SEED, TIMING, TOL, WORLD_SIZE
+from checker.labs._common import Check, declare, error_result, first_error
+from checker.labs.lab6 import N_MICRO, WHERE
 from checker.report import CheckResult
 from labs.instruments.schedule_timeline import bubble_fraction, busy, ideal_bubble, peak_live
+
+TOL = 1e-5  # against the unsharded or unsplit GPT; fp32: splitting a matmul's sum in two changes rounding at ~1e-7
 
 # The schedule's bubble: each stage's micro-batches replayed in the order they ran, each taking as long as it took,
 # each starting as soon as its stage is free and its input (forward: the previous stage's forward; backward: the next
@@ -20,6 +28,9 @@ BUBBLE_TOL = 0.06
 WAIT_TOL = 0.15
 TP_NAMES = {"hand": "by hand", "dtensor": "DTensor"}
 PP_NAMES = {"gpipe": "GPipe", "1f1b": "1F1B", "torch_gpipe": "torch GPipe", "torch_1f1b": "torch 1F1B"}
+
+CHECKS: list[Check] = []
+check = declare(CHECKS)
 
 
 def _root_cause(errors: list[dict]) -> dict:
@@ -53,6 +64,14 @@ def _fail(c: Check, err: dict, label: str, unit: str = "") -> CheckResult:
     return error_result(c, {**err, "message": f"{label}: {msg}"}, unit=unit)
 
 
+@check("tp_equivalence", "parallelize (by hand) and parallelize_dtensor (DTensor) on 2 ranks: logits, loss "
+       f"and every gradient equal the unsharded GPT's (atol {TOL:g}); each shard holds the right slice; no tensor "
+       "autograd tracks is all-reduced in place (reduce_from_tp leaves its input unchanged)",
+       f"Logits right, gradients wrong: a conjugate op's backward ({WHERE}/tp_layers.py): a replicated input's "
+       "gradient is a sum over the ranks, a replicated output's is already whole. Logits wrong: the shards (whole "
+       f"heads of q, k, v; matching row and column slices; the bias counted once: {WHERE}/tensor_parallel.py). "
+       "(checker hint lab6 tp_layers.CopyToTP.backward)",
+       runs={"tp"})
 def tp_equivalence(c: Check, runs) -> CheckResult:
     worst, notes = 0.0, []
     for name, label in TP_NAMES.items():
@@ -83,6 +102,13 @@ def tp_expected_bytes(d: int, n: int) -> int:
     return 4 * ((12 * d * d + 7 * d) // n + 2 * d)
 
 
+@check("tp_memory", "per-rank bytes of each block's split layers, counted from the storage the tensors keep "
+       "(DTensor: local shards; a view keeps its base) = weights/N + column-parallel biases/N + whole row-parallel "
+       "biases",
+       f"Each rank holds 1/N of every split weight, the whole row-parallel bias, nothing more ({WHERE}/tp_layers.py"
+       "): does a module still refer to the full Linear? Compare with the bytes expected in the message. "
+       "(checker hint lab6 tp_layers.ColumnParallelLinear)",
+       runs={"tp"})
 def tp_memory(c: Check, runs) -> CheckResult:
     notes, worst, want = [], 0, None
     for name, label in TP_NAMES.items():
@@ -107,6 +133,12 @@ def tp_memory(c: Check, runs) -> CheckResult:
                                f"{full:,} B; formula 4*((12d^2+7d)/N + 2d)")
 
 
+@check("tp_comm", "hand-written TP: all-reduces per block per step = 2 in forward + 2 in backward, each of "
+       "one B*T*d activation (the checker's own count)",
+       f"Where does the exact math need communication ({WHERE}/tp_layers.py)? Partial sums once in forward, a "
+       "replicated input's gradient once in backward; a replicated output's gradient is already whole. "
+       "(checker hint lab6 tp_layers.ReduceFromTP.backward)",
+       runs={"tp"})
 def tp_comm(c: Check, runs) -> CheckResult:
     rs, err = ranks(runs, "tp", "hand")
     if err:
@@ -138,6 +170,15 @@ def _order_problem(schedule: str, orders: list[str]) -> str | None:
     return None
 
 
+@check("pp_equivalence", f"2 stages, {N_MICRO} micro-batches: your GPipe and 1F1B (send/recv) and "
+       "torch.distributed.pipelining's: per-micro-batch losses and every gradient equal the unsplit GPT's "
+       f"(atol {TOL:g}); split_stages of a 4-layer GPT, chained, gives its logits; torch's schedules run in "
+       "their own order (hooks); no blocking dist.send in your 1F1B",
+       f"The gradients must be those of the whole batch's mean loss ({WHERE}/schedules.py): what does each of the m "
+       "micro-batches contribute, and what does a stage's backward receive and pass on? Each parameter lives on one "
+       f"stage; the tied embedding/head weight is used on two ({WHERE}/stages.py). "
+       "(checker hint lab6 schedules.forward)",
+       runs={"pp"})
 def pp_equivalence(c: Check, runs) -> CheckResult:
     worst, notes, share = 0.0, [], ""
     chained, err = ranks(runs, "pp", "chained")
@@ -221,6 +262,12 @@ def replayed_bubble(ranks: list[list[dict]]) -> float:
     return sum(1 - busy(r) / span for r in ranks) / p
 
 
+@check("pp_bubble", "your GPipe and 1F1B on the checker's fixed-cost stages, m = 4 and 8: measured idle "
+       "fraction within a tolerance of (p-1)/(m+p-1)",
+       f"The bubble comes from the order ({WHERE}/schedules.py): does a stage start micro-batch i+1 while the next "
+       "stage works on i, and does it wait for the other stage anywhere but in a receive? "
+       "(checker hint lab6 schedules.gpipe)",
+       runs={"pp_timing"})
 def pp_bubble(c: Check, runs) -> CheckResult:
     notes, worst, wait = [], 0.0, 0.0
     for schedule, label in (("gpipe", "GPipe"), ("1f1b", "1F1B")):
@@ -252,6 +299,12 @@ def pp_bubble(c: Check, runs) -> CheckResult:
                        unit="bubble - formula", hint=c.hint, message=message)
 
 
+@check("pp_1f1b_memory", "m = 8: 1F1B holds at most p - stage micro-batches' activations at once, fewer than "
+       "GPipe's m (counted from forward start to backward end, and as tensors still referenced at each forward)",
+       f"1F1B's point is memory ({WHERE}/schedules.py): how many micro-batches must stage r have in flight before "
+       "the first gradient can come back from the last stage, and what keeps that count from growing afterwards? "
+       "(checker hint lab6 schedules.one_f_one_b)",
+       runs={"pp_timing"})
 def pp_1f1b_memory(c: Check, runs) -> CheckResult:
     peaks = {}
     for schedule, label in (("gpipe", "GPipe"), ("1f1b", "1F1B")):
@@ -283,35 +336,3 @@ def pp_1f1b_memory(c: Check, runs) -> CheckResult:
            f"(1F1B bound p - stage: {bound})")
     return CheckResult(c.name, ok, value=peaks["1f1b"][0], threshold=bound[0], unit="micro-batches live (stage 0)",
                        hint=c.hint, message=msg)
-
-
-EVALUATORS = {f.__name__: f for f in (tp_equivalence, tp_memory, tp_comm, pp_equivalence, pp_bubble, pp_1f1b_memory)}
-
-
-def info(runs) -> list[tuple[str, str]]:
-    rows = []
-    rs, err = ranks(runs, "tp", "hand") if "tp" in runs else (None, True)
-    if not err:
-        r = rs[0]
-        kb = 4 * r["activation_numel"] / 1024
-        rows.append(("TP communication per step (by hand)", f"{r['fwd_calls'] + r['bwd_calls']} all-reduces of "
-                                                            f"{kb:.0f} KB; the weights never move"))
-    t = TIMING
-    cost = f"{1e3 * t['forward_s']:.0f} ms forward + {1e3 * t['backward_s']:.0f} ms backward"
-    rows.append(("pipeline timing stages", f"{cost} per micro-batch per stage (sleeps: the schedule is what is timed)"))
-    return rows + run_info(runs)
-
-
-def grade(h, checks):
-    need = set().union(*(RUNS[c.name] for c in checks))
-    seed = SEED + h.variant  # hidden variants: other weights (the layouts and counts do not depend on them)
-    # tp_comm alone (--only) needs no DTensor: skipping it saves importing DTensor's op tables (~2.5 s per rank)
-    tp_parts = ["hand"] + (["dtensor"] if {c.name for c in checks} & {"tp_equivalence", "tp_memory"} else [])
-    phases = [
-        [dict(name="tp", task="tp", nproc=WORLD_SIZE, budget_s=60,
-              args=dict(seed=seed, parts=tp_parts)),
-         dict(name="pp", task="pp", nproc=WORLD_SIZE, budget_s=90, args=dict(seed=seed))],
-        [dict(name="pp_timing", task="pp_timing", nproc=WORLD_SIZE, budget_s=60)],
-    ]
-    runs = h.run_phases(phases, need)
-    return [EVALUATORS[c.name](c, runs) for c in checks], info(runs)

@@ -1,82 +1,17 @@
-"""Lab 6 checks: tensor parallelism (by hand and with DTensor) and pipeline schedules (by hand and with torch).
-
-Three runs at world size 2 (ranks started by checker/spawn.py, the harness default):
-  tp         the learner's parallelize / parallelize_dtensor on the tiny GPT vs the unsharded model, which
-             every rank builds itself from the same seed; all-reduces counted by the checker's own recorder
-             (installed before the learner's code is imported), bytes counted from the tensors;
-  pp         the learner's split_stages + pipeline_step (GPipe, 1F1B) and torch_schedule (GPipe, 1F1B) vs
-             the unsplit model on the same batch: per-micro-batch losses and every gradient; also split_stages of a
-             4-layer GPT chained stage to stage, the order torch's schedule runs forwards and backwards in (hooks),
-             and the blocking dist.send calls of pipeline_step (counted by the checker's wrapper);
-  pp_timing  the learner's pipeline_step driving the checker's SleepStage (labs/instruments/stage_probe.py): a stage
-             whose forward and backward are fixed sleeps and which records when each micro-batch ran. From
-             those timestamps the checker computes the bubble and the live activations; it never asks the
-             schedule. It runs alone, after the others, so the timestamps are not stretched by their CPU use.
-             The stage also counts, at each forward, the micro-batches whose tensors something still references.
-"""
+"""Lab 6's worker side: the tp, pp and pp_timing runs (the package's docstring says what each measures), next to
+the learner's code; checks.py decides."""
 from __future__ import annotations
 
 import time
 
 from checker import seams
-from checker.labs._common import Check, CollectiveRecorder, probe, tiny_model
+from checker.labs._common import CollectiveRecorder, probe, tiny_model
+from checker.labs.lab6 import LAB, N_MICRO, SEED, TIMING
 
-LAB = "lab6"
-WORLD_SIZE = 2
-WHERE = "labs/lab6_model_parallel"
-SEED = 11
 TP_BATCH, SEQ = 4, 64        # the TP run: every rank sees the same batch
-PP_BATCH, N_MICRO = 8, 4     # the PP run: 4 micro-batches of 2 sequences
-TOL = 1e-5                   # fp32: splitting a matmul's sum in two changes rounding at ~1e-7
-# Timing: 20 ms forward, 40 ms backward per micro-batch per stage (backward ~2x forward, as in a real model).
-# Per-boundary send/recv of 2 x 32 floats costs ~0.2 ms on gloo: ~1% of a 60 ms micro-batch.
-TIMING = dict(width=32, micro_batch=2, forward_s=0.020, backward_s=0.040, micro_batches=(4, 8), reps=3)
-
-# On CUDA tensors gloo carries only all-reduce and broadcast: two ranks sharing one GPU over gloo send and receive
-# through host memory (labs/common/staging.py, a teaching fallback), so the pipeline checks run there too. pp_bubble
-# stays meaningful: staging adds two copies of a boundary's 2 x 32 floats (256 bytes) per transfer, small beside a
-# 60 ms micro-batch.
-CHECKS = [
-    Check("tp_equivalence", "parallelize (by hand) and parallelize_dtensor (DTensor) on 2 ranks: logits, loss "
-          f"and every gradient equal the unsharded GPT's (atol {TOL:g}); each shard holds the right slice; no tensor "
-          "autograd tracks is all-reduced in place (reduce_from_tp leaves its input unchanged)",
-          f"Logits right, gradients wrong: a conjugate op's backward ({WHERE}/tp_layers.py): a replicated input's "
-          "gradient is a sum over the ranks, a replicated output's is already whole. Logits wrong: the shards (whole "
-          f"heads of q, k, v; matching row and column slices; the bias counted once: {WHERE}/tensor_parallel.py). "
-          "(checker hint lab6 tp_layers.CopyToTP.backward)"),
-    Check("tp_memory", "per-rank bytes of each block's split layers, counted from the storage the tensors keep "
-          "(DTensor: local shards; a view keeps its base) = weights/N + column-parallel biases/N + whole row-parallel "
-          "biases",
-          f"Each rank holds 1/N of every split weight, the whole row-parallel bias, nothing more ({WHERE}/tp_layers.py"
-          "): does a module still refer to the full Linear? Compare with the bytes expected in the message. "
-          "(checker hint lab6 tp_layers.ColumnParallelLinear)"),
-    Check("tp_comm", "hand-written TP: all-reduces per block per step = 2 in forward + 2 in backward, each of "
-          "one B*T*d activation (the checker's own count)",
-          f"Where does the exact math need communication ({WHERE}/tp_layers.py)? Partial sums once in forward, a "
-          "replicated input's gradient once in backward; a replicated output's gradient is already whole. "
-          "(checker hint lab6 tp_layers.ReduceFromTP.backward)"),
-    Check("pp_equivalence", f"2 stages, {N_MICRO} micro-batches: your GPipe and 1F1B (send/recv) and "
-          "torch.distributed.pipelining's: per-micro-batch losses and every gradient equal the unsplit GPT's "
-          f"(atol {TOL:g}); split_stages of a 4-layer GPT, chained, gives its logits; torch's schedules run in "
-          "their own order (hooks); no blocking dist.send in your 1F1B",
-          f"The gradients must be those of the whole batch's mean loss ({WHERE}/schedules.py): what does each of the m "
-          "micro-batches contribute, and what does a stage's backward receive and pass on? Each parameter lives on one "
-          f"stage; the tied embedding/head weight is used on two ({WHERE}/stages.py). "
-          "(checker hint lab6 schedules.forward)"),
-    Check("pp_bubble", "your GPipe and 1F1B on the checker's fixed-cost stages, m = 4 and 8: measured idle "
-          "fraction within a tolerance of (p-1)/(m+p-1)",
-          f"The bubble comes from the order ({WHERE}/schedules.py): does a stage start micro-batch i+1 while the next "
-          "stage works on i, and does it wait for the other stage anywhere but in a receive? "
-          "(checker hint lab6 schedules.gpipe)"),
-    Check("pp_1f1b_memory", "m = 8: 1F1B holds at most p - stage micro-batches' activations at once, fewer than "
-          "GPipe's m (counted from forward start to backward end, and as tensors still referenced at each forward)",
-          f"1F1B's point is memory ({WHERE}/schedules.py): how many micro-batches must stage r have in flight before "
-          "the first gradient can come back from the last stage, and what keeps that count from growing afterwards? "
-          "(checker hint lab6 schedules.one_f_one_b)"),
-]
+PP_BATCH = 8                 # the PP run: N_MICRO (4) micro-batches of 2 sequences
 
 
-# ---------------------------------------------------------------- worker side
 def task_probe(ctx, target):
     return probe(LAB, target)
 
@@ -447,7 +382,3 @@ def task_pp_timing(ctx, target):
 
 
 TASKS = {"probe": task_probe, "tp": task_tp, "pp": task_pp, "pp_timing": task_pp_timing}
-
-# ---------------------------------------------------------------- checker side
-RUNS = {"tp_equivalence": {"tp"}, "tp_memory": {"tp"}, "tp_comm": {"tp"}, "pp_equivalence": {"pp"},
-        "pp_bubble": {"pp_timing"}, "pp_1f1b_memory": {"pp_timing"}}

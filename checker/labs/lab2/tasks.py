@@ -1,98 +1,24 @@
-"""Lab 2 checks: sharding, DDP == one process on the global batch, sync, no_sync, overlap, speed, resume.
-
-Every multi-rank run is checker.worker on 2 ranks (3 in odd hidden variants), started as torchrun would
-(checker/spawn.py). The checker drives the learner's wrappers with its own loop and data, compares against a
-single-process model it trains itself on rank 0, and counts all-reduces with its own recorder.
-"""
+"""Lab 2's worker side: the sharding and bucket-layout run, the correctness run (equivalence, sync, no_sync, overlap's
+timestamps), the differential step, the throughput windows and the killed-and-resumed training runs. Every number it
+returns is measured here, next to the learner's code; checks.py decides."""
 from __future__ import annotations
 
 import copy
 from contextlib import nullcontext
 
 from checker import seams
-from checker.labs._common import Check, CollectiveRecorder, clock, digest, probe, tiny_model
-from checker.labs._held_save import TORN, HeldSave
+from checker.labs._common import CollectiveRecorder, clock, digest, probe, tiny_model
+from checker.labs._held_save import HeldSave
 from checker.labs._windows import Windows
+from checker.labs.lab2 import LAB, STEP_PLAN
 
-LAB = "lab2"
-WORLD_SIZE = 2
 BATCH, SEQ = 8, 64          # per rank
 SMALL_BUCKET_MB = 0.05      # tiny's 0.48 MB of gradients -> 7 buckets, so overlap is visible
 TAIL_BUCKET_MB = 0.1        # -> 3 full buckets and a last one of 82 KB left over (at 0.05 the last closes exactly)
-N_STEPS, SAVE_AT = 16, 6
-WHERE = "labs/lab2_ddp"
-TOL = 1e-5
 PG_TIMEOUT_S = 20  # a graded run's collectives: each takes milliseconds (tiny's 0.48 MB over loopback), so a peer
 #                    20 s late never comes (a collective skipped on one rank): the run ends there, within a minute
-STEP_PLAN = [(3, 1.0), (1, 1.0), (3, 5.0), (2, 1.0)]  # (micro-batches, logit scale: x5 forces the clip)
-
-CHECKS = [
-    Check("sharding", "ShardedSampler at world sizes 2 and 3: disjoint per-rank batches, every window once "
-          "per epoch, set_epoch reshuffles, state_dict resumes",
-          f"ShardedSampler ({WHERE}/sharding.py): the ranks' ids must be the rank-ordered blocks of the one "
-          "global batch a single process would read (disjoint is not enough), and an epoch must restart from "
-          "its beginning (checker hint lab2 sharding.next_ids)",
-          needs=("reference",)),
-    Check("bucket_layout", "BucketedDDP's buckets at 3 caps (one a prefix sum of the reversed sizes) and over fp32 "
-          "and bf16 parameters: each bucket the parameters the checker's own layout puts in it",
-          f"Buckets ({WHERE}/bucketed.py) laid out otherwise than the contract: filled in backward's order "
-          "(reversed registration), one open bucket per dtype, each closed once its bytes reach the cap (a cap "
-          "hit exactly closes it), what is left of each dtype a last bucket (checker hint lab2 "
-          "bucketed.make_buckets)"),
-    Check("grad_equivalence", "NaiveDDP and BucketedDDP (0.05 and 0.1 MB buckets): gradients and weights after "
-          "each of 3 SGD steps equal one process on the concatenated global batch (atol 1e-5); BucketedDDP's .grad "
-          "views into its buckets' buffers",
-          f"Not the global batch's gradient ({WHERE}/naive.py, bucketed.py): most likely a sum where the mean "
-          "belongs (the collective sums), ranks that did not start from rank 0's weights, or a bucket whose "
-          "result never came back into .grad, or came back as a copy (checker hint lab2 "
-          "naive.finish_gradient_synchronization; for "
-          "BucketedDDP: checker hint lab2 bucketed.finish_gradient_synchronization)"),
-    Check("ranks_in_sync", "weights bit-identical on every rank after each step, ranks initialised differently",
-          f"The replicas drift apart ({WHERE}/naive.py): DDP's invariant needs identical starting state on every "
-          "rank, parameters and buffers alike, and identical updates after it "
-          "(checker hint lab2 naive.broadcast_module)"),
-    Check("no_sync_accumulation", "BucketedDDP, 3 micro-steps: no all-reduce inside no_sync(), the update "
-          "equals one big batch",
-          f"BucketedDDP ({WHERE}/bucketed.py): communication inside no_sync(), or an update that is not one big "
-          "batch's: micro-steps before the last must stay local, and the last one's backward must carry all "
-          "that was accumulated (checker hint lab2 bucketed.grad_ready)"),
-    Check("step_matches_reference", "your train_step and the reference's, each in runs of its own, on every rank "
-          "(the checker's own DDP wrapper, SGD and scheduler, random weights): 4 steps of 3, 1, 3 and 2 "
-          "micro-batches, one forced over the clip threshold: loss, all-reduces, lr, grad norms, .grad, weights",
-          f"train_step ({WHERE}/step.py) departs from the reference at the step and quantity named above: the "
-          "update must use the gradient of the mean loss over all micro-batches, averaged over ranks before it "
-          "is clipped; only the last micro-step may communicate; one optimizer and one scheduler step "
-          "(checker hint lab2 step.train_step)",
-          needs=("reference",)),
-    Check("overlap", "BucketedDDP launches its all-reduces during backward, and backward does not wait for them "
-          "(checker's timestamps: bytes launched, all-reduce time hidden)",
-          f"No overlap ({WHERE}/bucketed.py): the all-reduces start after backward, or backward waits for them. "
-          "Each bucket's communication must start during backward, once its last gradient is final, and only "
-          "the step before the optimizer may wait (checker hint lab2 bucketed.grad_ready)"),
-    Check("throughput", "BucketedDDP tokens/s >= 0.8x torch DDP, same loop, interleaved windows; your "
-          "make_torch_ddp's bucket cap and devices are the ones asked for",
-          f"Slower than torch DDP ({WHERE}/bucketed.py): most likely too many all-reduces (each pays a fixed "
-          "latency that buckets near the cap amortise), extra copies or concatenation every step, or a wait "
-          "inside backward (checker hint lab2 bucketed.make_buckets); or make_torch_ddp "
-          f"({WHERE}/torch_ddp.py) does not pass on the bucket size or device it is given "
-          "(checker hint lab2 torch_ddp.make_torch_ddp)"),
-    Check("resume_exact", f"2 ranks, your train_step + BucketedDDP: save at step {SAVE_AT}, 2 more steps, SIGKILL "
-          "while the next checkpoint's weights are half-written, resume (seeded differently): back at step "
-          f"{SAVE_AT}, losses and weights bit-identical; again with the kill inside the first write after the "
-          "weights' file",
-          f"A resumed rank differs from the uninterrupted run ({WHERE}/state.py): something replicated (weights, "
-          "optimizer, scheduler, data position, step) or a rank's own RNG streams did not come back, or came "
-          "back from another rank's file or another step's; the data position is ShardedSampler's "
-          "(checker hint lab2 state.load_checkpoint)",
-          symptoms=((TORN, "The checkpoint on disk is half-written: the run was killed while writing it, and the "
-                     "file it wrote in place is all a resume finds. Write each file to a temporary name in the same "
-                     "folder and rename it over the old one once complete (ckpt.atomic_save does both), and write "
-                     "the main file last: a kill then leaves the previous checkpoint whole "
-                     "(checker hint lab2 state.save_checkpoint)."),)),
-]
 
 
-# ---------------------------------------------------------------- worker side
 def _data():
     from labs.common.data import TokenFile, ensure_corpus
 
@@ -475,9 +401,3 @@ def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, 
 TASKS = {"probe": task_probe, "sharding": task_sharding, "sharding_ref": task_sharding_ref,
          "correctness": task_correctness, "step": task_step, "step_ref": task_step_ref, "throughput": task_throughput,
          "train": task_train}
-
-# ---------------------------------------------------------------- checker side
-RUNS = {"sharding": {"sharding", "sharding_ref"}, "bucket_layout": {"sharding"}, "grad_equivalence": {"correctness"},
-        "ranks_in_sync": {"correctness"}, "no_sync_accumulation": {"correctness"},
-        "step_matches_reference": {"step", "step_ref"}, "overlap": {"correctness"},
-        "throughput": {"throughput"}, "resume_exact": {"full", "resume_1", "resume_2", "after_1", "after_2"}}

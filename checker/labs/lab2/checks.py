@@ -1,10 +1,11 @@
-"""Lab 2: from the runs' measurements to pass/fail. Thresholds are stated once, here."""
+"""Lab 2's checks, each one declaration on the evaluator that decides it (checker/labs/__init__.py): from the
+runs' measurements to pass/fail. Thresholds are stated once, here, each with its reason."""
 from __future__ import annotations
 
-from checker.labs._common import Check, diverged_at, error_result, first_error, part, run_info
-from checker.labs._held_save import last_complete, wrong_start
+from checker.labs._common import Check, declare, diverged_at, error_result, first_error, part
+from checker.labs._held_save import TORN, last_complete, wrong_start
 from checker.labs._windows import checked_rates, medians, paired_ratio
-from checker.labs.lab2 import N_STEPS, RUNS, SAVE_AT, TOL, WORLD_SIZE
+from checker.labs.lab2 import SAVE_AT, STEP_PLAN, WHERE
 from checker.report import CheckResult
 
 # BucketedDDP / torch DDP tokens/s, the median of interleaved window ratios. The reference measures 0.93-1.09 on
@@ -14,8 +15,19 @@ THROUGHPUT_MIN = 0.8
 OVERLAP_MIN = 0.5       # fraction of the all-reduced bytes whose all-reduce started before backward returned
 HIDDEN_MIN = 0.05       # fraction of all-reduce time hidden behind backward: reference 0.25-0.5 on 2 busy cores,
                         # naive 0, launched from the hook but waited for there ~0.01 (the geometric middle: 0.05)
+TOL = 1e-5              # max abs difference of gradients and weights from one process on the global batch (fp32)
+
+CHECKS: list[Check] = []
+check = declare(CHECKS)
 
 
+@check("sharding", "ShardedSampler at world sizes 2 and 3: disjoint per-rank batches, every window once "
+       "per epoch, set_epoch reshuffles, state_dict resumes",
+       f"ShardedSampler ({WHERE}/sharding.py): the ranks' ids must be the rank-ordered blocks of the one "
+       "global batch a single process would read (disjoint is not enough), and an epoch must restart from "
+       "its beginning (checker hint lab2 sharding.next_ids)",
+       needs=("reference",),
+       runs={"sharding", "sharding_ref"})
 def sharding(c: Check, runs) -> CheckResult:
     problems = []
     for w in ("w2", "w3"):
@@ -44,6 +56,13 @@ def sharding(c: Check, runs) -> CheckResult:
                        message="; ".join(problems) or "world sizes 2 and 3: disjoint, complete, reshuffled, resumable")
 
 
+@check("bucket_layout", "BucketedDDP's buckets at 3 caps (one a prefix sum of the reversed sizes) and over fp32 "
+       "and bf16 parameters: each bucket the parameters the checker's own layout puts in it",
+       f"Buckets ({WHERE}/bucketed.py) laid out otherwise than the contract: filled in backward's order "
+       "(reversed registration), one open bucket per dtype, each closed once its bytes reach the cap (a cap "
+       "hit exactly closes it), what is left of each dtype a last bucket (checker hint lab2 "
+       "bucketed.make_buckets)",
+       runs={"sharding"})
 def bucket_layout(c: Check, runs) -> CheckResult:
     rows, err = part(runs, "sharding", "layout")
     if err:
@@ -73,6 +92,15 @@ def _first_other_ids(mine: list, ref: list, tail: int) -> dict | None:
     return None
 
 
+@check("grad_equivalence", "NaiveDDP and BucketedDDP (0.05 and 0.1 MB buckets): gradients and weights after "
+       "each of 3 SGD steps equal one process on the concatenated global batch (atol 1e-5); BucketedDDP's .grad "
+       "views into its buckets' buffers",
+       f"Not the global batch's gradient ({WHERE}/naive.py, bucketed.py): most likely a sum where the mean "
+       "belongs (the collective sums), ranks that did not start from rank 0's weights, or a bucket whose "
+       "result never came back into .grad, or came back as a copy (checker hint lab2 "
+       "naive.finish_gradient_synchronization; for "
+       "BucketedDDP: checker hint lab2 bucketed.finish_gradient_synchronization)",
+       runs={"correctness"})
 def grad_equivalence(c: Check, runs) -> CheckResult:
     worst, notes = 0.0, []
     for name in ("naive", "bucketed", "bucketed_tail"):
@@ -92,6 +120,11 @@ def grad_equivalence(c: Check, runs) -> CheckResult:
                        message="vs one process on the global batch, 3 steps: " + ", ".join(notes))
 
 
+@check("ranks_in_sync", "weights bit-identical on every rank after each step, ranks initialised differently",
+       f"The replicas drift apart ({WHERE}/naive.py): DDP's invariant needs identical starting state on every "
+       "rank, parameters and buffers alike, and identical updates after it "
+       "(checker hint lab2 naive.broadcast_module)",
+       runs={"correctness"})
 def ranks_in_sync(c: Check, runs) -> CheckResult:
     for name in ("naive", "bucketed"):
         r, err = part(runs, "correctness", name)
@@ -105,6 +138,12 @@ def ranks_in_sync(c: Check, runs) -> CheckResult:
                                                           "after every step")
 
 
+@check("no_sync_accumulation", "BucketedDDP, 3 micro-steps: no all-reduce inside no_sync(), the update "
+       "equals one big batch",
+       f"BucketedDDP ({WHERE}/bucketed.py): communication inside no_sync(), or an update that is not one big "
+       "batch's: micro-steps before the last must stay local, and the last one's backward must carry all "
+       "that was accumulated (checker hint lab2 bucketed.grad_ready)",
+       runs={"correctness"})
 def no_sync_accumulation(c: Check, runs) -> CheckResult:
     r, err = part(runs, "correctness", "no_sync")
     if err:
@@ -120,9 +159,17 @@ def no_sync_accumulation(c: Check, runs) -> CheckResult:
                                f"{d:.1e}")
 
 
+@check("step_matches_reference", "your train_step and the reference's, each in runs of its own, on every rank "
+       "(the checker's own DDP wrapper, SGD and scheduler, random weights): 4 steps of 3, 1, 3 and 2 "
+       "micro-batches, one forced over the clip threshold: loss, all-reduces, lr, grad norms, .grad, weights",
+       f"train_step ({WHERE}/step.py) departs from the reference at the step and quantity named above: the "
+       "update must use the gradient of the mean loss over all micro-batches, averaged over ranks before it "
+       "is clipped; only the last micro-step may communicate; one optimizer and one scheduler step "
+       "(checker hint lab2 step.train_step)",
+       needs=("reference",),
+       runs={"step", "step_ref"})
 def step_matches_reference(c: Check, runs) -> CheckResult:
     from checker.labs._differential import first_difference
-    from checker.labs.lab2 import STEP_PLAN
 
     err = first_error(runs, "step", "step_ref")
     if err:
@@ -142,6 +189,12 @@ def step_matches_reference(c: Check, runs) -> CheckResult:
                                "clipped) equal the reference's: loss, all-reduces, lr, grad norms, .grad, weights")
 
 
+@check("overlap", "BucketedDDP launches its all-reduces during backward, and backward does not wait for them "
+       "(checker's timestamps: bytes launched, all-reduce time hidden)",
+       f"No overlap ({WHERE}/bucketed.py): the all-reduces start after backward, or backward waits for them. "
+       "Each bucket's communication must start during backward, once its last gradient is final, and only "
+       "the step before the optimizer may wait (checker hint lab2 bucketed.grad_ready)",
+       runs={"correctness"})
 def overlap(c: Check, runs) -> CheckResult:
     r, err = part(runs, "correctness", "bucketed")
     if err:
@@ -164,6 +217,14 @@ def overlap(c: Check, runs) -> CheckResult:
                        threshold=OVERLAP_MIN, unit="of bytes", hint=c.hint, message=msg)
 
 
+@check("throughput", "BucketedDDP tokens/s >= 0.8x torch DDP, same loop, interleaved windows; your "
+       "make_torch_ddp's bucket cap and devices are the ones asked for",
+       f"Slower than torch DDP ({WHERE}/bucketed.py): most likely too many all-reduces (each pays a fixed "
+       "latency that buckets near the cap amortise), extra copies or concatenation every step, or a wait "
+       "inside backward (checker hint lab2 bucketed.make_buckets); or make_torch_ddp "
+       f"({WHERE}/torch_ddp.py) does not pass on the bucket size or device it is given "
+       "(checker hint lab2 torch_ddp.make_torch_ddp)",
+       runs={"throughput"})
 def throughput(c: Check, runs) -> CheckResult:
     err = first_error(runs, "throughput")
     if not err:
@@ -216,6 +277,20 @@ def _resumed(full, r1, r2, after: bool) -> tuple[str | None, str, int | None]:
     return None, how, None
 
 
+@check("resume_exact", f"2 ranks, your train_step + BucketedDDP: save at step {SAVE_AT}, 2 more steps, SIGKILL "
+       "while the next checkpoint's weights are half-written, resume (seeded differently): back at step "
+       f"{SAVE_AT}, losses and weights bit-identical; again with the kill inside the first write after the "
+       "weights' file",
+       f"A resumed rank differs from the uninterrupted run ({WHERE}/state.py): something replicated (weights, "
+       "optimizer, scheduler, data position, step) or a rank's own RNG streams did not come back, or came "
+       "back from another rank's file or another step's; the data position is ShardedSampler's "
+       "(checker hint lab2 state.load_checkpoint)",
+       symptoms=((TORN, "The checkpoint on disk is half-written: the run was killed while writing it, and the "
+                  "file it wrote in place is all a resume finds. Write each file to a temporary name in the same "
+                  "folder and rename it over the old one once complete (ckpt.atomic_save does both), and write "
+                  "the main file last: a kill then leaves the previous checkpoint whole "
+                  "(checker hint lab2 state.save_checkpoint)."),),
+       runs={"full", "resume_1", "resume_2", "after_1", "after_2"})
 def resume_exact(c: Check, runs) -> CheckResult:
     err = first_error(runs, "full", "resume_1", "resume_2", "after_1")
     if err:
@@ -248,11 +323,6 @@ def resume_exact(c: Check, runs) -> CheckResult:
                                + f"resumed from step {saved_at}: the same")
 
 
-EVALUATORS = {f.__name__: f for f in (sharding, bucket_layout, grad_equivalence, ranks_in_sync, no_sync_accumulation,
-                                      step_matches_reference, overlap,
-                                      throughput, resume_exact)}
-
-
 def overlap_fractions(runs) -> dict:
     """{wrapper: communication time hidden behind backward / all communication time}, over every rank and
     step of the correctness run (the checker's CollectiveRecorder: launch, completion, host waits)."""
@@ -264,49 +334,3 @@ def overlap_fractions(runs) -> dict:
             out[name] = {"fraction": sum(sum(x["hidden_s"]) for x in parts) / total if total else 0.0,
                          "exposed_ms": 1e3 * max(sum(x["exposed_s"]) / len(x["exposed_s"]) for x in parts)}
     return out
-
-
-def info(runs) -> list[tuple[str, str]]:
-    rows, frac = [], overlap_fractions(runs)
-    if frac:
-        rows.append(("communication overlap (all-reduce time hidden behind backward / all all-reduce time)",
-                     ", ".join(f"{k} {v['fraction']:.0%}" for k, v in frac.items())))
-        rows.append(("exposed communication per step (backward end -> gradients averaged, slowest rank)",
-                     ", ".join(f"{k} {v['exposed_ms']:.1f} ms" for k, v in frac.items())))
-    t = runs.get("throughput")
-    if t and t.results and all("cpu_util" in r for r in t.results):
-        rows.append(("CPU utilisation per rank (throughput run)",
-                     ", ".join(f"rank {i} {r['cpu_util']:.0%}" for i, r in enumerate(t.results))))
-    return rows + run_info(runs)
-
-
-def grade(h, checks):
-    need = set().union(*(RUNS[c.name] for c in checks))
-    # the second killed run's checkpoint in a folder of its own: a save that removes files by a pattern removes none
-    # of the first's
-    (h.workdir / "after").mkdir(exist_ok=True)
-    ckpt, ckpt_after = str(h.workdir / "ckpt.pt"), str(h.workdir / "after" / "ckpt.pt")
-    v = h.variant  # hidden variants: other seeds, data order, kill step; odd ones check the wrappers on 3 ranks
-    seed, save_at, ranks = 7 + v, SAVE_AT + v % 5, 3 if v % 2 else WORLD_SIZE
-    common = dict(steps=N_STEPS, data_seed=v)
-    phases = [
-        [dict(name="correctness", task="correctness", nproc=ranks, budget_s=90),
-         dict(name="sharding", task="sharding", budget_s=60),
-         # the reference in runs of its own, which never import the learner's code (checker/reach.py)
-         dict(name="sharding_ref", task="sharding_ref", target="solutions", budget_s=60)],
-        [dict(name="full", task="train", nproc=2, budget_s=90, args=dict(seed=seed, **common)),
-         dict(name="resume_1", task="train", nproc=2, budget_s=90, kill_on="saved",
-              args=dict(seed=seed, save_at=save_at, ckpt=ckpt, **common)),
-         # the other kill point: the weights' file complete, the kill inside the next write
-         dict(name="after_1", task="train", nproc=2, budget_s=90, kill_on="saved_after",
-              args=dict(seed=seed, save_at=save_at, ckpt=ckpt_after, after_weights=True, **common))],
-        [dict(name="resume_2", task="train", nproc=2, budget_s=90,
-              args=dict(seed=seed + 777, resume=True, ckpt=ckpt, **common)),
-         dict(name="after_2", task="train", nproc=2, budget_s=90,
-              args=dict(seed=seed + 777, resume=True, ckpt=ckpt_after, **common)),
-         dict(name="step", task="step", nproc=2, budget_s=90, args=dict(seed=seed))],  # neither is timed
-        [dict(name="step_ref", task="step_ref", target="solutions", nproc=2, budget_s=90, args=dict(seed=seed))],
-        [dict(name="throughput", task="throughput", nproc=2, budget_s=120)],
-    ]
-    runs = h.run_phases(phases, need)
-    return [EVALUATORS[c.name](c, runs) for c in checks], info(runs)
