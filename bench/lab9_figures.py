@@ -3,7 +3,7 @@
     python -m bench.lab9_figures    # measure only these, merge them into bench/results.json (and .md)
     python -m bench.run             # (make bench) measures them along with everything else
 
-lab9.figures  checker/labs/lab9_report.py on 4 ranks (one launch, ~10 s of 2 cores): bytes kept for backward by the
+lab9.figures  checker/labs/lab9/report.py on 4 ranks (one launch, ~10 s of 2 cores): bytes kept for backward by the
               textbook formula, flash and the ring per rank (N = 2, 4) at each sequence length, vs 4(3bhsd + bhs)/N;
               bytes each rank sends in the ring and in Ulysses (counted from its sends and collectives) vs the
               formulas; per-rank matmul FLOPs of the causal ring (N = 4), plain and zig-zag, and CPU seconds of each
@@ -33,7 +33,7 @@ def markdown(results: dict) -> list[str]:
     one, rings = f["1"], {n: f[str(n)] for n in (2, 4)}
     b, h, d = one["shape"]
     lines = ["", f"Lab 9, bytes attention keeps for backward, fp32, b = {b}, h = {h}, d = {d}, causal (the storages "
-                 "the autograd graph holds after forward, the output aside; checker/labs/lab9_report.py):", "",
+                 "the autograd graph holds after forward, the output aside; checker/labs/lab9/report.py):", "",
              "| s | textbook | flash | formula 4(3bhsd + bhs) | ring per rank, N = 2 | ring per rank, N = 4 |",
              "|---|---|---|---|---|---|"]
     for i, s in enumerate(one["lengths"]):

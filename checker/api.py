@@ -52,7 +52,7 @@ def pristine_tree(folder: Path) -> Path:
 
 def long_context_figures(target: str, timeout_s: float = 300) -> dict:
     """Lab 9's figures for `target`'s code ("labs" or "solutions"), measured on 4 ranks by the checker's own
-    instruments (checker/labs/lab9_report.py: its docstring says what each number is). RuntimeError with the ranks'
+    instruments (checker/labs/lab9/report.py: its docstring says what each number is). RuntimeError with the ranks'
     output when they fail."""
     import json
     import subprocess
@@ -62,7 +62,7 @@ def long_context_figures(target: str, timeout_s: float = 300) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "lab9.json"
         r = subprocess.run([sys.executable, "-m", "checker.spawn", "--nproc=4", "--", sys.executable, "-m",
-                            "checker.labs.lab9_report", "--target", target, "--out", str(out)],
+                            "checker.labs.lab9.report", "--target", target, "--out", str(out)],
                            capture_output=True, text=True, cwd=REPO_ROOT, timeout=timeout_s)
         if r.returncode or not out.exists():
             raise RuntimeError(f"lab 9's measurement exited {r.returncode}:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")

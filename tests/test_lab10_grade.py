@@ -1,4 +1,4 @@
-"""Lab 10: the reference against the checker's own reference (checker/labs/lab10_ref.py, written in another form),
+"""Lab 10: the reference against the checker's own reference (checker/labs/lab10/ref.py, written in another form),
 the checker's byte formula against the bytes counted beneath the reference on 2 and 4 ranks, the EP x DP script,
 and a grade at a hidden variant. (The reference passing and the starter failing are in tests/test_grades.py; the
 mutants in tests/mutants/lab10.py.) All of it is in make test-exhaustive but the counter's uneven all-to-all."""
@@ -9,7 +9,8 @@ import sys
 import pytest
 import torch
 
-from checker.labs import lab10, lab10_ref
+from checker.labs.lab10 import checks, plan
+from checker.labs.lab10 import ref as checker_ref
 from conftest import ROOT, first_in_make_test, load_json, run_checker
 from solutions.lab10_moe import MoE, capacity, keep_mask, load_balancing_loss, route, update_bias
 
@@ -23,8 +24,8 @@ def test_route_equals_the_checkers_routing_with_ties_and_a_bias(T, E, k):
     scores[1, :3] = 4.0
     for bias in (None, torch.randn(E) * 0.1):
         ids, w = route(scores, k, bias)
-        assert ids.tolist() == lab10_ref.choose(torch.softmax(scores, -1), k, bias)
-        G, ref_ids, _, _ = lab10_ref.gate(scores, k, float(E), bias)
+        assert ids.tolist() == checker_ref.choose(torch.softmax(scores, -1), k, bias)
+        G, ref_ids, _, _ = checker_ref.gate(scores, k, float(E), bias)
         want = torch.stack([G[t, row] for t, row in enumerate(ref_ids)])
         assert (w - want).abs().max().item() <= 1e-6 and w.dtype == torch.float32
 
@@ -35,8 +36,8 @@ def test_keep_mask_is_the_rule_walked_token_by_token(factor):
     torch.manual_seed(1)
     ids, _ = route(torch.randn(97, 8) + torch.linspace(2, 0, 8), 3)
     cap = capacity(97, 3, 8, factor)
-    assert cap == lab10_ref.capacity(97, 3, 8, factor)
-    assert keep_mask(ids, 8, cap).tolist() == lab10_ref.keep(ids.tolist(), 8, cap)
+    assert cap == checker_ref.capacity(97, 3, 8, factor)
+    assert keep_mask(ids, 8, cap).tolist() == checker_ref.keep(ids.tolist(), 8, cap)
 
 
 @pytest.mark.exhaustive
@@ -51,13 +52,13 @@ def test_the_aux_loss_is_one_when_even_and_e_over_k_when_collapsed():
     assert load_balancing_loss(torch.softmax(collapsed, -1), ids, E).item() == pytest.approx(E / k, rel=1e-5)
     probs = torch.softmax(torch.randn(T, E), -1)
     ids, _ = route(probs.log(), k)
-    assert load_balancing_loss(probs, ids, E).item() == pytest.approx(lab10_ref.aux_loss(probs, ids.tolist()).item())
+    assert load_balancing_loss(probs, ids, E).item() == pytest.approx(checker_ref.aux_loss(probs, ids.tolist()).item())
 
 
 @pytest.mark.exhaustive
 def test_the_layer_equals_the_dense_reference_with_drops_in_values_and_gradients():
     gen = torch.Generator().manual_seed(3)
-    ref = lab10_ref.RefMoE.make(16, 6, 2, 24, 1.0, gen)
+    ref = checker_ref.RefMoE.make(16, 6, 2, 24, 1.0, gen)
     ref.bias.copy_(torch.randn(6, generator=gen) * 0.05)
     m = MoE(16, 6, 2, 24, 1.0)
     m.load_state_dict(ref.state_dict())
@@ -68,7 +69,7 @@ def test_the_layer_equals_the_dense_reference_with_drops_in_values_and_gradients
         y = layer(xl)
         y.pow(2).sum().backward()
         outs.append([y, xl.grad, layer.router.weight.grad, layer.w1.grad, layer.w2.grad])
-    assert max((a - b).abs().max().item() for a, b in zip(*outs)) <= lab10.TOL
+    assert max((a - b).abs().max().item() for a, b in zip(*outs)) <= checks.TOL
     assert m.counts.tolist() == ref.counts.tolist() and float(m.aux_loss) == pytest.approx(float(ref.aux_loss))
     kept = keep_mask(*route(x.view(-1, 16) @ ref.router.weight.t(), 2, ref.bias)[:1], 6, capacity(42, 2, 6, 1.0))
     assert not kept.all()  # the comparison covered dropped choices
@@ -94,7 +95,7 @@ def test_the_ep_script_equals_one_process_and_its_bytes_the_prediction(nproc):
     assert len(rows) == nproc, r.stdout
     counts = 8 * 2 * nproc * (nproc - 1) / nproc
     for diff, sent, predicted in rows:
-        assert float(diff) <= lab10.TOL
+        assert float(diff) <= checks.TOL
         assert int(sent.replace(",", "")) == int(predicted.replace(",", "")) + counts
 
 
@@ -111,11 +112,11 @@ def test_the_ep_dp_script_trains_and_keeps_the_biases_equal():
 @pytest.mark.exhaustive
 @pytest.mark.timeout(180)
 def test_a_hidden_variant_at_two_ranks_with_top_1_passes(tmp_path):
-    assert (lab10.world_size(0), lab10.world_size(1)) == (3, 2)
+    assert (plan.world_size(0), plan.world_size(1)) == (3, 2)
     r = run_checker("grade", "lab10", "--solutions", "--variant", "1", "--json", tmp_path / "r.json")
     rep = load_json(tmp_path / "r.json")
     assert r.returncode == 0 and rep["passed"], r.stdout
-    assert rep["seconds"] <= lab10.GRADE_SECONDS
+    assert rep["seconds"] <= plan.GRADE_SECONDS
 
 
 def test_the_last_complete_checkpoint_is_the_first_when_the_second_write_was_held():

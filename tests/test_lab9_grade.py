@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from checker.labs import lab9, lab9_eval, lab9_measure
+from checker.labs.lab9 import checks, formulas, measure, plan
 from conftest import ROOT, load_json, run_checker
 from solutions.lab9_long_context import flash_attention, zigzag_shard
 from solutions.lab9_long_context.flash import attend, merge, naive_attention
@@ -33,7 +33,7 @@ def test_flash_equals_sdpa_in_values_and_gradients(b, h, s, d, causal, bq, bk):
     q, k, v, g = (torch.randn(b, h, s, d) for _ in range(4))
     got = _grads(lambda *t: flash_attention(*t, causal=causal, block_q=bq, block_k=bk), q, k, v, g)
     want = _grads(lambda *t: F.scaled_dot_product_attention(*t, is_causal=causal), q, k, v, g)
-    assert max((a - w).abs().max().item() for a, w in zip(got, want)) <= lab9.TOL
+    assert max((a - w).abs().max().item() for a, w in zip(got, want)) <= checks.TOL
 
 
 def test_flash_with_fewer_keys_than_queries():
@@ -42,7 +42,7 @@ def test_flash_with_fewer_keys_than_queries():
     k, v = torch.randn(1, 2, 13, 8), torch.randn(1, 2, 13, 8)
     got = _grads(lambda *t: flash_attention(*t, block_q=8, block_k=8), q, k, v, g)
     want = _grads(lambda *t: F.scaled_dot_product_attention(*t), q, k, v, g)
-    assert max((a - w).abs().max().item() for a, w in zip(got, want)) <= lab9.TOL
+    assert max((a - w).abs().max().item() for a, w in zip(got, want)) <= checks.TOL
 
 
 def test_merge_of_two_key_sets_is_attention_over_both_and_an_empty_side_is_neutral():
@@ -67,9 +67,9 @@ def test_merge_of_two_key_sets_is_attention_over_both_and_an_empty_side_is_neutr
 def test_the_checkers_measurement_of_the_reference_is_the_formula_and_naive_keeps_s_squared(causal):
     b, h, s, d = 1, 2, 128, 16
     inputs = [torch.randn(b, h, s, d, requires_grad=True) for _ in range(3)]
-    kept, largest, _ = lab9_measure.kept_bytes(lambda *t: flash_attention(*t, causal=causal), inputs)
-    assert kept == lab9_eval.flash_bytes(b, h, s, d) and largest < 4 * b * h * s * s
-    naive, largest, _ = lab9_measure.kept_bytes(lambda *t: naive_attention(*t, causal=causal), inputs)
+    kept, largest, _ = measure.kept_bytes(lambda *t: flash_attention(*t, causal=causal), inputs)
+    assert kept == formulas.flash_bytes(b, h, s, d) and largest < 4 * b * h * s * s
+    naive, largest, _ = measure.kept_bytes(lambda *t: naive_attention(*t, causal=causal), inputs)
     assert largest >= 4 * b * h * s * s and naive > 3 * kept
 
 
@@ -87,7 +87,7 @@ def test_zigzag_holds_chunks_r_and_2n_1_r_and_evens_the_causal_pairs(world):
 
 
 def test_the_flop_counter_sees_matmuls_and_sdpa():
-    counter = lab9_measure.FlopCounter()
+    counter = measure.FlopCounter()
     a, b = torch.randn(3, 4, 5), torch.randn(3, 5, 6)
     q = torch.randn(1, 2, 8, 4)
     with counter.mode:
@@ -105,18 +105,18 @@ def test_the_scripts_equal_full_attention_on_every_rank(module, nproc):
                         f"solutions.lab9_long_context.{module}"], cwd=ROOT, capture_output=True, text=True, timeout=110)
     assert r.returncode == 0, r.stdout + r.stderr
     diffs = [float(x) for x in re.findall(r"rows ([0-9.e+-]+)", r.stdout)]
-    assert len(diffs) == nproc * (2 if module == "ring" else 1) and max(diffs) <= lab9.TOL, r.stdout
+    assert len(diffs) == nproc * (2 if module == "ring" else 1) and max(diffs) <= checks.TOL, r.stdout
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_a_hidden_variant_at_two_ranks_passes(tmp_path):
     """The public grade runs the ring at 3 ranks (at 2 the next and previous ranks coincide); odd variants at 2."""
-    assert (lab9.world_size(0), lab9.world_size(1)) == (3, 2)
+    assert (plan.world_size(0), plan.world_size(1)) == (3, 2)
     r = run_checker("grade", "lab9", "--solutions", "--variant", "1", "--json", tmp_path / "r.json")
     rep = load_json(tmp_path / "r.json")
     assert r.returncode == 0 and rep["passed"], r.stdout
-    assert rep["seconds"] <= lab9.GRADE_SECONDS
+    assert rep["seconds"] <= plan.GRADE_SECONDS
 
 
 class _Held(Exception):
@@ -128,7 +128,7 @@ def test_a_held_write_leaves_half_a_file_and_only_an_atomic_save_keeps_the_last_
     """cp_resume's kill inside a write: the checker's torch.save, once armed, puts half the bytes on disk and stops.
     After it, an atomic save's target still loads as the previous checkpoint; a plain torch.save's does not load."""
     from checker.labs._held_save import HeldSave
-    from checker.labs.lab9_resume import KILL
+    from checker.labs.lab9.shapes import KILL
     from labs.common import checkpoint as ckpt
 
     class Ctx:
@@ -139,7 +139,7 @@ def test_a_held_write_leaves_half_a_file_and_only_an_atomic_save_keeps_the_last_
 
     path = tmp_path / "state.pt"
     save, out = torch.save, {}
-    held = HeldSave(Ctx(), out, together=False, cue=KILL)  # as lab9_resume installs it
+    held = HeldSave(Ctx(), out, together=False, cue=KILL)  # as lab 9's resume.py installs it
 
     def hold():  # the held rank cues the kill, then the harness's SIGKILL would land: here, leave the save
         raise _Held(held.cue)

@@ -1,123 +1,15 @@
-"""Lab 10 checks: a mixture-of-experts layer, its capacity and balance, then its experts spread over ranks.
-
-Three runs (ranks started by checker/spawn.py, the harness default):
-  units  world size 1: route, keep_mask, capacity and load_balancing_loss against the checker's own reference
-         (checker/labs/lab10_ref.py: routing by Python sorting and counters, the layer DENSE, every expert on every
-         token mixed by a gate matrix), the learner's MoE layer with the reference's weights loaded (output,
-         gradients, aux loss, counts, with tokens dropped), and balance: the learner's layer and update_bias
-         repeated on a skewed router, tokens per expert measured by the checker.
-  ep     N = 2 or 3 ranks (the hidden variant picks): expert_parallel on each rank's own tokens vs the reference on
-         the same tokens, computed by every rank for every rank BEFORE the learner's code is imported; bytes of
-         every collective from the checker's counter on torch.distributed (installed before that import too).
-  full, resume_1, resume_2   2 ranks, ep 2: the tiny GPT with MoE blocks trained by AdamW and ep_dp_step; resume_1
-         saves with save_checkpoint after a hidden step S, takes two more steps and is killed INSIDE its second save
-         (the checker's torch.save writes half the file, then the kill); resume_2 builds its model from another
-         seed, loads, and goes on; the checker fingerprints every rank's state (weights and buffers) after every step.
-  epdp   4 ranks, dp 2 x ep 2: the tiny GPT with MoE blocks, one ep_dp_step vs one process's step on the four
-         ranks' batches (each routed with its own capacity): loss, every gradient, every weight after the update,
-         and every selection bias, which must move by the loads counted over all ranks.
-The learner's code never reports a number the checker uses: outputs and gradients are compared by the checker,
-tokens per expert are counted from the routing the checker sees, bytes beneath the learner's calls.
-"""
+"""Lab 10's worker side: the unit, expert-parallel, EP x DP and resume runs, each computing the checker's own
+reference (ref.py) before the learner's code is imported and counting beneath it (measure.py)."""
 from __future__ import annotations
 
 from checker import seams
-from checker.labs._common import Check, digest, probe, tiny_model
-from checker.labs._held_save import TORN, HeldSave
-from checker.labs.lab10_measure import OpCounter
-
-LAB = "lab10"
-GRADE_SECONDS = 60
-WHERE = "labs/lab10_moe"
-SEED = 10
-# (tokens, experts, k): tokens not a multiple of experts; row 0 of each case ties every expert, row 1 ties two;
-# every case but the first routes with a selection bias
-ROUTER_CASES = [(40, 6, 2), (33, 8, 3), (17, 4, 1)]
-# (tokens, k, experts, factor) for capacity(); exact binary fractions, so ceil() sees no rounding error
-CAPACITY_CASES = [(96, 2, 8, 1.0), (100, 2, 8, 1.25), (33, 3, 7, 1.5), (64, 1, 4, 0.5), (10, 2, 6, 0.75)]
-MOE = dict(hidden=16, experts=6, k=2, ffn=24, factor=1.0, batch=2, seq=21)  # 42 tokens: some choices dropped
-BALANCE = dict(hidden=16, experts=8, k=2, tokens=256, steps=80, gamma=0.005, skew=1.0)
-EP = dict(hidden=16, k=2, ffn=24, factor=1.0, tokens=30, per_rank_experts=2)
-EPDP = dict(dp=2, ep=2, experts=4, k=2, factor=1.0, batch=2, lr=0.1, aux_coef=0.05, gamma=0.01)
-RESUME = dict(experts=4, k=2, factor=1.0, batch=2, steps=8, save_at=4, lr=3e-3, aux_coef=0.01, gamma=0.01)
-TOL = 2e-5  # fp32, summed in another order than the reference's dense mix: measured <= 3e-7 here
-BALANCED = 1.25  # max / mean tokens per expert over the last 10 of BALANCE's steps; the reference: 1.06 (from 1.97)
-
-CHECKS = [
-    Check("router_equivalence", "route: the k experts of every token (exactly, ties to the lower index, with and "
-          f"without a selection bias), their renormalised weights and the weights' gradient (atol {TOL:g}) equal "
-          "the contract's, at token and expert counts the starter never used",
-          f"{WHERE}/router.py: the bias decides who is chosen, never how much they count; weights are the chosen "
-          "probabilities divided by their sum; equal values go to the lower expert index (is your sort stable?)."),
-    Check("capacity_drops", "capacity = ceil(factor T k / E) and keep_mask keeps exactly the choices the rule "
-          "keeps: first choices in token order, then second choices (dropped choices per expert compared)",
-          f"{WHERE}/capacity.py: an expert's slots go to every token's FIRST choice before any second one; the "
-          "count is per expert, not over all experts; a choice past the capacity is dropped, not moved elsewhere."),
-    Check("aux_loss", "load_balancing_loss equals E sum_e f_e P_e and its gradient with respect to the router's "
-          "scores equals the formula's (f a count, P the mean probability)",
-          f"{WHERE}/router.py: f counts choices (every one of the T k, before capacity drops) and has no gradient; "
-          "P = mean probability per expert carries it. A loss on detached probabilities balances nothing."),
-    Check("moe_equivalence", "MoE with the checker's weights loaded (router.weight, w1, w2, bias): output, gradients "
-          f"of the input and every weight (atol {TOL:g}), .aux_loss and .counts equal the reference's, with choices "
-          "dropped and a non-zero bias",
-          f"{WHERE}/moe.py: a token's output sums weight x expert over its KEPT choices only; a dropped choice adds "
-          "nothing (the block's residual carries the token); each expert runs on the rows that chose it."),
-    Check("moe_grouped", "grouped compute, counted beneath your code: keep_mask runs as many ops for 3T tokens as for "
-          "T; MoE.forward runs at most 2E + 1 matmuls (each expert's two weights once, the router) at both; each "
-          "rank's expert_parallel forward at most 2E/N + 1",
-          f"{WHERE}/moe.py, capacity.py, expert_parallel.py: the work per expert must be one matmul per weight over "
-          "all of its rows (gather them, run, scatter back), never a Python loop over tokens or choices, and an EP "
-          "rank runs each local expert once on the rows from every rank together."),
-    Check("ep_balance", f"update_bias after each of {BALANCE['steps']} routings of fixed tokens by a skewed router: "
-          f"max / mean tokens per expert <= {BALANCED} over the last 10 (routed and counted by the checker); without "
-          "the updates the same router stays skewed",
-          f"{WHERE}/ep_step.py update_bias: an overloaded expert's bias must fall, an idle one's rise, by gamma each "
-          "step; the bias takes part in selection (route's bias), never in the weights."),
-    Check("ep_equivalence", "expert_parallel on N = 2 or 3 ranks: each rank keeps its E/N experts (w1, w2 sliced in "
-          "rank order) and its output rows and gradients (input, router, its experts' w1 and w2 from every rank's "
-          f"tokens) equal the reference's (atol {TOL:g}), with choices dropped",
-          f"{WHERE}/expert_parallel.py: rows must reach the rank of their expert and come back to the token they came "
-          "from: sort by expert before sending, exchange the counts, swap the splits on the way back; the "
-          "all-to-all's gradient is the all-to-all the other way.",
-          ),
-    Check("a2a_bytes", "bytes each rank sends in expert_parallel, counted from its collectives: forward and "
-          "backward each = the kept rows bound for other ranks + the rows it returns to them (4h B each), + at "
-          "most E counts",
-          f"{WHERE}/expert_parallel.py: send only kept choices (drop before dispatch), each row once per expert it "
-          "chose, and only rows whose expert is elsewhere leave the rank; an all-gather of the tokens sends N times "
-          "more.",
-          ),
-    Check("ep_dp_grads", "one ep_dp_step of the tiny GPT with MoE blocks on dp 2 x ep 2 ranks equals one process's "
-          "step on the four ranks' batches: loss, every gradient and weight after the update (dense ones and this "
-          f"rank's experts') and every selection bias (atol {TOL:g})",
-          f"{WHERE}/ep_step.py: a dense weight is replicated on all ranks, an expert's only over dp (its .grad "
-          "already sums its ep group's tokens); both divide by the world size; the loads that move the bias are "
-          "counted over every rank.",
-          ),
-    Check("ep_plan", "count_params splits the MoE GPT's parameters into dense and expert ones as the checker counts "
-          "them; plan_experts picks the smallest ep dividing E and W that fits, with every candidate's bytes, at "
-          "hidden (E, W, budget); its bytes at ep 2 equal the state the checker measures on each rank of the resume "
-          "run (weights, gradients, AdamW moments)",
-          f"{WHERE}/planner.py: a rank holds every dense weight and E/ep experts, 16 B per parameter held (fp32 "
-          "weight, gradient, two moments); ep must divide E and W; the smallest ep that fits wins (fewer all-to-all "
-          "hops); nothing fits: the largest, fits False."),
-    Check("ep_resume", "a 2-rank expert-parallel run (AdamW, bias balancing) saved by save_checkpoint after a hidden "
-          "step S, then killed while its next checkpoint (step S+2) is half-written, and resumed by fresh processes "
-          "whose model was built from another seed: back at step S, every tensor as saved, every later step's state "
-          "bit-identical to the uninterrupted run's",
-          f"{WHERE}/checkpoint.py: under expert parallelism each rank holds experts no other rank has, and each MoE "
-          "layer's selection bias is a buffer, not a parameter; the optimizer's moments are state too. Each rank "
-          "saves and loads its own, and a save killed halfway must leave the previous checkpoint whole.",
-
-          symptoms=((TORN,
-                     "The checkpoint on disk is half-written: the run was killed while writing it, and the file it "
-                     "wrote in place is all a resume finds. Write to a temporary name in the same folder and rename "
-                     "it over the checkpoint (os.replace) once complete: a kill then leaves the previous one "
-                     "whole."),)),
-]
+from checker.labs._common import digest, probe, tiny_model
+from checker.labs._held_save import HeldSave
+from checker.labs.lab10 import LAB
+from checker.labs.lab10.measure import OpCounter
+from checker.labs.lab10.shapes import BALANCE, CAPACITY_CASES, EP, EPDP, MOE, RESUME, ROUTER_CASES, SEED
 
 
-# ---------------------------------------------------------------- worker side
 def task_probe(ctx, target):
     return probe(LAB, target)
 
@@ -140,7 +32,7 @@ def _router_cases(cases, seed):
     upstream gradient: the checker's."""
     import torch
 
-    from checker.labs import lab10_ref as ref
+    from checker.labs.lab10 import ref
 
     gen, out = _gen(seed), []
     for i, (t, e, k) in enumerate(cases):
@@ -183,7 +75,7 @@ def task_units(ctx, target, seed=SEED, router=ROUTER_CASES, cap_cases=CAPACITY_C
                resume=RESUME):
     import torch
 
-    from checker.labs import lab10_ref as ref
+    from checker.labs.lab10 import ref
 
     torch.set_num_threads(1)
     rcases = _router_cases(router, seed)  # every reference value before the learner's code is imported
@@ -347,7 +239,7 @@ def _ep_reference(ep, n, seed):
     """Every rank's tokens, upstream gradient and the reference's results for each, and the full weights."""
     import torch
 
-    from checker.labs import lab10_ref as ref
+    from checker.labs.lab10 import ref
 
     gen = _gen(seed)
     h, E = ep["hidden"], ep["per_rank_experts"] * n
@@ -437,7 +329,7 @@ def task_epdp(ctx, target, epdp=EPDP, seed=SEED):
     import torch
     import torch.distributed as dist
 
-    from checker.labs import lab10_ref as ref
+    from checker.labs.lab10 import ref
     from labs.common import dist as cdist
     from labs.common.data import TokenFile, ensure_corpus
 
@@ -577,21 +469,3 @@ def task_train(ctx, target, run=RESUME, seed=SEED, save_at=None, ckpt=None, resu
 
 
 TASKS = {"probe": task_probe, "units": task_units, "ep": task_ep, "epdp": task_epdp, "train": task_train}
-
-# ---------------------------------------------------------------- checker side
-RUNS = {"router_equivalence": {"units"}, "capacity_drops": {"units"}, "aux_loss": {"units"},
-        "moe_equivalence": {"units"}, "moe_grouped": {"units", "ep"}, "ep_balance": {"units"},
-        "ep_equivalence": {"ep"}, "a2a_bytes": {"ep"},
-        "ep_dp_grads": {"epdp"}, "ep_plan": {"units", "full"}, "ep_resume": {"full", "resume_1", "resume_2"}}
-
-
-def ranks_needed(check: str, variant: int = 0) -> int:
-    """The most ranks any run of `check` takes at this variant (make gpu-check: which checks fit the GPUs)."""
-    size = {"units": 1, "ep": world_size(variant), "epdp": EPDP["dp"] * EPDP["ep"], "full": 2, "resume_1": 2,
-            "resume_2": 2}
-    return max(size[run] for run in RUNS[check])
-
-
-def world_size(variant: int) -> int:
-    # 3 ranks in the public grade (a rank's own experts, and two peers whose splits differ); 2 on odd variants
-    return 3 - variant % 2

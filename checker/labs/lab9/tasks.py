@@ -1,31 +1,11 @@
-"""Lab 9 checks: FlashAttention by tiles, then attention across ranks (ring, zig-zag, Ulysses).
-
-Three runs (ranks started by checker/spawn.py, the harness default):
-  flash    world size 1: the learner's flash_attention vs torch's scaled_dot_product_attention (values and the
-           gradients of a random upstream gradient), causal and not, at lengths no tile divides; the bytes its forward
-           leaves for backward: storages its ops made (seen by a dispatch mode) that the autograd graph still holds.
-  ring     N = 2 or 3 ranks (the hidden variant picks): ring_attention on contiguous and zig-zag shards (the learner's
-           zigzag_shard) vs full attention, which every rank computes from the same seed BEFORE the learner's code is
-           imported; bytes sent, from the checker's own counter on torch.distributed (installed before that import
-           too); per-rank matmul FLOPs of forward, from a dispatch mode that sees every op the learner's code runs;
-           when each receive was started and waited for, against when the tile matmuls ran (overlap).
-  ulysses  N ranks: ulysses_attention vs full attention, its all-to-all bytes, and the error it must raise when the
-           heads do not split over the ranks.
-  cp       4 ranks, dp 2 x cp 2: the tiny GPT under apply_context_parallel, one cp_dp_step on zig-zag tokens, vs
-           one process's step on the global batch, which every rank takes itself before the learner's code is
-           imported: the loss, every gradient and every weight after the update.
-  cp_full, cp_killed, cp_resumed   4 ranks each (checker/labs/lab9_resume.py): the same CP x DP job uninterrupted,
-           killed inside the write of its second checkpoint, and resumed by fresh processes: the weights after every
-           step, digested by the checker.
-The learner's code never reports a number the checker uses: outputs and gradients are compared by the checker,
-bytes and FLOPs are counted beneath the learner's calls.
-"""
+"""Lab 9's worker side: the flash, ring, Ulysses and CP x DP step runs (the resume job is resume.py's), each
+computing its own reference before the learner's code is imported and counting beneath it (measure.py)."""
 from __future__ import annotations
 
 from checker import seams
-from checker.labs import lab9_resume
-from checker.labs._common import Check, probe, tiny_model
-from checker.labs.lab9_measure import (
+from checker.labs._common import probe, tiny_model
+from checker.labs.lab9 import LAB, resume
+from checker.labs.lab9.measure import (
     FlopCounter,
     P2PTimeline,
     grads,
@@ -36,89 +16,9 @@ from checker.labs.lab9_measure import (
     sdpa,
     shard,
 )
-
-LAB = "lab9"
-WORLD_SIZE = 2
-GRADE_SECONDS = 60
-WHERE = "labs/lab9_long_context"
-SEED = 9
-# (batch, heads, seq, head_dim, causal, block_q, block_k): seq odd, so no tile size divides it; a hidden variant
-# lengthens every seq by an even amount (grade()).
-FLASH_CASES = [(2, 2, 37, 16, False, 16, 16), (1, 3, 50 - 1, 8, True, 16, 8), (2, 1, 29, 8, True, 8, 16)]
-MEM_SHAPE = (1, 2, 256, 16, 32)  # (b, h, s, d, tile): s*s = 16x s*d, so a kept s x s tensor stands out
-RING = dict(heads=2, head_dim=8, chunk=7, block=4, balance_chunk=8)  # chunk: s = 2N*chunk; block ∤ 2*chunk
-ULYSSES = dict(head_dim=8, rows=5)  # heads = 2N, s = N*rows
-CP = dict(dp=2, cp=2, batch=4, lr=0.1)  # 4 ranks: 2 dp groups of 2 cp ranks; tiny's whole 64-token windows
-TOL = 2e-5  # fp32: a tiled softmax sums in another order than SDPA's kernel; measured <= 4e-6 here (3 ranks)
-
-# One GPU shared over gloo: gloo moves no send/recv or all-to-all of CUDA tensors, and the course stages them
-# through host memory (labs/common/staging.py), so every check runs there too
-CHECKS = [
-    Check("flash_equivalence", "flash_attention equals scaled_dot_product_attention in output and in the gradients "
-          f"of q, k and v (atol {TOL:g}), causal and not, at sequence lengths that are not a multiple of the tile",
-          f"The online softmax ({WHERE}/flash.py): when a tile raises a row's maximum, what was summed so far must be "
-          "rescaled; backward rebuilds probabilities from the row's full log-sum-exp; the last tile of a row is "
-          "shorter than the others; causal compares positions, key after query is masked."),
-    Check("flash_memory", "the bytes flash_attention's forward leaves for backward (measured: every storage its ops "
-          "created that the autograd graph still holds, output aside) <= 3 inputs + one fp32 per row: 12bhsd + 4bhs, "
-          "no s x s tensor",
-          f"Keep for backward only what its tile loop reads ({WHERE}/flash.py): the inputs, the output and one "
-          "number per query row; anything of size s x s (scores, probabilities, masks) must be rebuilt per tile."),
-    Check("ring_equivalence", "ring_attention on N = 2 or 3 ranks, contiguous and zig-zag shards, causal and not: "
-          "each rank's output rows and its rows of dq, dk, dv equal full attention's",
-          f"In the ring ({WHERE}/ring.py) a block's keys come from another rank: the causal mask compares GLOBAL "
-          "positions (whose block is it at this step?); partial outputs merge by their log-sum-exp; K and V travel "
-          "together; each block's dK, dV must end on the rank that owns it. Zig-zag: chunks r then 2N-1-r "
-          f"({WHERE}/zigzag.py).",
-          ),
-    Check("ring_bytes", "bytes each rank sends, counted from its point-to-point calls: forward 2(N-1)/N of K and V, "
-          "backward 2(N-1)/N of K and V + dK and dV once round the ring (2 S), nothing else",
-          f"Each step passes on exactly the block it holds, once ({WHERE}/ring.py): no send at the last step of "
-          "forward; backward's running dK, dV make N hops back to their owner; an all-gather of K/V moves the same "
-          "forward bytes but holds the whole sequence on every rank.",
-          ),
-    Check("ring_overlap", "in ring_attention's forward every K/V transfer is in flight while tile matmuls run: "
-          "between starting each receive and waiting for it, the checker sees matmuls (observed beneath your code)",
-          f"Start the next block's transfer before this block's tiles and wait for it after them ({WHERE}/ring.py): "
-          "non-blocking point-to-point; a blocking send, or a wait right after starting it, leaves the link and the "
-          "cores taking turns.",
-          ),
-    Check("zigzag_balance", "per-rank matmul FLOPs of ring_attention's causal forward and backward on zig-zag shards "
-          "(counted by the checker) within 10% of each other, and tiles above the diagonal skipped in both passes "
-          "(each <= 3/4 of the same code's non-causal FLOPs)",
-          f"Zig-zag ({WHERE}/zigzag.py): rank r holds chunks r and 2N-1-r of 2N, so every rank sees as many "
-          "(query, key) pairs; the ring must skip tiles whose keys all lie after their queries (flash.py), or "
-          "causal costs as much as full attention.",
-          ),
-    Check("ulysses_equivalence", "ulysses_attention on N ranks: each rank's output rows and gradients equal full "
-          "attention's; heads not divisible by N raise ValueError",
-          f"The re-shard ({WHERE}/ulysses.py): peer j must receive its own heads of your rows and put them at "
-          "sequence position j*s/N; the way back is the inverse, and each is the other's gradient. Check "
-          "heads % N before any communication.",
-          ),
-    Check("ulysses_bytes", "bytes each rank sends in Ulysses, counted from its collectives: 4 all-to-alls of its "
-          "(b, h, s/N, d) block forward, (N-1)/N of each, and the same backward",
-          f"Four re-shards per direction ({WHERE}/ulysses.py): q, k and v to heads, the output back; one "
-          "all-to-all each, no all-gather of the sequence (that sends N times more).",
-          ),
-    Check("cp_dp_equivalence", "a CP x DP step of the tiny GPT (dp 2 x cp 2, zig-zag tokens, the model's code "
-          "unchanged): loss, every gradient and every weight after the update equal one process's step on the "
-          f"global batch (atol {TOL:g})",
-          f"Each rank sees its own tokens ({WHERE}/cp_step.py): they sit at GLOBAL positions, which the position "
-          "embedding must be given; each rank's gradient is its tokens' share of the mean, to be combined over "
-          "every rank of both dimensions.",
-          ),
-    Check("cp_resume", "a CP x DP job (dp 2 x cp 2, AdamW, a warm-up schedule) saves, trains on, and is SIGKILLed "
-          "inside its next save's write; fresh processes resume it: the checkpoint that loads is the last complete "
-          "one, and the weights after every later step are bit-identical to the uninterrupted job's",
-          f"What must a fresh job hold to take the next step as this one would, and how many copies of it does a CP x "
-          f"DP mesh have ({WHERE}/cp_checkpoint.py)? CP splits tokens, not parameters. A kill halfway through a "
-          "write must leave the previous checkpoint whole: write elsewhere, then rename.",
-          ),
-]
+from checker.labs.lab9.shapes import CP, FLASH_CASES, MEM_SHAPE, RING, SEED, ULYSSES
 
 
-# ---------------------------------------------------------------- worker side
 def task_probe(ctx, target):
     return probe(LAB, target)
 
@@ -337,24 +237,4 @@ def task_cp(ctx, target, cp=CP, seed=SEED):
 
 
 TASKS = {"probe": task_probe, "flash": task_flash, "ring": task_ring, "ulysses": task_ulysses, "cp": task_cp,
-         **lab9_resume.TASKS}
-
-# ---------------------------------------------------------------- checker side
-RUNS = {"flash_equivalence": {"flash"}, "flash_memory": {"flash"}, "ring_equivalence": {"ring"},
-        "ring_bytes": {"ring"}, "ring_overlap": {"ring"}, "zigzag_balance": {"ring"},
-        "ulysses_equivalence": {"ulysses"}, "ulysses_bytes": {"ulysses"}, "cp_dp_equivalence": {"cp"},
-        "cp_resume": {"cp_full", "cp_killed", "cp_resumed"}}
-
-
-def ranks_needed(check: str, variant: int = 0) -> int:
-    """The most ranks any run of `check` takes at this variant (make gpu-check: which checks fit the GPUs)."""
-    size = {"flash": 1, "ring": world_size(variant), "ulysses": world_size(variant), "cp": CP["dp"] * CP["cp"],
-            **{name: lab9_resume.RESUME["dp"] * lab9_resume.RESUME["cp"] for name in ("cp_full", "cp_killed",
-                                                                                    "cp_resumed")}}
-    return max(size[run] for run in RUNS[check])
-
-
-def world_size(variant: int) -> int:
-    # 3 ranks in the public grade: with 2 the next rank and the previous one are the same, and dK, dV sent the
-    # wrong way round the ring would still arrive; hidden variants: 2 ranks on odd ones
-    return 3 - variant % 2
+         **resume.TASKS}

@@ -1,13 +1,13 @@
 """Lab 9's figures, measured with the checker's own instruments: what the lab's notebook plots and make bench keeps.
 
-    python -m checker.spawn --nproc=4 -- python -m checker.labs.lab9_report --target solutions --out lab9.json
+    python -m checker.spawn --nproc=4 -- python -m checker.labs.lab9.report --target solutions --out lab9.json
 
 Four ranks: rings of N = 2 (two side by side) and of N = 4, then rank 0 alone.
-A ring of N: what ring_attention keeps for backward on each rank at each length (lab9_measure.kept_bytes: the
+A ring of N: what ring_attention keeps for backward on each rank at each length (measure.kept_bytes: the
 storages its ops made that the autograd graph holds, the output aside); for the ring and for Ulysses, each rank's
 rows of output and gradients against full attention (SDPA on the whole sequence) and the bytes each rank sends,
-counted from its sends and collectives (labs.instruments.comm_bytes), beside the checker's formulas (lab9_eval);
-and, in the ring of 4, the matmul FLOPs of each rank's causal forward + backward (lab9_measure.FlopCounter), plain
+counted from its sends and collectives (labs.instruments.comm_bytes), beside the checker's formulas (formulas.py);
+and, in the ring of 4, the matmul FLOPs of each rank's causal forward + backward (measure.FlopCounter), plain
 and zig-zag split, beside the (query, key) pairs each rank sees (the prediction).
 Alone: the same kept bytes for the textbook formula and for flash_attention on the whole sequence; and, for each
 rank of a ring of N = 2 and 4, the CPU seconds its causal attention takes (its queries against the whole sequence
@@ -35,7 +35,7 @@ def pairs(s: int, n: int, layout: str) -> list[int]:
     """(query, key) pairs with key <= query that rank r's queries see, r = 0..n-1: the checker's own count."""
     import torch
 
-    from checker.labs.lab9_measure import shard
+    from checker.labs.lab9.measure import shard
 
     pos = torch.arange(s).view(1, 1, s)
     return [int((shard(pos, r, n, layout) + 1).sum()) for r in range(n)]
@@ -44,8 +44,8 @@ def pairs(s: int, n: int, layout: str) -> list[int]:
 def one_process(seam, flash) -> dict:
     import torch
 
-    from checker.labs.lab9_eval import flash_bytes
-    from checker.labs.lab9_measure import kept_bytes, shard
+    from checker.labs.lab9.formulas import flash_bytes
+    from checker.labs.lab9.measure import kept_bytes, shard
 
     gen = torch.Generator().manual_seed(9)
     memory = {"naive": [], "flash": [], "formula": [flash_bytes(B, H, s, D) for s in LENGTHS]}
@@ -80,8 +80,8 @@ def ring_of(seam, comm, group, seed=9) -> dict:
     import torch
     import torch.distributed as dist
 
-    from checker.labs.lab9_eval import flash_bytes, ring_bytes_expected, ulysses_bytes_expected
-    from checker.labs.lab9_measure import FlopCounter, grads, kept_bytes, max_diff, sdpa, shard
+    from checker.labs.lab9.formulas import flash_bytes, ring_bytes_expected, ulysses_bytes_expected
+    from checker.labs.lab9.measure import FlopCounter, grads, kept_bytes, max_diff, sdpa, shard
 
     n, r = dist.get_world_size(group), dist.get_rank(group)
     gen = torch.Generator().manual_seed(seed)  # the same full tensors on every rank

@@ -19,11 +19,9 @@ import time
 from checker import seams
 from checker.labs._common import digest, tiny_model
 from checker.labs._held_save import HeldDCPWrite, HeldSave
-from checker.labs.lab9_measure import shard
-
-LAB = "lab9"
-RESUME = dict(dp=2, cp=2, batch=4, warmup=2, save_at=3, kill_at=5, steps=8)  # hidden variants move save_at, kill_at
-KILL = "cp_killme"  # the cue file: the harness kills the run when it appears
+from checker.labs.lab9 import LAB
+from checker.labs.lab9.measure import shard
+from checker.labs.lab9.shapes import KILL, RESUME
 
 
 def task_cp_train(ctx, target, ckpt, seed, steps, save_at=None, kill_at=None, resume=False, cp=RESUME):
@@ -99,16 +97,3 @@ def task_cp_train(ctx, target, ckpt, seed, steps, save_at=None, kill_at=None, re
 
 
 TASKS = {"cp_train": task_cp_train}
-
-
-def specs(h, variant: int, seed: int) -> list[list[dict]]:
-    """The phases of the resume check: the uninterrupted job beside the killed one, then the resumed one."""
-    ckpt = str(h.workdir / "cp_ckpt" / "state.pt")
-    (h.workdir / "cp_ckpt").mkdir(exist_ok=True)
-    shift = variant % 3  # hidden variants move the save, the kill and the data
-    save_at, kill_at = RESUME["save_at"] + shift, RESUME["kill_at"] + shift
-    common = dict(ckpt=ckpt, seed=seed + variant, steps=RESUME["steps"] + shift)
-    return [[dict(name="cp_full", task="cp_train", nproc=4, budget_s=60, args=common),
-             dict(name="cp_killed", task="cp_train", nproc=4, budget_s=60, kill_on=KILL,
-                  args=dict(common, save_at=save_at, kill_at=kill_at))],
-            [dict(name="cp_resumed", task="cp_train", nproc=4, budget_s=60, args=dict(common, resume=True))]]
