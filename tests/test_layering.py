@@ -118,8 +118,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_circle():
     """One concept per file, and no two files that need each other: a file cut in two to fit a length, whose
-    halves import each other, is one concept in two places. (A lab's parent side, labN_eval, imports its
-    declarations, labN; never the other way.)"""
+    halves import each other, is one concept in two places."""
     circles = _cycles(_module_graph("checker", "labs/common", "labs/instruments", "labs/notebook", "solutions"))
     assert not circles, "import circles: " + "; ".join(" <-> ".join(c) for c in circles)
 
