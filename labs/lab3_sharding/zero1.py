@@ -2,30 +2,26 @@
 # This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
 """ZeRO-1 by hand, the first idea: deal whole tensors to ranks, shard the optimizer state that way.
 
-Per rank, fp32 AdamW, Ψ parameters, N ranks (the ZeRO paper's table in this course's precision):
-    DDP      4Ψ weights + 4Ψ grads + 8Ψ moments      = 16Ψ
-    ZeRO-1   4Ψ weights + 4Ψ grads + 8Ψ/N moments    = (8 + 8/N)Ψ      <- this file
-    ZeRO-2   4Ψ weights + (4 + 8)Ψ/N                 = (4 + 12/N)Ψ     <- zero2.py
-    ZeRO-3   (4 + 4 + 8)Ψ/N                          = 16Ψ/N           <- FSDP
-(Mixed precision, the paper's setting: 2Ψ bf16 weights + 2Ψ bf16 grads + 12Ψ fp32 master
-weights and moments: DDP 16Ψ, ZeRO-1 4Ψ + 12Ψ/N, ZeRO-2 2Ψ + 14Ψ/N, ZeRO-3 16Ψ/N.)
+What a rank holds under each strategy, fp32 and mixed precision, is this lab's README table to fill in and
+memory_model.bytes_per_rank to write: derive ZeRO-1's row from what this file keeps whole on every rank and what it
+splits between them.
 
 What holds: every parameter has one owner rank, dealt whole so that the ranks' elements are as
-even as whole tensors allow (torch's ZeroRedundancyOptimizer deals them the same way); only the
-owner keeps its optimizer state and updates it; after the step every rank holds every new value.
+even as whole tensors allow; only the owner keeps its optimizer state and updates it; after the step every rank
+holds every new value.
 
 What whole tensors cost, and why zero2.py slices flat buffers instead:
 - bytes: the shares are only as even as the tensor sizes allow (tiny, N = 2: 1.019 and 0.981 of
   8Ψ/N; one tensor and two ranks: one rank holds everything, the other nothing);
 - communication: the gradients arrive all-reduced by DDP (2·4Ψ(N−1)/N bytes per rank) and the
-  broadcasts add 4Ψ(N−1)/N more, 1.5× DDP. That is the price of this layout, not of ZeRO: a
-  reduce-scatter of the gradients plus an all-gather of the parameters moves exactly DDP's
-  2·4Ψ(N−1)/N, because an all-reduce *is* a reduce-scatter followed by an all-gather (zero2.py).
+  step's own traffic adds 4Ψ(N−1)/N more (its contract), 1.5× DDP. That is the price of this layout, not of ZeRO:
+  an all-reduce can be cut in two halves of S(N−1)/N bytes each, and a layout that puts the optimizer step between
+  them moves exactly DDP's 2·4Ψ(N−1)/N (zero2.py).
 
 A torch.optim.Optimizer: param_groups are the full groups (an LR scheduler edits them; each step
 copies their hyperparameters to the local optimizer's groups), step(closure, **kwargs) is accepted, a group
 added later is dealt and stepped (add_param_group), consolidate_state_dict gathers the whole state on one
-rank, and a rank that owns no parameter steps an empty optimizer and still takes part in every broadcast.
+rank, and a rank that owns no parameter steps an empty optimizer and still takes part in all of the step's traffic.
 """
 from __future__ import annotations
 
@@ -36,14 +32,17 @@ import torch.distributed as dist
 def partition(sizes: list[int], world_size: int, loads: list[int] | None = None) -> list[int]:
     """Owner rank of each tensor. `loads`: elements each rank owns already (add_param_group deals a new group on top
     of the constructor's); none by default."""
-    raise NotImplementedError("TODO(lab3): Returns one owner rank per tensor, in the given order, such that the "
-                              "heaviest rank's total (its `loads` entry plus the elements of the tensors it owns) is "
-                              "as small as dealing whole tensors greedily allows: largest first, each to the rank with "
-                              "the fewest elements so far. Owners are exactly determined by sizes, loads and N "
-                              "(tensors of equal size in their given order; a tie in load to the lowest rank): every "
-                              "rank derives the same owners without a message, and a rank's optimizer shard saved by "
-                              "one implementation loads into another. tiny at N = 2: 1.019 and 0.981 of Ψ/N; one "
-                              "tensor, two ranks: all and nothing. (hints: checker hint lab3 zero1.partition)")
+    raise NotImplementedError("TODO(lab3): Returns one owner rank per tensor, in the given order: each tensor whole, "
+                              "on exactly one rank. The owners are fixed by sizes, loads and N alone, so that every "
+                              "rank derives the same ones without a message (and a rank's optimizer shard saved by one "
+                              "implementation loads into another): read the tensors from the largest to the smallest, "
+                              "equal sizes in their given order; each one's owner is a rank that held the fewest "
+                              "elements at that point of the reading (its `loads` entry plus the tensors read before), "
+                              "the lowest-numbered such rank on a tie. What that buys, to reason with: a heaviest rank "
+                              "that owns one of these tensors exceeds the lightest by at most the smallest of them it "
+                              "owns; without `loads`, no rank ends more than one tensor above the mean. tiny at N = 2: "
+                              "1.019 and 0.981 of Ψ/N; one tensor, two ranks: all and nothing. (hints: checker hint "
+                              "lab3 zero1.partition)")
 
 
 def sync_hyperparameters(outer: list[dict], local: list[dict]) -> None:
@@ -87,7 +86,12 @@ class ShardedOptimizer(torch.optim.Optimizer):
         owners = partition([q.numel() for q in group["params"]], self.world_size, load)
         self.owner.update({id(q): r for q, r in zip(group["params"], owners)})
         self.all_params += group["params"]
-        self.optim.add_param_group({**group, "params": [q for q in group["params"] if self.owner[id(q)] == self.rank]})
+        raise NotImplementedError("TODO(lab3): Afterwards the local optimizer has one group more, at the new outer "
+                                  "group's position: this rank's share of the new group (possibly empty), with that "
+                                  "group's hyperparameters. So the local groups stay one per outer group (the step "
+                                  "copies hyperparameters across by position), the parameters another rank owns never "
+                                  "get state here, and from the next step on the new ones are stepped by their owners. "
+                                  "(hints: checker hint lab3 zero1.add_param_group)")
 
     def consolidate_state_dict(self, to: int = 0) -> None:
         """Every rank's shard of the optimizer state gathered on rank `to` (every rank calls it), as torch's

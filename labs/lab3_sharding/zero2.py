@@ -1,30 +1,32 @@
 # GENERATED from solutions/lab3_sharding/zero2.py by `make starters` (checker/starters.py).
 # This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
-"""ZeRO-2 by hand, as the paper and DeepSpeed build it: flat buffers, reduce-scatter, all-gather.
+"""ZeRO-2 by hand, as the paper and DeepSpeed build it: flat buffers, and DDP's all-reduce cut in its two halves.
 
     opt = Zero2Optimizer(param_groups(model), torch.optim.AdamW, lr=3e-3, **ADAMW)   # the model stays plain
     loss = model(x, y)[1]; loss.backward(); opt.step(); opt.zero_grad()
 
-An all-reduce *is* a reduce-scatter followed by an all-gather: in a ring each half moves S(N−1)/N
-bytes per rank, so DDP's all-reduce of 4Ψ gradient bytes costs 2·4Ψ(N−1)/N. ZeRO-2 splits it in
-its two halves and puts the optimizer step between them:
-    reduce-scatter the gradients    4Ψ(N−1)/N   rank r receives the summed gradient of its slice only
-    step the owned slice            moments 8Ψ/N, gradients 4Ψ/N held
-    all-gather the parameters       4Ψ(N−1)/N   every rank receives every updated slice
+An all-reduce of S bytes is two halves, each moving S(N−1)/N bytes per rank in a ring: after the first, each rank
+holds the reduced values of one slice of the buffer only; after the second, every rank holds every slice. DDP's
+all-reduce of 4Ψ gradient bytes costs 2·4Ψ(N−1)/N. ZeRO-2 puts the optimizer step between the halves; what holds
+after each phase, and its bytes per rank:
+    the gradients' half         4Ψ(N−1)/N   rank r holds the mean gradient of its own slice, nothing more
+    the step                    —           rank r's slice of the weights is updated, by rank r alone
+    the parameters' half        4Ψ(N−1)/N   every rank holds every updated slice
 = DDP's 2·4Ψ(N−1)/N exactly (the ZeRO paper: partitioning optimizer state and gradients costs no
-extra communication), for (4 + 12/N)Ψ bytes of model state instead of 16Ψ.
+extra communication). Which kinds of model state a rank then holds whole, and which 1/N of, is this lab's README
+table to fill in.
 
 Layout. Parameters, in reverse registration order (the order backward finishes their gradients),
 are packed into buckets of at least bucket_cap_mb (one dtype per bucket). Each bucket's parameters
-become views of one flat buffer padded with zeros to a multiple of N elements (≤ N − 1 per
+share the storage of one flat buffer padded with zeros to a multiple of N elements (≤ N − 1 per
 bucket), and rank r owns the contiguous slice [r·S/N, (r+1)·S/N) of every bucket of S elements.
-The local optimizer steps this rank's slices only: one tensor per run of consecutive parameters
-of one param group inside the slice (a view of the flat buffer, so the step writes the model's
-weights in place), padding excluded, so the moments are 8 B x the elements owned, Ψ/N ± the padding.
+The local optimizer steps this rank's slices only: one tensor per parameter, its part inside the
+slice (a view of the flat buffer, so the step writes the model's weights in place), padding
+excluded, so the moments are 8 B x the elements owned, Ψ/N ± the padding.
 
 Overlap (lab 2's BucketedDDP): a post-accumulate-grad hook copies each gradient into its bucket's
-flat gradient buffer and frees it; when a bucket is complete its reduce-scatter starts
-asynchronously while backward goes on. After the wait only the owned slice is kept (4·S/N bytes);
+flat gradient buffer and frees it; when a bucket is complete its half of the communication starts
+while backward goes on. After the wait only the owned slice is kept (4·S/N bytes);
 the rest of the bucket buffer is freed. Gradients of several backwards accumulate in the slice
 until zero_grad. Every rank must run backward over the same parameters.
 """

@@ -7,16 +7,15 @@
 fp8 has 8 bits: e4m3 (4 exponent bits, 3 mantissa; largest 448, steps of 1/8 relative) for weights and
 activations, e5m2 (5 and 2; largest 57,344, steps of 1/4) for gradients, whose range spans more binades. So few
 bits only work scaled: a tensor is multiplied by a scale s that puts its largest magnitude (amax) near the top of
-the format, cast (round to nearest, saturated at the largest finite value), and the matmul's result divided by the
-scales again. Saturate yourself: torch 2.13's CPU cast happens to clamp e4m3fn at 448, but sends e5m2 past 57,344
-to inf (measured), and what a kernel does with out-of-range values is its own business. An H100's fp8 matmul
-does exactly that in hardware (2x bf16's FLOP/s); here the values are cast to torch's float8 dtypes and back, so
-the numbers are the hardware's and the speed is not.
+the format, cast (round to nearest, saturated at the largest finite value: never inf or NaN from range alone),
+and the matmul's result divided by the scales again. An H100's fp8 matmul does exactly that in hardware
+(2x bf16's FLOP/s); here the values are cast to torch's float8 dtypes and back, so the numbers are the
+hardware's and the speed is not.
 
 Which scale. *Current* scaling: s = fmax / amax(x) from the tensor itself, one extra pass over it before the cast.
 *Delayed* scaling (Transformer Engine's default): s from the largest amax of the last H steps' tensors, so the
-cast needs no pass of its own; the risk is a tensor whose amax jumps above the history's, which saturates. The
-history is recorded after each cast: step t uses amaxes of steps t-H .. t-1. A margin m divides s by 2^m.
+cast needs no pass of its own; the risk is a tensor whose amax jumps above the history's, which saturates: step
+t's scale comes from the amaxes of steps t-H .. t-1, never from step t's own. A margin m divides s by 2^m.
 
 Arithmetic: e4m3's 3 mantissa bits give a relative rounding error up to 2^-4 = 6.25% per element; a dot product of
 K terms averages it down, so a matmul's output is off by ~2^-4 / sqrt(3) ≈ 3.6% of one term's size, not of the sum:
@@ -53,9 +52,9 @@ def current_scale(x: torch.Tensor, dtype: torch.dtype, margin: int = 0) -> float
 
 
 class DelayedScaler:
-    """Delayed scaling with an amax history of `history` steps: .scale is fmax / max(history) / 2^margin (1.0 while
-    the history holds only zeros); cast(x) casts with the current .scale, THEN records amax(x) (newest first,
-    the oldest dropped) and recomputes .scale for the next call."""
+    """Delayed scaling with an amax history of `history` steps. Between calls, .amax_history holds the largest
+    magnitudes of the last `history` tensors cast (newest first; zeros where there were fewer) and .scale is the
+    scale the next cast will use; cast's contract says which."""
 
     def __init__(self, dtype: torch.dtype, history: int = 16, margin: int = 0):
         self.dtype, self.margin = dtype, margin
@@ -63,8 +62,7 @@ class DelayedScaler:
         self.scale = 1.0
 
     def cast(self, x: torch.Tensor) -> tuple[torch.Tensor, float]:
-        """(to_fp8(x, s, dtype), s) with s the scale from the PREVIOUS calls' amaxes; then this x's amax enters the
-        history."""
+        """x in this scaler's fp8 dtype, saturated, and the scale s it was cast with: s known before x was seen."""
         raise NotImplementedError("TODO(lab7): Returns (q, s): s is the scale the earlier calls left, never one "
                                   "computed from x (delayed scaling: the cast needs no pass over x of its own), and q "
                                   "is x cast with it, saturated. Afterwards amax_history holds the largest magnitudes "
@@ -80,23 +78,23 @@ class _Fp8Matmul(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, w, sx, sw, sg):
-        qx, s_x = sx.cast(x)
-        qw, s_w = sw.cast(w)
-        ctx.save_for_backward(qx, qw)  # 1 byte an element: fp8's memory saving for backward too
-        ctx.scales, ctx.sg = (s_x, s_w), sg
-        return from_fp8(qx, s_x) @ from_fp8(qw, s_w).t()
+        raise NotImplementedError("TODO(lab7): Returns y = x wᵀ as an fp8 matmul computes it: from x and w as e4m3 "
+                                  "holds them after a delayed-scaled cast through their own scalers (sx for x, sw for "
+                                  "w; each call advances that scaler's history by one), each divided by its scale "
+                                  "again. And leaves on ctx what backward needs, at fp8's memory: the two fp8 tensors "
+                                  "(1 byte an element, never the fp32 originals), the scales they were cast with, and "
+                                  "the gradient's scaler sg. The checker compares y, and both gradients, with its own "
+                                  "emulation's to 1e-6 over four steps. (hints: checker hint lab7 fp8.forward)")
 
     @staticmethod
     def backward(ctx, g):
-        qx, qw = ctx.saved_tensors
-        s_x, s_w = ctx.scales
         raise NotImplementedError("TODO(lab7): Returns the gradients of forward's inputs (x, w, then None for the "
                                   "three scalers), as an fp8 matmul's backward computes them: from operands as fp8 "
-                                  "holds them, never the fp32 originals: x and w as forward cast them, and the "
-                                  "incoming gradient as e5m2 holds it after a delayed-scaled cast through ctx.sg, "
-                                  "whose history this call advances (gradients span more binades than they need "
-                                  "digits: e5m2's range). The checker compares both gradients with its emulation's to "
-                                  "1e-6. (hints: checker hint lab7 fp8.backward)")
+                                  "holds them, never the fp32 originals: x and w as forward cast them (what forward "
+                                  "kept), and the incoming gradient as e5m2 holds it after a delayed-scaled cast "
+                                  "through ctx.sg, whose history this call advances (gradients span more binades than "
+                                  "they need digits: e5m2's range). The checker compares both gradients with its "
+                                  "emulation's to 1e-6. (hints: checker hint lab7 fp8.backward)")
 
 
 class Fp8Linear(torch.nn.Module):

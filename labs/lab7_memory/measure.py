@@ -7,7 +7,7 @@ saved tensors may share one storage (q, k and v are views of the qkv output; a L
 kernel may save the same tensor), so the bytes that are really held are the distinct storages' sizes.
 Parameters are model state, not activations: they are left out.
 
-It sees what the block saves itself. Inside torch.utils.checkpoint the checkpoint's own hooks take the
+It sees what the block saves itself. Inside a checkpointed region, checkpointing's own hooks take the
 saved tensors instead (that is how it drops them), so to measure a recomputed block count the storages
 still alive after forward instead (the checker does that, with a dispatch mode).
 """

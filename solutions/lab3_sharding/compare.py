@@ -1,18 +1,18 @@
-"""Six strategies side by side: bytes per rank (measured and formula), bytes sent per step, tokens/s, checkpoints.
+"""Six strategies side by side: bytes per rank (measured and predicted), bytes sent per step, tokens/s, checkpoints.
 
     torchrun --nproc_per_node 2 -m solutions.lab3_sharding.compare --out runs/lab3/compare-2.json
     torchrun --nproc_per_node 2 -m solutions.lab3_sharding.compare --strategies ddp,fsdp --profile
         --out runs/lab3/p.json
 
-For each of DDP, ZeRO-1 and ZeRO-2 (yours), FSDP2 (yours), DeepSpeed ZeRO 1/2/3: train a few steps,
-count the bytes this rank holds from its tensors and the bytes it sends in one step (labs.instruments.comm_bytes;
-torch DDP's all-reduce, issued by its C++ reducer, is added from its formula 2·4Ψ(N−1)/N), time a window,
-save a checkpoint in the strategy's own format and list its files. FSDP2 also exports a full state dict for
-inference (loaded back into a plain GPT), and DeepSpeed's ZeRO-3 checkpoint is consolidated into one fp32
-state dict (its parameter count is reported). Each strategy's timed steps are split into forward, backward
-and optimizer (where FSDP's all-gathers and reduce-scatters, ZeRO-2's reduce-scatters and all-gathers,
-ZeRO-1's broadcasts and DDP's all-reduces land), with this rank's CPU utilisation and MFU; --profile writes
-a trace per strategy and rank.
+For each of DDP, ZeRO-1 and ZeRO-2 (yours), FSDP2 (yours), DeepSpeed ZeRO 1/2/3: train a few steps, count the
+bytes this rank holds from its tensors, beside what your memory_model.bytes_per_rank predicts for fp32 AdamW
+(DeepSpeed: its weights and optimizer state plus its fp32 master partition, 4/N bytes per parameter), and the
+bytes it sends in one step (labs.instruments.comm_bytes; torch DDP's all-reduce, issued by its C++ reducer, is
+added from its formula 2·4Ψ(N−1)/N), time a window, save a checkpoint in the strategy's own format and list its
+files. FSDP2 also exports a full state dict for inference (loaded back into a plain GPT), and DeepSpeed's ZeRO-3
+checkpoint is consolidated into one fp32 state dict (its parameter count is reported). Each strategy's timed
+steps are split into forward, backward and optimizer (where each strategy's collectives land: the trace names
+them), with this rank's CPU utilisation and MFU; --profile writes a trace per strategy and rank.
 """
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ from labs.instruments.trace import TraceWindow
 from . import dcp_state
 from .deepspeed_zero import make_engine
 from .fsdp import apply_fsdp, local_bytes
+from .memory_model import STRATEGIES, bytes_per_rank
 from .zero1 import ShardedOptimizer
 from .zero2 import Zero2Optimizer
 
@@ -46,6 +47,15 @@ BATCH, SEQ, STEPS = 8, 64, 6
 
 def tensor_bytes(ts) -> int:
     return sum(local_bytes(t) for t in ts if torch.is_tensor(t))
+
+
+def predicted(strategy: str, n: int) -> dict:
+    """Your bytes_per_rank for one parameter, fp32 AdamW, N = n: what each measurement is set beside (NaN while
+    bytes_per_rank is still a TODO)."""
+    try:
+        return bytes_per_rank(1, n, strategy)
+    except NotImplementedError:
+        return dict.fromkeys(("weights", "grads", "optimizer", "total"), float("nan"))
 
 
 def files(folder: Path) -> dict:
@@ -66,7 +76,8 @@ def run(name, env, data, out: Path, comm: CommBytes, profile: bool = False) -> d
         phases = (lambda x, y: engine(x, y)[1], engine.backward, engine.step)
         opt = engine.optimizer
         inner = getattr(opt, "optimizer", opt)
-        formula = {1: 4 + 12 / n, 2: 4 + 12 / n, 3: 16 / n}[stage]  # persistent: weights + master + moments
+        row = predicted(STRATEGIES[stage], n)  # persistent: weights + master partition + moments (grads freed)
+        formula = row["weights"] + 4 / n + row["optimizer"]
 
         def held():
             master = (getattr(opt, "single_partition_of_fp32_groups", None)
@@ -94,7 +105,7 @@ def run(name, env, data, out: Path, comm: CommBytes, profile: bool = False) -> d
         phases = (forward, lambda loss: loss.backward(), update)
 
         local_opt = getattr(opt, "optim", opt)
-        formula = {"ddp": 16, "zero1": 8 + 8 / n, "zero2": 4 + 12 / n, "fsdp": 16 / n}[name]
+        formula = predicted(STRATEGIES[("ddp", "zero1", "zero2", "fsdp").index(name)], n)["total"]
 
         def held():  # zero2: the model's .grad are freed in backward; the owned slices' gradients count
             grads = list(wrapped.parameters()) + [p for g in local_opt.param_groups for p in g["params"]]
@@ -127,9 +138,9 @@ def run(name, env, data, out: Path, comm: CommBytes, profile: bool = False) -> d
         forward, backward, update = phases
         with prof.phase("forward"):
             loss = forward(x, y)
-        with prof.phase("backward"):  # FSDP/ZeRO-3: all-gathers and reduce-scatters run in here
+        with prof.phase("backward"):  # FSDP/ZeRO-3's collectives, and ZeRO-2's gradients', run in here
             backward(loss)
-        with prof.phase("optimizer"):  # ZeRO-1: the owners' broadcasts; ZeRO-2: the all-gathers
+        with prof.phase("optimizer"):  # ZeRO-1's and ZeRO-2's parameter traffic
             update()
         return loss
 

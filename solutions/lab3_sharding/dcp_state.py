@@ -18,7 +18,6 @@ from pathlib import Path
 
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 from torch.distributed.checkpoint.stateful import Stateful
 
 from labs.common import checkpoint as ckpt
@@ -41,6 +40,8 @@ class TrainState(Stateful):
         #                and the sampler each have a state_dict of their own; the step is an int.
         # HINT 3         get_state_dict(model, optimizer) gives DTensor-sharded dicts with fully qualified names; add
         #                scheduler, sampler and step.
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
         model_sd, optim_sd = get_state_dict(self.model, self.optimizer)
         return {"model": model_sd, "optim": optim_sd, "scheduler": self.scheduler.state_dict(),
                 "sampler": self.sampler.state_dict(), "step": self.step}
@@ -56,6 +57,8 @@ class TrainState(Stateful):
         #                on the scheduler and on the sampler; the step is an attribute.
         # HINT 3         set_state_dict(model, optimizer, model_state_dict=..., optim_state_dict=...); restore
         #                scheduler, sampler, step.
+        from torch.distributed.checkpoint.state_dict import set_state_dict
+
         set_state_dict(self.model, self.optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.sampler.load_state_dict(state["sampler"])

@@ -1,15 +1,16 @@
-"""DeepSpeed ZeRO stages 1-3: the same sharding as zero1.py and fsdp.py, configured instead of written.
+"""DeepSpeed ZeRO stages 1-3: the same sharding as zero1.py, zero2.py and fsdp.py, configured instead of written.
 
     stage 0   DDP: everything replicated, gradients all-reduced
-    stage 1   optimizer state partitioned               (zero1.py)
-    stage 2   + gradients partitioned (reduce-scatter instead of all-reduce)   (zero2.py)
-    stage 3   + parameters partitioned, gathered per layer as needed (fsdp.py)
+    stage 1   what zero1.py shards
+    stage 2   what zero2.py shards
+    stage 3   what fsdp.py shards, each layer's parameters gathered as needed
 
 What DeepSpeed really holds, fp32 on CPU (measured by the checker, explained in lab3.ipynb):
 stages 1-3 keep an fp32 *master copy* of this rank's parameter partition (4Ψ/N) next to the
 model's weights — the copy exists for mixed precision and is kept even when the model is
-already fp32 — and free their gradient buffers after the step. Persistent bytes per parameter
-per rank (weights + master partition + moments): stages 1-2: 4 + 4/N + 8/N, stage 3: 4/N + 4/N + 8/N.
+already fp32 — and free their gradient buffers after the step. Persistent bytes per rank (what
+`deepspeed_stages` grades): the weights and the optimizer state of that stage's row of this lab's
+README table (fp32 AdamW), plus at stages 1-3 the master partition's 4Ψ/N; gradients not counted.
 On CPU: DeepSpeed picks gloo, and its own Adam would need a C++ build (the config can avoid it).
 """
 from __future__ import annotations

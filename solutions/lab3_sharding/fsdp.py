@@ -6,9 +6,9 @@ weights, the gradients and (because the optimizer only ever sees the local shard
 moments: 16Ψ/N bytes of model state per rank in fp32.
 
 The wrapping is yours to choose, and it is the memory/communication trade: each sharded unit is
-gathered whole. Units of one transformer block mean at most one block is unsharded at a time
-(plus the root's parameters: embeddings, final norm); one unit for the whole model would gather
-it all at once, which is DDP's memory with ZeRO-3's traffic.
+gathered whole, and every unit costs its own calls. One unit for the whole model would gather it
+all at once, which is DDP's memory with ZeRO-3's traffic; many tiny units make many small calls.
+Which units keep the peak where apply_fsdp's contract puts it is the question.
 """
 from __future__ import annotations
 

@@ -5,16 +5,15 @@
 fp8 has 8 bits: e4m3 (4 exponent bits, 3 mantissa; largest 448, steps of 1/8 relative) for weights and
 activations, e5m2 (5 and 2; largest 57,344, steps of 1/4) for gradients, whose range spans more binades. So few
 bits only work scaled: a tensor is multiplied by a scale s that puts its largest magnitude (amax) near the top of
-the format, cast (round to nearest, saturated at the largest finite value), and the matmul's result divided by the
-scales again. Saturate yourself: torch 2.13's CPU cast happens to clamp e4m3fn at 448, but sends e5m2 past 57,344
-to inf (measured), and what a kernel does with out-of-range values is its own business. An H100's fp8 matmul
-does exactly that in hardware (2x bf16's FLOP/s); here the values are cast to torch's float8 dtypes and back, so
-the numbers are the hardware's and the speed is not.
+the format, cast (round to nearest, saturated at the largest finite value: never inf or NaN from range alone),
+and the matmul's result divided by the scales again. An H100's fp8 matmul does exactly that in hardware
+(2x bf16's FLOP/s); here the values are cast to torch's float8 dtypes and back, so the numbers are the
+hardware's and the speed is not.
 
 Which scale. *Current* scaling: s = fmax / amax(x) from the tensor itself, one extra pass over it before the cast.
 *Delayed* scaling (Transformer Engine's default): s from the largest amax of the last H steps' tensors, so the
-cast needs no pass of its own; the risk is a tensor whose amax jumps above the history's, which saturates. The
-history is recorded after each cast: step t uses amaxes of steps t-H .. t-1. A margin m divides s by 2^m.
+cast needs no pass of its own; the risk is a tensor whose amax jumps above the history's, which saturates: step
+t's scale comes from the amaxes of steps t-H .. t-1, never from step t's own. A margin m divides s by 2^m.
 
 Arithmetic: e4m3's 3 mantissa bits give a relative rounding error up to 2^-4 = 6.25% per element; a dot product of
 K terms averages it down, so a matmul's output is off by ~2^-4 / sqrt(3) ≈ 3.6% of one term's size, not of the sum:
@@ -37,7 +36,9 @@ def to_fp8(x: torch.Tensor, scale: float, dtype: torch.dtype) -> torch.Tensor:
     # BEGIN SOLUTION A tensor of `dtype` whose values are x*scale rounded to the nearest representable value, with
     #                every magnitude beyond the format's largest finite value set to that value (sign kept).
     # HINT 1         What does torch do when a value beyond 57,344 is cast to float8_e5m2? What must happen first?
-    # HINT 2         Scale in fp32, clamp to the format's range, then cast.
+    # HINT 2         torch 2.13's CPU cast happens to clamp e4m3fn at 448 but sends e5m2 past 57,344 to inf (measured),
+    #                and what a kernel does with out-of-range values is its own business: scale in fp32, clamp to the
+    #                format's range yourself, then cast.
     # HINT 3         m = fp8_max(dtype); return (x.float() * scale).clamp(-m, m).to(dtype).
     m = fp8_max(dtype)
     return (x.float() * scale).clamp(-m, m).to(dtype)
@@ -56,9 +57,9 @@ def current_scale(x: torch.Tensor, dtype: torch.dtype, margin: int = 0) -> float
 
 
 class DelayedScaler:
-    """Delayed scaling with an amax history of `history` steps: .scale is fmax / max(history) / 2^margin (1.0 while
-    the history holds only zeros); cast(x) casts with the current .scale, THEN records amax(x) (newest first,
-    the oldest dropped) and recomputes .scale for the next call."""
+    """Delayed scaling with an amax history of `history` steps. Between calls, .amax_history holds the largest
+    magnitudes of the last `history` tensors cast (newest first; zeros where there were fewer) and .scale is the
+    scale the next cast will use; cast's contract says which."""
 
     def __init__(self, dtype: torch.dtype, history: int = 16, margin: int = 0):
         self.dtype, self.margin = dtype, margin
@@ -66,8 +67,7 @@ class DelayedScaler:
         self.scale = 1.0
 
     def cast(self, x: torch.Tensor) -> tuple[torch.Tensor, float]:
-        """(to_fp8(x, s, dtype), s) with s the scale from the PREVIOUS calls' amaxes; then this x's amax enters the
-        history."""
+        """x in this scaler's fp8 dtype, saturated, and the scale s it was cast with: s known before x was seen."""
         # BEGIN SOLUTION Returns (q, s): s is the scale the earlier calls left, never one computed from x (delayed
         #                scaling: the cast needs no pass over x of its own), and q is x cast with it, saturated.
         #                Afterwards amax_history holds the largest magnitudes of the last H calls' tensors, this one's
@@ -97,27 +97,43 @@ class _Fp8Matmul(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, w, sx, sw, sg):
+        # BEGIN SOLUTION Returns y = x wᵀ as an fp8 matmul computes it: from x and w as e4m3 holds them after a
+        #                delayed-scaled cast through their own scalers (sx for x, sw for w; each call advances that
+        #                scaler's history by one), each divided by its scale again. And leaves on ctx what backward
+        #                needs, at fp8's memory: the two fp8 tensors (1 byte an element, never the fp32 originals), the
+        #                scales they were cast with, and the gradient's scaler sg. The checker compares y, and both
+        #                gradients, with its own emulation's to 1e-6 over four steps.
+        # HINT 1         fp8 saves memory twice: in the matmul's operands and in what forward keeps for backward. What
+        #                does backward need to compute dx and dw, and in which form should it be kept?
+        # HINT 2         One cast per operand through its scaler (each gives the fp8 tensor and the scale it used);
+        #                ctx.save_for_backward for the fp8 tensors, plain attributes for the scales and sg; the product
+        #                of the two dequantised operands, w transposed.
+        # HINT 3         qx, s_x = sx.cast(x); qw, s_w = sw.cast(w); ctx.save_for_backward(qx, qw); ctx.scales, ctx.sg =
+        #                (s_x, s_w), sg; return from_fp8(qx, s_x) @ from_fp8(qw, s_w).t().
         qx, s_x = sx.cast(x)
         qw, s_w = sw.cast(w)
         ctx.save_for_backward(qx, qw)  # 1 byte an element: fp8's memory saving for backward too
         ctx.scales, ctx.sg = (s_x, s_w), sg
         return from_fp8(qx, s_x) @ from_fp8(qw, s_w).t()
+        # END SOLUTION
 
     @staticmethod
     def backward(ctx, g):
-        qx, qw = ctx.saved_tensors
-        s_x, s_w = ctx.scales
         # BEGIN SOLUTION Returns the gradients of forward's inputs (x, w, then None for the three scalers), as an fp8
         #                matmul's backward computes them: from operands as fp8 holds them, never the fp32 originals: x
-        #                and w as forward cast them, and the incoming gradient as e5m2 holds it after a delayed-scaled
-        #                cast through ctx.sg, whose history this call advances (gradients span more binades than they
-        #                need digits: e5m2's range). The checker compares both gradients with its emulation's to 1e-6.
+        #                and w as forward cast them (what forward kept), and the incoming gradient as e5m2 holds it
+        #                after a delayed-scaled cast through ctx.sg, whose history this call advances (gradients span
+        #                more binades than they need digits: e5m2's range). The checker compares both gradients with its
+        #                emulation's to 1e-6.
         # HINT 1         Which format suits a gradient, whose magnitudes span more binades than they need digits?
         #                Which operands does backward have, and in what form?
-        # HINT 2         One cast of g through the gradient's scaler, dequantised; then y = x w^T's two products:
-        #                dx = g w and dw = g^T x, on the dequantised fp8 operands forward saved.
-        # HINT 3         qg, s_g = ctx.sg.cast(g); gd = from_fp8(qg, s_g); return gd @ from_fp8(qw, s_w),
-        #                gd.t() @ from_fp8(qx, s_x), None, None, None.
+        # HINT 2         What forward kept (its saved tensors and scales); one cast of g through the gradient's scaler,
+        #                dequantised; then y = x w^T's two products: dx = g w and dw = g^T x, on the dequantised fp8
+        #                operands.
+        # HINT 3         qx, qw = ctx.saved_tensors; s_x, s_w = ctx.scales; qg, s_g = ctx.sg.cast(g); gd = from_fp8(qg,
+        #                s_g); return gd @ from_fp8(qw, s_w), gd.t() @ from_fp8(qx, s_x), None, None, None.
+        qx, qw = ctx.saved_tensors
+        s_x, s_w = ctx.scales
         qg, s_g = ctx.sg.cast(g)
         gd = from_fp8(qg, s_g)
         return gd @ from_fp8(qw, s_w), gd.t() @ from_fp8(qx, s_x), None, None, None

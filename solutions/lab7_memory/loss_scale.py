@@ -2,11 +2,12 @@
 
 fp16 gradients below 6e-5 (subnormal) or 6e-8 (zero) lose their digits. Multiplying the loss by S = 2^16
 shifts every gradient up 16 binades, into range. Too large an S and a gradient overflows fp16's 65,504
-to inf. So the scale is dynamic:
-  - step():   unscale the gradients (divide by S, in fp32) and look for inf/NaN. If any: skip the update
-              (the weights and the optimizer's moments stay as they were: a NaN must never reach them).
-  - update(): after an overflow, S *= 0.5; after `growth_interval` clean steps in a row, S *= 2.
-A power-of-two S changes only exponents, so scaling and unscaling are exact.
+to inf (and an inf meeting another, or a zero, makes NaN). So S must be dynamic, and two things must hold:
+  - step(): the optimizer only ever steps on the gradients of the loss itself, not of S x loss, and a step whose
+    gradients overflowed reaches neither the weights nor the optimizer's moments;
+  - update(): S comes down at once when it proved too large and goes back up when it has been safe for a while,
+    by the factors given (update's contract says exactly when).
+A power-of-two S changes only exponents, so scaling by it and back is exact.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ class LossScaler:
         return loss * self._scale
 
     def step(self, optimizer) -> bool:
-        """Unscale every gradient in place; step the optimizer only if all are finite. Returns whether it stepped."""
+        """Whether the optimizer stepped: on the gradients of the unscaled loss, and only if none overflowed."""
         # BEGIN SOLUTION Returns whether the optimizer stepped. Afterwards every gradient holds its value divided by
         #                S, the gradient of the unscaled loss (exact for a power-of-two S), and either all were finite
         #                and the optimizer took its step on them, or some gradient of some parameter held an inf or a
@@ -57,17 +58,18 @@ class LossScaler:
     def update(self) -> None:
         """After step(): back off on an overflow, grow after growth_interval clean steps."""
         # BEGIN SOLUTION The scale each step uses is a function of the steps before it: the step after an overflowed
-        #                one uses S x backoff_factor (0.5); a step preceded by growth_interval clean steps in a row,
-        #                counted since the last overflow or the last growth, uses S x growth_factor (2); any other step
-        #                uses the S of the one before. So with growth_interval G, G - 1 clean steps, an overflow, then
-        #                clean steps use S (G times, the overflow's step included), S/2 (G times), S (G times), then 2S.
-        #                Why: S falls fast to where gradients fit fp16 (max 65,504) and creeps back up so small ones
-        #                stay above 6e-8.
+        #                one uses that step's S x backoff_factor (0.5); a step that follows growth_interval clean steps
+        #                in a row, counted since the last overflow or the last growth, whichever came later, uses S x
+        #                growth_factor (2); any other step uses the S of the one before. Why: S falls fast to where
+        #                gradients fit fp16 (max 65,504) and creeps back up so small ones stay above 6e-8. The checker
+        #                drives a scaler through clean steps, an overflow and more clean steps, and reads every scale.
         # HINT 1         The scale is a feedback loop: an overflow says S is too large now; a long run of clean steps
         #                says S could be larger. Ask: what must the scaler remember between steps to know when to grow,
         #                and when does that memory reset?
         # HINT 2         Read the flag step left in self._found_inf; count clean steps in self._clean_steps; multiply
-        #                self._scale by backoff_factor or growth_factor.
+        #                self._scale by backoff_factor or growth_factor. Check yourself with growth_interval G: after
+        #                G - 1 clean steps, an overflow, then clean steps, the steps use S (G times, the overflow's step
+        #                included), S/2 (G times), S (G times), then 2S.
         # HINT 3         If self._found_inf: self._scale *= self.backoff_factor; self._clean_steps = 0. Else:
         #                self._clean_steps += 1, and once it equals self.growth_interval: self._scale *=
         #                self.growth_factor; self._clean_steps = 0.
