@@ -82,6 +82,15 @@ def medians(rates: dict[str, list[float]]) -> dict[str, float]:
     return {name: statistics.median(v) for name, v in rates.items()}
 
 
+def mixed_moments(ratio: float, mine: float, theirs: float) -> str:
+    """Why the medians' ratio may differ from the graded one, said where it does (by more than 5%)."""
+    if not theirs or abs(mine / theirs / ratio - 1) <= 0.05:
+        return ""
+    return (f". The graded ratio is the pairs' ({ratio:.2f}x), not the medians' ({mine / theirs:.2f}x): each pair of "
+            "windows ran back to back under one moment's load, while each side's own median mixes windows of "
+            "different loads")
+
+
 def checked_rates(run, spans: dict, rank: int = 0) -> tuple[dict | None, dict | None]:
     """(window_rates(), None), or (None, the error a check reports) for windows the parent refuses."""
     try:

@@ -6,7 +6,7 @@ import math
 
 from checker.labs._common import Check, declare, diverged_at, error_result, first_error
 from checker.labs._held_save import TORN, last_complete, wrong_start
-from checker.labs._windows import medians, paired_ratio
+from checker.labs._windows import medians, mixed_moments, paired_ratio
 from checker.labs.lab1 import WHERE
 from checker.labs.lab1.setup import N_STEPS, SAVE_AT
 from checker.relay import turn_rates
@@ -190,7 +190,8 @@ def throughput(c: Check, runs) -> CheckResult:
                        unit="x reference", hint=c.hint,
                        message=f"yours / reference {ratio:.2f}x (median of the ratios of window pairs, each side in "
                                f"a process of its own, taking turns); median tokens/s: yours {tps['learner']:,.0f}, "
-                               f"reference {tps['reference']:,.0f}")
+                               f"reference {tps['reference']:,.0f}"
+                               + mixed_moments(ratio, tps["learner"], tps["reference"]))
 
 
 def _at(losses: list, k: int) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from checker.labs._common import Check, declare, diverged_at, error_result, first_error, part
 from checker.labs._held_save import TORN, last_complete, wrong_start
-from checker.labs._windows import checked_rates, medians, paired_ratio
+from checker.labs._windows import checked_rates, medians, mixed_moments, paired_ratio
 from checker.labs.lab2 import SAVE_AT, STEP_PLAN, WHERE
 from checker.report import CheckResult
 
@@ -242,7 +242,9 @@ def throughput(c: Check, runs) -> CheckResult:
                        unit="x torch DDP", hint=c.hint,
                        message=f"bucketed / torch DDP {ratio:.2f}x (median of the ratios of interleaved window "
                                f"pairs); median tokens/s: bucketed {t['bucketed']:,.0f}, torch DDP {t['torch']:,.0f}"
-                               + (f", naive {t['naive']:,.0f}" if "naive" in t else "") + " (2 ranks)")
+                               + (f", naive {t['naive']:,.0f}" if "naive" in t else "") + " (2 ranks)"
+                               + mixed_moments(ratio, t["bucketed"], t["torch"]))
+
 
 
 def _torch_ddp_wrong(r: dict) -> str | None:
