@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
-import importlib
 import json
 import os
 import signal
