@@ -20,7 +20,7 @@ from pathlib import Path
 
 from checker import hints, slurm
 from checker.harness import REPO_ROOT
-from checker.labs.lab5_k8s import K8S_VERSION, validate_manifests
+from checker.labs.lab5.k8s import K8S_VERSION, validate_manifests
 from checker.seams import notebook_target
 
 __all__ = ["K8S_VERSION", "goodput_run", "hint_tasks", "long_context_figures", "notebook_target", "open_hint",
@@ -45,7 +45,7 @@ def open_hint(lab: str, task: str) -> tuple[dict, int]:
 
 def pristine_tree(folder: Path) -> Path:
     """Lab 4's starter as generated from solutions/ (the faulty job) under `folder`; returns the tree's root."""
-    from checker.labs.lab4 import pristine_tree as _pristine
+    from checker.labs.lab4.evidence import pristine_tree as _pristine
 
     return _pristine(Path(folder))
 

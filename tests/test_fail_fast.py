@@ -192,7 +192,8 @@ def _info_seconds(report: dict, run: str) -> float | None:
 @pytest.mark.timeout(200)
 def test_lab4_a_rank_skipping_a_collective_fails_at_the_graded_timeout_naming_each_ranks_line(lab_tree):
     """Rank 0 waits in a barrier its peer never calls. Before: the job's own process-group timeout (30 s) in each of
-    the grade's jobs; now the grade's (lab4.FIXED_TIMEOUT_S, 10 s), and the message says where each rank waited."""
+    the grade's jobs; now the grade's (FIXED_TIMEOUT_S in checker/labs/lab4/plan.py, 10 s), and the message says
+    where each rank waited."""
     root = lab_tree("lab4_debugging")
     path = root / "labs" / "lab4_debugging" / "incident3.py"
     text, line = path.read_text(), "    if step % job.eval_every:\n"

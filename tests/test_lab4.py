@@ -8,7 +8,8 @@ import time
 import pytest
 
 from checker import starters
-from checker.labs import lab4, lab4_eval
+from checker.labs.lab4 import checks, course, forensics
+from checker.labs.lab4.checks import Facts
 from conftest import ROOT, processes_with
 
 
@@ -55,12 +56,13 @@ step 3 loss 5.4673 34 ms 2 all-reduces
     ("rank 1 was slower than rank 0 every step", False),                 # not in the log
 ])
 def test_evidence_occurs_compares_lines_without_numbers(evidence, found):
-    assert lab4_eval.occurs(evidence, LOG) is found
+    assert checks.occurs(evidence, LOG) is found
 
 
 def _diagnose(entry, n=3, log=LOG):
-    check = next(c for c in lab4.CHECKS if c.name == f"diagnosed_incident{n}")
-    return lab4_eval.diagnosed(check, n, {n: log}, entry if isinstance(entry, str) else {f"incident{n}": entry})
+    check = next(c for c in checks.CHECKS if c.name == f"diagnosed_incident{n}")
+    diagnosis = entry if isinstance(entry, str) else {f"incident{n}": entry}
+    return checks.diagnosed(check, {}, Facts(logs={n: log}, diagnosis=diagnosis))
 
 
 @pytest.mark.parametrize("entry,needle", [
@@ -83,11 +85,11 @@ def test_the_right_cause_and_a_line_of_the_log_pass():
 
 
 def test_read_diagnosis_reports_a_broken_file(tmp_path):
-    assert "not found" in lab4_eval.read_diagnosis(tmp_path / "diagnosis.toml")
+    assert "not found" in checks.read_diagnosis(tmp_path / "diagnosis.toml")
     (tmp_path / "diagnosis.toml").write_text('[incident1]\ncause = "unterminated\n')
-    assert "not valid TOML" in lab4_eval.read_diagnosis(tmp_path / "diagnosis.toml")
-    assert lab4_eval.read_diagnosis(ROOT / "solutions" / "lab4_debugging" / "diagnosis.toml")["incident7"]["cause"] \
-        == lab4_eval.CAUSES[7]
+    assert "not valid TOML" in checks.read_diagnosis(tmp_path / "diagnosis.toml")
+    assert checks.read_diagnosis(ROOT / "solutions" / "lab4_debugging" / "diagnosis.toml")["incident7"]["cause"] \
+        == checks.CAUSES[7]
 
 
 class _Run:
@@ -103,7 +105,7 @@ class _Run:
     ({"launch_args": None, "launch_args_error": {"type": "NotImplementedError", "message": "x"}}, False),
 ])
 def test_launch_args_must_be_torchrun_options_only(result, ok):
-    got = lab4_eval.checked_launch(_Run(result))
+    got = checks.checked_launch(_Run(result))
     assert isinstance(got, list) is ok, got
 
 
@@ -128,7 +130,7 @@ def test_spawn_starts_ranks_with_their_env_and_stops_peers_of_a_failed_rank(tmp_
 
 
 def test_scenarios_move_the_fault_with_the_variant():
-    sc = lab4.scenarios()
+    sc = course.scenarios()
     assert sc.scenario(2, 0).job["nan_at"] != sc.scenario(2, 1).job["nan_at"]
     assert sc.scenario(6, 0).env["COURSE_IFNAME"] != sc.scenario(6, 1).env["COURSE_IFNAME"]
     n0, n1 = (sc.scenario(4, v).job["num_samples"] for v in (0, 1))
@@ -207,7 +209,7 @@ def test_find_desync_names_the_odd_rank_at_the_first_disagreement(tmp_path, case
 
 
 def test_desync_cases_move_the_fault_and_keep_the_size_case_off_the_broadcasting_rank():
-    desync = lab4.course_module("desync")
+    desync = course.course_module("desync")
     cases = [[desync.case(k, v) for k in desync.KINDS] for v in range(12)]
     for kind in desync.KINDS:
         seen = {(c.rank, c.step) for row in cases for c in row if c.kind == kind}
@@ -221,7 +223,7 @@ def test_desync_cases_move_the_fault_and_keep_the_size_case_off_the_broadcasting
 
 
 def test_desync_ring_keeps_the_last_entries_of_both_kinds_numbered_as_nccl_does():
-    desync = lab4.course_module("desync")
+    desync = course.course_module("desync")
     collectives = [{**_entry(s), "record_id": s - 1} for s in range(3, 7)]  # the recorder dropped 1 and 2
     sent = [{**_p2p(2, "send 0->1", 1), "record_id": 2}, {**_p2p(5, "send 0->1", 2), "record_id": 6}]
     kept = desync.ring(collectives, sent, 5)
@@ -246,12 +248,11 @@ def _desync_runs(keys, answers):
 
 
 def test_desync_found_grades_every_field_against_the_checker_s_key():
-    from checker.labs import lab4_forensics
-    check = next(c for c in lab4.CHECKS if c.name == "desync_found")
+    check = next(c for c in checks.CHECKS if c.name == "desync_found")
     keys = {"extra": {"rank": 2, "seq": 11, "kind": "op"}, "behind": {"rank": 1, "seq": 32, "kind": "missing"}}
-    assert lab4_forensics.desync_found(check, _desync_runs(keys, keys), list(keys)).passed
+    assert forensics.desync_found(check, _desync_runs(keys, keys), Facts(desync_kinds=tuple(keys))).passed
     first_out = {**keys, "behind": {"rank": 0, "seq": 32, "kind": "missing"}}  # a peer that timed out first
-    r = lab4_forensics.desync_found(check, _desync_runs(keys, first_out), list(keys))
+    r = forensics.desync_found(check, _desync_runs(keys, first_out), Facts(desync_kinds=tuple(keys)))
     assert not r.passed and r.value == 1 and "behind case" in r.message and "wrong: rank" in r.message
     assert "r1" not in r.message  # the key is not given away
 
@@ -287,18 +288,17 @@ def test_slow_rank_names_the_rank_in_every_slow_pair_and_its_rate(tmp_path, slow
 def test_slow_rank_found_passes_within_the_band_only():
     from types import SimpleNamespace
 
-    from checker.labs import lab4_forensics
-    check = next(c for c in lab4.CHECKS if c.name == "slow_rank_found")
+    check = next(c for c in checks.CHECKS if c.name == "slow_rank_found")
 
     def runs(answer):
         res = {"answers": {}, "slow_rank": {"answer": answer, "error": None}}
         ok = SimpleNamespace(results=[{}], result={}, killed_on_cue=False, error=lambda: None)
         return {"linkprobe": ok, "forensics": SimpleNamespace(results=[res], result=res, killed_on_cue=False,
                                                              error=lambda: None)}
-    assert lab4_forensics.slow_rank_found(check, runs({"rank": 2, "gbps": 0.048}), 2, 0.05).passed
-    bits = lab4_forensics.slow_rank_found(check, runs({"rank": 2, "gbps": 0.4}), 2, 0.05)
+    assert forensics.slow_rank_found(check, runs({"rank": 2, "gbps": 0.048}), Facts(slow_link=(2, 0.05))).passed
+    bits = forensics.slow_rank_found(check, runs({"rank": 2, "gbps": 0.4}), Facts(slow_link=(2, 0.05)))
     assert not bits.passed and bits.value == 8.0 and "Bytes or bits" in bits.message
-    partner = lab4_forensics.slow_rank_found(check, runs({"rank": 1, "gbps": 0.05}), 2, 0.05)
+    partner = forensics.slow_rank_found(check, runs({"rank": 1, "gbps": 0.05}), Facts(slow_link=(2, 0.05)))
     assert not partner.passed and "not the rank" in partner.message
 
 
@@ -334,8 +334,7 @@ def test_a_hung_job_s_ranks_are_read_by_py_spy_when_it_is_installed(tmp_path):
 def test_memory_leak_found_grades_line_bytes_and_the_clean_run_without_giving_the_line_away():
     from types import SimpleNamespace
 
-    from checker.labs import lab4_forensics
-    check = next(c for c in lab4.CHECKS if c.name == "memory_leak_found")
+    check = next(c for c in checks.CHECKS if c.name == "memory_leak_found")
     keys = {"logits": {"file": "/course/memleak.py", "line": 74, "bytes_per_step": 524288, "steps": 8},
             "clean": {"file": "/course/memleak.py", "line": None, "bytes_per_step": 0, "steps": 8}}
     right = {"logits": {"file": "/course/memleak.py", "line": 74, "bytes_per_step": 530000}, "clean": None}
@@ -345,14 +344,15 @@ def test_memory_leak_found_grades_line_bytes_and_the_clean_run_without_giving_th
         ok = SimpleNamespace(results=[{}], result={"keys": keys}, killed_on_cue=False, error=lambda: None)
         return {"memleak": ok, "forensics": SimpleNamespace(results=[res], result=res, killed_on_cue=False,
                                                            error=lambda: None)}
-    assert lab4_forensics.memory_leak_found(check, runs(right)).passed
-    total = lab4_forensics.memory_leak_found(check, runs({**right, "logits": {**right["logits"],
-                                                                                "bytes_per_step": 8 * 524288}}))
+
+    def found(answers):
+        return forensics.memory_leak_found(check, runs(answers), Facts())
+    assert found(right).passed
+    total = found({**right, "logits": {**right["logits"], "bytes_per_step": 8 * 524288}})
     assert not total.passed and "8.00x" in total.message
-    moved = lab4_forensics.memory_leak_found(check, runs({**right, "logits": {**right["logits"], "line": 73}}))
+    moved = found({**right, "logits": {**right["logits"], "line": 73}})
     assert not moved.passed and "memleak.py:73" in moved.message and "74" not in moved.message
-    inner = lab4_forensics.memory_leak_found(check, runs({**right, "logits": {**right["logits"],
-                                                                               "file": "/torch/nn/functional.py"}}))
+    inner = found({**right, "logits": {**right["logits"], "file": "/torch/nn/functional.py"}})
     assert not inner.passed and "not a line of memleak.py" in inner.message
-    flagged = lab4_forensics.memory_leak_found(check, runs({**right, "clean": right["logits"]}))
+    flagged = found({**right, "clean": right["logits"]})
     assert not flagged.passed and flagged.value == 1 and "clean run" in flagged.message

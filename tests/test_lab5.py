@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from checker import slurm
-from checker.labs import lab5, lab5_eval
+from checker.labs.lab5 import checks
 from checker.report import CheckResult
 from conftest import ROOT
 from solutions.lab5_scheduler import jobmetrics, report
@@ -46,12 +46,12 @@ def _log(path, runs):
     ("#SBATCH --open-mode=append\n#SBATCH --signal=B:USR1@90\necho hi\n#SBATCH --requeue\n", "--requeue"),
 ])
 def test_batch_script_rules_name_what_is_missing(header, problem):
-    problems = lab5.script_problems("#!/bin/bash\n" + header)
+    problems = checks.script_problems("#!/bin/bash\n" + header)
     assert len(problems) == 1 and problem in problems[0], problems
 
 
 def test_the_solution_script_breaks_no_rule():
-    assert lab5.script_problems((ROOT / "solutions/lab5_scheduler/train.sbatch").read_text()) == []
+    assert checks.script_problems((ROOT / "solutions/lab5_scheduler/train.sbatch").read_text()) == []
 
 
 def test_a_requeued_job_sums_its_waits_and_runs(tmp_path):
@@ -64,7 +64,7 @@ def test_a_requeued_job_sums_its_waits_and_runs(tmp_path):
     assert (row["state"], row["runs"], row["queue_wait_s"], row["elapsed_s"]) == ("COMPLETED", 2, 19.0, 27.0)
     assert (row["steps"], row["final_loss"], row["tokens_per_s"]) == (3, 3.0, 1024 / 0.05)
     # the checker's own reading agrees
-    want = lab5_eval._expected_row("2", slurm.parse_records(REQUEUED), tmp_path)
+    want = checks._expected_row("2", slurm.parse_records(REQUEUED), tmp_path)
     assert (want["queue_wait_s"], want["elapsed_s"], want["runs"]) == (19.0, 27.0, 2)
 
 
@@ -88,12 +88,12 @@ def _preempt_verdict(tmp_path, preempted, reference, state="COMPLETED"):
     _log(tmp_path / "7" / "log.jsonl", preempted)
     _log(tmp_path / "8" / "log.jsonl", [(0, 0, reference)])
     rec = [{"JobId": "7", "JobState": state}]
-    check = next(c for c in lab5.CHECKS if c.name == "preempt_resume")
-    return lab5_eval.check_preempt(check, "7", "", tmp_path, "8", rec, [], ["warning sent"])
+    check = next(c for c in checks.CHECKS if c.name == "preempt_resume")
+    return checks.preempted_job(check, "7", "", tmp_path, "8", rec, [], ["warning sent"])
 
 
 def test_preempt_resume_passes_only_bit_identical_losses_over_two_runs(tmp_path, monkeypatch):
-    monkeypatch.setattr(lab5_eval, "STEPS", 4)
+    monkeypatch.setattr(checks, "STEPS", 4)
     ref = [(s, 4.0 - s / 10) for s in range(1, 5)]
     ok = _preempt_verdict(tmp_path, [(0, 0, ref[:2]), (1, 2, ref[2:])], ref)
     assert isinstance(ok, CheckResult) and ok.passed, ok.message

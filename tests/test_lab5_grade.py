@@ -10,12 +10,13 @@ import pytest
 
 from checker import batch
 from checker.cli import exit_status
-from checker.labs import lab5, lab5_k8s
+from checker.labs.lab5 import k8s
+from checker.labs.lab5.checks import CHECKS
 from checker.report import CheckResult, LabReport, status_of
 from conftest import ROOT, load_json, run_checker
 
 pytestmark = pytest.mark.timeout(120)
-SCHEDULER_CHECKS = [c.name for c in lab5.CHECKS if "slurm" in c.needs]
+SCHEDULER_CHECKS = [c.name for c in CHECKS if "slurm" in c.needs]
 
 
 def no_slurm(tmp_path) -> dict:
@@ -28,7 +29,7 @@ def test_without_slurm_every_scheduler_check_is_not_run_with_the_way_to_start_it
     rep = load_json(tmp_path / "r.json")
     assert (rep["passed"], rep["status"]) == (False, "not_run")
     checks = {c["name"]: c for c in rep["checks"]}
-    assert list(checks) == [c.name for c in lab5.CHECKS] and len(SCHEDULER_CHECKS) == 4
+    assert list(checks) == [c.name for c in CHECKS] and len(SCHEDULER_CHECKS) == 4
     assert (checks["k8s_manifests_valid"]["passed"], checks["k8s_manifests_valid"]["status"]) == (True, "pass")
     for name in SCHEDULER_CHECKS:
         c = checks[name]
@@ -78,7 +79,7 @@ def test_a_manifest_without_apiversion_is_a_problem_not_a_crash(tmp_path):
     folder = tmp_path / "k8s"
     shutil.copytree(ROOT / "solutions" / "lab5_scheduler" / "k8s", folder)
     (folder / "torchrun-job.yaml").write_text("kind: Job\nmetadata: {name: train}\n")
-    problems = [str(p) for p in lab5_k8s.validate_manifests(folder)]
+    problems = [str(p) for p in k8s.validate_manifests(folder)]
     assert any("no apiVersion" in p for p in problems), problems
 
 

@@ -10,12 +10,12 @@ import time
 import pytest
 import yaml
 
-from checker.labs import lab5_k8s
+from checker.labs.lab5 import k8s
 from checker.starters import strip_solutions
 from conftest import ROOT
 
 K8S = ROOT / "solutions" / "lab5_scheduler" / "k8s"
-FILES = (lab5_k8s.JOB_FILE, lab5_k8s.PYTORCHJOB_FILE)
+FILES = (k8s.JOB_FILE, k8s.PYTORCHJOB_FILE)
 
 
 def load(name: str) -> list[dict]:
@@ -24,12 +24,12 @@ def load(name: str) -> list[dict]:
 
 def problems_after(tmp_path, mutate_job=None, mutate_ptj=None) -> list[str]:
     """Write both solution manifests to tmp_path, the one(s) given mutated in place, and validate."""
-    for name, mutate in ((lab5_k8s.JOB_FILE, mutate_job), (lab5_k8s.PYTORCHJOB_FILE, mutate_ptj)):
+    for name, mutate in ((k8s.JOB_FILE, mutate_job), (k8s.PYTORCHJOB_FILE, mutate_ptj)):
         docs = load(name)
         if mutate:
             mutate(*docs)
         (tmp_path / name).write_text(yaml.safe_dump_all(docs, sort_keys=False))
-    return [str(p) for p in lab5_k8s.validate_manifests(tmp_path)]
+    return [str(p) for p in k8s.validate_manifests(tmp_path)]
 
 
 def pod(job):
@@ -46,13 +46,13 @@ def set_script(container: dict, old: str, new: str):
 
 
 def test_solution_manifests_are_valid_offline():
-    problems = lab5_k8s.validate_manifests(K8S)
+    problems = k8s.validate_manifests(K8S)
     assert problems == [], "\n".join(map(str, problems))
 
 
 def test_the_schema_is_pinned_and_shipped_with_the_package():
     import kubernetes_validate.utils as kvu
-    assert lab5_k8s.K8S_VERSION in {kvu.major_minor(v) for v in kvu.all_versions()}
+    assert k8s.K8S_VERSION in {kvu.major_minor(v) for v in kvu.all_versions()}
 
 
 def _drop(key):
@@ -87,7 +87,7 @@ def _rdzv(old, new):
 def test_each_mistake_in_the_indexed_job_is_named(tmp_path, mutate, expected):
     problems = problems_after(tmp_path, mutate_job=mutate)
     assert any(expected in p for p in problems), "\n".join(problems)
-    assert all(p.startswith(lab5_k8s.JOB_FILE) for p in problems), "\n".join(problems)
+    assert all(p.startswith(k8s.JOB_FILE) for p in problems), "\n".join(problems)
 
 
 def test_c10d_rendezvous_at_node_0s_name_is_accepted_too(tmp_path):
@@ -127,14 +127,14 @@ def _ptj_container(job):
 def test_each_mistake_in_the_pytorchjob_is_named(tmp_path, mutate, expected):
     problems = problems_after(tmp_path, mutate_ptj=lambda job: mutate(job))
     assert any(expected in p for p in problems), "\n".join(problems)
-    assert all(p.startswith(lab5_k8s.PYTORCHJOB_FILE) for p in problems), "\n".join(problems)
+    assert all(p.startswith(k8s.PYTORCHJOB_FILE) for p in problems), "\n".join(problems)
 
 
 def test_missing_and_unparseable_files_are_problems_not_crashes(tmp_path):
-    problems = [str(p) for p in lab5_k8s.validate_manifests(tmp_path)]
+    problems = [str(p) for p in k8s.validate_manifests(tmp_path)]
     assert len(problems) == 2 and all("missing" in p for p in problems)
-    (tmp_path / lab5_k8s.JOB_FILE).write_text("spec:\n  completions: 2\n    parallelism: 2\n")
-    assert any("does not parse" in str(p) for p in lab5_k8s.validate_manifests(tmp_path))
+    (tmp_path / k8s.JOB_FILE).write_text("spec:\n  completions: 2\n    parallelism: 2\n")
+    assert any("does not parse" in str(p) for p in k8s.validate_manifests(tmp_path))
 
 
 def test_the_starters_parse_and_fail_with_a_hint_for_each_cut(tmp_path):
@@ -143,11 +143,11 @@ def test_the_starters_parse_and_fail_with_a_hint_for_each_cut(tmp_path):
         assert "BEGIN SOLUTION" not in text and "TODO(lab5)" in text
         assert list(yaml.safe_load_all(text))  # still YAML: kubectl would read it
         (tmp_path / name).write_text(text)
-    problems = [str(p) for p in lab5_k8s.validate_manifests(tmp_path)]
+    problems = [str(p) for p in k8s.validate_manifests(tmp_path)]
     for cut in ("completionMode", "subdomain", "--nnodes", "--master-addr", "terminationGracePeriodSeconds",
                 "--requeue"):
-        assert any(cut in p and p.startswith(lab5_k8s.JOB_FILE) for p in problems), (cut, problems)
-    assert any(p.startswith(lab5_k8s.PYTORCHJOB_FILE) and "$RANK" in p for p in problems), problems
+        assert any(cut in p and p.startswith(k8s.JOB_FILE) for p in problems), (cut, problems)
+    assert any(p.startswith(k8s.PYTORCHJOB_FILE) and "$RANK" in p for p in problems), problems
 
 
 # ------------------------------------------------------------------ the shell wrapper inside the pods
@@ -169,7 +169,7 @@ esac
 
 def run_wrapper(tmp_path, manifest: str, fake: str) -> int:
     docs = load(manifest)
-    container = (pod(docs[1])["containers"][0] if manifest == lab5_k8s.JOB_FILE
+    container = (pod(docs[1])["containers"][0] if manifest == k8s.JOB_FILE
                  else _ptj_container(docs[0]))
     text = script(container).replace("/ckpt", str(tmp_path / "ckpt"))
     bin_dir = tmp_path / "bin"
@@ -202,5 +202,5 @@ def test_the_wrapper_exit_code_says_finished_requeue_or_failed(tmp_path, manifes
 @pytest.mark.parametrize("manifest", FILES)
 def test_the_wrapper_is_valid_bash(manifest):
     docs = load(manifest)
-    container = pod(docs[1])["containers"][0] if manifest == lab5_k8s.JOB_FILE else _ptj_container(docs[0])
+    container = pod(docs[1])["containers"][0] if manifest == k8s.JOB_FILE else _ptj_container(docs[0])
     assert subprocess.run(["bash", "-n", "-c", script(container)], capture_output=True, timeout=10).returncode == 0

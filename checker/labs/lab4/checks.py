@@ -1,12 +1,20 @@
-"""Lab 4: from the runs and the diagnosis file to pass/fail. The answer key and thresholds live here."""
+"""Lab 4's incident checks, each one declaration on the evaluator that decides it (checker/labs/__init__.py): the
+incident fixed (`fixed`: the learner's job under the incident's conditions) and diagnosed (`diagnosed`: the
+diagnosis file against the checker's log of the faulty job), declared for each incident in turn at the end of the
+incidents' part; then the forensics checks (forensics.py). The answer key and thresholds live here, each with its
+reason. Every evaluator reads the runs and the Facts the grade found beside them (plan.py)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import tomllib
 
-from checker.labs._common import Check, error_result, first_error, run_info
+from checker.labs._common import Check, declare, error_result, first_error
+from checker.labs._held_save import TORN
+from checker.labs.lab4 import INCIDENTS, WHERE, forensics
 from checker.report import CheckResult
 
 # The README lists these causes; the last six are real failure modes that none of the incidents is.
@@ -39,6 +47,28 @@ REDUCE_PER_STEP_MAX = 1.5  # all-reduced elements per optimizer step / parameter
 # summing instead of averaging moves it by 3x the entry (k - 1 = 3).
 ACCUM_TOL = 1e-4
 
+CHECKS: list[Check] = []
+check = declare(CHECKS)
+# Every check runs the course's own jobs and conditions (solutions/lab4_debugging): none runs in a class handout.
+COURSE = ("reference",)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a grade found beside its runs (plan.py), for the evaluators."""
+    logs: dict[int, str] = field(default_factory=dict)  # {incident: the faulty job's log} (evidence.py)
+    diagnosis: dict | str = ""  # the learner's diagnosis.toml, or why it can't be read (read_diagnosis)
+    scenario: Callable | None = None  # scenario(n, variant): the course's conditions (course.scenarios())
+    variant: int = 0
+    launch: list[str] | str | None = None  # the learner's torchrun options, or why they can't be used (checked_launch)
+    desync_kinds: tuple[str, ...] = ()  # the faulty desync jobs, one per kind (desync.KINDS)
+    slow_link: tuple[int, float] | None = None  # (rank, GB/s) of the emulated link the checker slowed
+    netns_link: tuple[int, float] | None = None  # (rank, Mbit/s) of the real link the checker shaped
+
+
+def _incident(c: Check) -> int:
+    return int(c.name.rpartition("_incident")[2])
+
 
 def read_diagnosis(path: Path) -> dict | str:
     """The learner's diagnosis.toml as a dict, or a one-line reason it can't be read."""
@@ -68,7 +98,10 @@ def occurs(evidence: str, log: str) -> bool:
     return len(want) >= MIN_EVIDENCE_CHARS and any(want in normalise(line) for line in log.splitlines())
 
 
-def diagnosed(c: Check, n: int, logs: dict, diagnosis) -> CheckResult:
+def diagnosed(c: Check, runs, facts: Facts) -> CheckResult:
+    """The cause from the README's list, and an evidence line that occurs in the checker's log of the faulty job
+    and shows that cause."""
+    n, logs, diagnosis = _incident(c), facts.logs, facts.diagnosis
     if isinstance(diagnosis, str):
         return CheckResult(c.name, False, message=diagnosis, hint=c.hint)
     entry = diagnosis.get(f"incident{n}") or {}
@@ -149,8 +182,12 @@ def _skip_problem(sc, rs) -> str | None:
                 if value == "inf" else ""))
 
 
-def fixed(c: Check, n: int, runs, scenario, variant: int, launch) -> CheckResult:
-    sc = scenario(n, variant)
+def fixed(c: Check, runs, facts: Facts) -> CheckResult:
+    """The learner's job under incident n's conditions: completes, ranks in sync, loss falls; and what the incident
+    is about (the bad step skipped, eval amortised, equal shards, an exact resume, the interface, two jobs at once,
+    one all-reduce of the mean gradient per step)."""
+    n, launch = _incident(c), facts.launch
+    sc = facts.scenario(n, facts.variant)
     if n == 5:
         return _resume(c, runs, sc)
     if n == 7:
@@ -299,14 +336,48 @@ def checked_launch(run):
     return f"launch_args may not choose what runs ({banned[0]})" if banned else launch
 
 
-def evaluate(c: Check, runs, logs, diagnosis, scenario, variant, launch) -> CheckResult:
-    kind, n = c.name.split("_incident")
-    return (fixed(c, int(n), runs, scenario, variant, launch) if kind == "fixed"
-            else diagnosed(c, int(n), logs, diagnosis))
+# ---------------------------------------------------------------- the declarations: two checks per incident
+HINT_TASKS = {1: "incident1.join", 2: "incident2.skip_step", 3: "incident3.after_step", 4: "incident4.shard_indices",
+              5: "incident5.save_checkpoint", 6: "incident6.configure_network", 7: "incident7.launch_args",
+              8: "incident8.train_step"}  # each incident's task for `checker hint lab4 <task>`
+# Where to look and what to ask of the evidence, never the diagnosis (that is the lab).
+_FIXED_HINTS = {
+    1: f"{WHERE}/incident1.py join(): compare the launch environment each rank logs first with the process group "
+       "join() creates from it: where does each value the group is given come from?",
+    2: f"{WHERE}/incident2.py skip_step(): where is each rank when the job stalls (the log holds every rank's "
+       "stack), and at which step? Your fix must hold whichever rank and step hit the bad batch.",
+    3: f"{WHERE}/incident3.py after_step(): read the per-rank 'rank times' lines: who is busy outside train_step, "
+       "doing what, and how often? The dashboard still needs a validation loss every job.eval_every steps.",
+    4: f"{WHERE}/incident4.py shard_indices(): read each rank's 'samples this epoch' line and the last step each "
+       "rank reached: do the ranks agree, for every n and world size?",
+    5: f"{WHERE}/incident5.py save/load_checkpoint(): read the line logged right after the resume and compare the "
+       "resumed losses with the uninterrupted run's: what does the next step read that the checkpoint may not hold?",
+    6: f"{WHERE}/incident6.py configure_network(): read the first error each rank prints at start-up: what does it "
+       "name, and where does that name come from? The checker moves the name the cluster exports.",
+    7: f"{WHERE}/incident7.py launch_args(): read the second job's first error: what do two jobs started with these "
+       "options both ask the node for?",
+    8: f"{WHERE}/incident8.py train_step(): read what the job measures before it trains, then count the "
+       "all-reduces one optimizer step issues and what each costs at that rate.",
+}
+_FIXED_WHAT = {3: ", eval cost amortised", 5: ", resume bit-identical", 6: ", gloo's interface set",
+               7: ", two jobs at once", 8: ", one gradient all-reduce per step, .grad the mean gradient"}
+# A resume that found the checkpoint the kill left half-written (the job saves twice; the kill lands in the second)
+_TORN_HINT = ((TORN, "The checkpoint on disk is half-written: the job was killed while writing it, and the file it "
+                     "wrote in place is all a resume finds. Write each file to a temporary name in the same folder and "
+                     "rename it over the old one once complete (ckpt.atomic_save does both), the main file last: a "
+                     "kill then leaves the previous checkpoint whole (checker hint lab4 incident5.save_checkpoint)."),)
+# The pristine starter runs (it is the faulty job): its checks fail on what the checker measures, never on a TODO.
+for _n in INCIDENTS:
+    check(f"fixed_incident{_n}", f"incident {_n}'s job, your code, under its conditions: completes within budget, "
+          "ranks in sync, loss falls" + _FIXED_WHAT.get(_n, ""),
+          f"{_FIXED_HINTS[_n]} (checker hint lab4 {HINT_TASKS[_n]})",
+          starter_runs=True, needs=COURSE, symptoms=_TORN_HINT if _n == 5 else ())(fixed)
+    check(f"diagnosed_incident{_n}", f"diagnosis.toml [incident{_n}]: cause from the README's list; evidence occurs "
+          "in the checker's log of the faulty job",
+          f"Run `python -m labs.lab4_debugging.run {_n}`, read runs/lab4/incident{_n}.log (or the checker's "
+          f"runs/lab4/evidence/), then fill [incident{_n}] in {WHERE}/diagnosis.toml (checker hint lab4 "
+          f"{HINT_TASKS[_n]})",
+          starter_runs=True, needs=COURSE)(diagnosed)
 
-
-def info(runs, logs) -> list[tuple[str, str]]:
-    rows = run_info(runs)
-    if logs:
-        rows.append(("faulty jobs' logs", "runs/lab4/evidence/ (the lines your diagnosis must quote come from these)"))
-    return rows
+# Then the forensics checks, each declared on its evaluator in forensics.py.
+CHECKS += forensics.CHECKS

@@ -1,7 +1,7 @@
 """What both of lab 5's manifests need of the pod that runs torchrun, checked offline: reading a manifest,
 Kubernetes' own schema (pinned), the container's command as the shell would see it, and the checks on the
 pod (torchrun's --nnodes and --nproc-per-node, SIGTERM reaching the ranks, a grace period to save in, the
-checkpoint on a volume, resources asked for). checker/labs/lab5_k8s.py checks each manifest's own kind
+checkpoint on a volume, resources asked for). checker/labs/lab5/k8s.py checks each manifest's own kind
 with these.
 """
 from __future__ import annotations

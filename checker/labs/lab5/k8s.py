@@ -1,6 +1,6 @@
 """Lab 5's Kubernetes manifests, checked offline: no cluster, no network.
 
-    python -m checker.labs.lab5_k8s solutions/lab5_scheduler/k8s     # one line per problem; exit 1 if any
+    python -m checker.labs.lab5.k8s solutions/lab5_scheduler/k8s     # one line per problem; exit 1 if any
 
 `validate_manifests(folder)` reads the folder's torchrun-job.yaml (an Indexed Job + a headless Service)
 and pytorchjob.yaml (a Kubeflow PyTorchJob) and returns their problems; an empty list means valid.
@@ -23,7 +23,7 @@ import re
 import sys
 from pathlib import Path
 
-from .lab5_k8s_pod import (
+from .k8s_pod import (
     _LAUNCHER,
     K8S_VERSION,
     Problem,

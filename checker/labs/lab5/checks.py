@@ -1,6 +1,8 @@
-"""Lab 5's checks, read from what the jobs left: the step logs the training writes, Slurm's jobcomp records,
-the learner's metrics CSV and scaling report, and the Kubernetes manifests. checker/labs/lab5.py submits,
-preempts and sweeps the jobs; every number here is the checker's own reading, compared with the learner's.
+"""Lab 5's checks, each one declaration on the evaluator that decides it (checker/labs/__init__.py), read from what
+the jobs left: the step logs the training writes, Slurm's jobcomp records, the learner's metrics CSV and scaling
+report, and the Kubernetes manifests. plan.py submits, preempts and sweeps the jobs and hands each evaluator what it
+reads (the jobs are one procedure, not runs of their own); every number here is the checker's own reading, compared
+with the learner's. Thresholds are stated here, each with its reason.
 """
 from __future__ import annotations
 
@@ -11,12 +13,14 @@ from datetime import datetime
 from pathlib import Path
 
 from checker import seams, slurm
-from checker.labs._common import error_result
+from checker.labs._common import Check, declare, error_result
+from checker.labs.lab5 import DEADLINE_S, LAB, STEPS, SWEEP, WARN_AT, WHERE, refuse
 from checker.report import CheckResult
 
-LAB = "lab5"
-STEPS = 40          # steps of every training job the checker submits (preempted, reference, sweep)
-DEADLINE_S = 150    # a job still queued or running after this is cancelled
+MIN_SIGNAL_LEAD_S = 60  # a warning must leave time to checkpoint: Slurm may deliver it up to 60 s late
+
+CHECKS: list[Check] = []
+check = declare(CHECKS)
 
 
 # A starter's TODO and the lines that continue it (checker/starters.py cuts it to 120 columns): comment lines
@@ -71,6 +75,54 @@ def _slurm_log_tail(runs: Path, job: str, n: int = 12) -> str:
     return "\n".join(p.read_text(errors="replace").splitlines()[-n:]) if p.exists() else ""
 
 
+def sbatch_directives(text: str) -> list[str]:
+    """The options sbatch reads: #SBATCH lines before the first command (a later one is a plain comment)."""
+    out = []
+    for line in text.splitlines()[1:]:  # after the shebang
+        s = line.strip()
+        if s.startswith("#SBATCH"):
+            out.extend(s[len("#SBATCH"):].split("#")[0].split())
+        elif s and not s.startswith("#"):
+            break
+    return out
+
+
+def script_problems(text: str) -> list[str]:
+    opts = sbatch_directives(text)
+    problems = []
+    if "--requeue" not in opts or "--no-requeue" in opts:
+        problems.append("no #SBATCH --requeue (without it a preempted job is cancelled, not requeued)")
+    if "--open-mode=append" not in opts:
+        problems.append("no #SBATCH --open-mode=append (the requeued run would truncate the first run's log)")
+    sig = next((o.split("=", 1)[1] for o in opts if o.startswith("--signal=")), None)
+    m = re.fullmatch(r"(B:)?(SIG)?USR1@(\d+)", sig or "")
+    if not m:
+        problems.append(f"no #SBATCH --signal=B:USR1@N (found {sig!r})" if sig else "no #SBATCH --signal=B:USR1@N")
+    elif not m[1]:
+        problems.append(f"--signal={sig} signals the job steps, not the batch shell: use B:USR1@N so your trap runs")
+    elif int(m[3]) < MIN_SIGNAL_LEAD_S:
+        problems.append(f"--signal={sig}: {m[3]} s of warning; Slurm may send it up to 60 s late, so ask for >= "
+                        f"{MIN_SIGNAL_LEAD_S}")
+    return problems
+
+
+@check("batch_script_valid", "train.sbatch passes `sbatch --test-only` and asks for --requeue, "
+       "--open-mode=append and --signal=B:USR1@N (N >= 60)",
+       f"{WHERE}/train.sbatch: Slurm takes a job's preemption policy from the header, at submission: may the job "
+       "be requeued, does a second run append to the log or overwrite it, and which process is warned, how early "
+       "(Slurm may be 60 s late)? #SBATCH lines after the first command are plain comments. "
+       "(checker hint lab5 train.sbatch.1)",
+       needs=("slurm",))
+def batch_script_valid(c: Check, script: Path, env: dict) -> CheckResult:
+    """sbatch's own test of the script (--test-only, in the grade's client environment), then the header's rules."""
+    ok, said = slurm.test_only(script, env)
+    problems = ([] if ok else [f"sbatch --test-only: {said}"]) + script_problems(script.read_text())
+    return CheckResult(c.name, not problems, len(problems), 0, "problems",
+                       todo_prefix([script]) + "; ".join(problems)
+                       or f"sbatch --test-only: {said.splitlines()[-1] if said else 'ok'}",
+                       c.hint if problems else "")
+
+
 def check_flag(run, signal_at: int) -> str | None:
     """Why PreemptionFlag is not a collective (task_flag), or None."""
     err = run.error()
@@ -88,20 +140,18 @@ def check_flag(run, signal_at: int) -> str | None:
 
 
 def check_refusal(run) -> str | None:
-    """Why resume did not refuse a 2-rank checkpoint at 1 rank (task_flag, lab5_refuse.py), or None."""
-    from checker.labs import lab5_refuse
-
+    """Why resume did not refuse a 2-rank checkpoint at 1 rank (task_flag, refuse.py), or None."""
     mine = next((r.get("refusal") for r in run.results if r.get("rank") == 0), None) if not run.error() else None
     if mine and mine.get("raised_outside"):
         err = mine["raised_outside"]
         return (f"a checkpoint saved by 2 ranks for resume's world-size test: {err.get('type', 'error')}: "
                 f"{err.get('message', '')[:300]} ({err.get('where') or 'lab 2'}: save_checkpoint)")
-    return lab5_refuse.verdict(mine)
+    return refuse.verdict(mine)
 
 
 SAVED_AFTER_REQUEUE_S = 1.5  # jobcomp's EndTime has whole seconds (the requeue at 12:00:00.9 reads 12:00:00):
 # a save finished before the requeue is at most 1 s after it; one the requeue did not wait for ends the preempted
-# job's --save-delay (lab5.py: 3 s) after it
+# job's --save-delay (SAVE_DELAY_S: 3 s) after it
 
 
 def _requeued_before_saved(events: list[dict], first_run: dict) -> str | None:
@@ -131,9 +181,11 @@ def _requeued_before_saved(events: list[dict], first_run: dict) -> str | None:
             "back to an older checkpoint")
 
 
-def check_preempt(check, job, said, runs, ref, records, left, notes, stalled=None) -> CheckResult:
+def preempted_job(c: Check, job, said, runs, ref, records, left, notes, stalled=None) -> CheckResult:
+    """preempt_resume's verdict on the preempted job: it completed, over 2 runs or more, requeued only once its ranks
+    had saved, and resumed to losses bit-identical to the uninterrupted job `ref` (the sweep's 2-rank job)."""
     def fail(msg, value=None, details=""):
-        return CheckResult(check.name, False, value, 0.0, "max |loss diff|", msg, check.hint, details)
+        return CheckResult(c.name, False, value, 0.0, "max |loss diff|", msg, c.hint, details)
 
     if not job:
         return fail(f"sbatch refused the script: {said}")
@@ -169,8 +221,26 @@ def check_preempt(check, job, said, runs, ref, records, left, notes, stalled=Non
         return fail(f"{runs_seen}; losses diverge from the uninterrupted job {ref} at step {first}: the resume "
                     "lost state (optimizer moments, sampler position, RNG) or the ranks stopped at different steps",
                     max(diffs))
-    return CheckResult(check.name, True, 0.0, 0.0, "max |loss diff|",
+    return CheckResult(c.name, True, 0.0, 0.0, "max |loss diff|",
                        f"{runs_seen}; all {STEPS} losses bit-identical to job {ref}")
+
+
+@check("preempt_resume", f"the checker preempts your job twice ({WARN_AT} steps into each run: USR1 to the "
+       "batch shell, then `scontrol requeue`); it completes with losses bit-identical to an uninterrupted run",
+       "Read the job's Slurm log run by run (its tail: grade -v). No checkpoint or requeue after the warning: "
+       "who got the signal, and did the batch shell wait for the ranks to save before requeueing "
+       f"({WHERE}/train.sbatch)? A hang or mixed steps: the ranks must agree on the step they stop at "
+       f"({WHERE}/preemption.py). Losses differ after the resume: what run 2 loads and the step it continues "
+       f"from ({WHERE}/restart.py). (checker hint lab5 train.sbatch.3)",
+       needs=("slurm",))
+def preempt_resume(c: Check, flag, signal_at: int, job, said, runs, ref, records, left, notes,
+                   stalled=None) -> CheckResult:
+    """The preempted job (preempted_job), then PreemptionFlag on 2 ranks with one signalled (check_flag) and resume's
+    refusal of another world size's checkpoint (check_refusal): the flag run's two parts, task_flag."""
+    result = preempted_job(c, job, said, runs, ref, records, left, notes, stalled)
+    if result.passed and (wrong := check_flag(flag, signal_at) or check_refusal(flag)):
+        return CheckResult(c.name, False, None, None, "max |loss diff|", wrong, c.hint, "")
+    return result
 
 
 def _expected_row(job: str, records: list[dict], runs: Path) -> dict:
@@ -186,16 +256,23 @@ def _expected_row(job: str, records: list[dict], runs: Path) -> dict:
             "tokens_per_s": statistics.median(rates) if rates else None}
 
 
-def check_metrics(check, col, csv_path, finished, runs, records, sweep, array, stalled=None) -> CheckResult:
+@check("metrics_complete", "collect() + write_csv(): one row per job with state, runs, queue wait, elapsed, "
+       "tokens/s, each equal to the checker's reading of the jobcomp records and step logs",
+       f"{WHERE}/jobmetrics.py: a requeued job leaves one jobcomp line per run (JobState=PENDING, then the final "
+       "state), and each requeue resets SubmitTime: a job's runs, wait and run time span all its lines, not the "
+       "last. Compare the wrong cells with the jobcomp file. (checker hint lab5 jobmetrics.job_row)",
+       needs=("slurm",))
+def metrics_complete(c: Check, col, csv_path, finished, runs, records, sweep, array, stalled=None) -> CheckResult:
+    """Every finished job's row of the learner's CSV (the collect run's), cell by cell against _expected_row."""
     import csv
 
     def fail(msg, value=None, details=""):
-        return CheckResult(check.name, False, value, 0, "wrong or missing cells", msg, check.hint, details)
+        return CheckResult(c.name, False, value, 0, "wrong or missing cells", msg, c.hint, details)
 
     if sweep.error():
-        return error_result(check, sweep.error(), "wrong or missing cells")
+        return error_result(c, sweep.error(), "wrong or missing cells")
     if col.error():
-        return error_result(check, col.error(), "wrong or missing cells")
+        return error_result(c, col.error(), "wrong or missing cells")
     if len(finished) < 2:
         return fail(f"only {len(finished)} of the checker's jobs finished (array {array}): nothing to collect"
                     + (f"; {stalled}" if stalled else ""))
@@ -228,18 +305,30 @@ def check_metrics(check, col, csv_path, finished, runs, records, sweep, array, s
                     wrong.append(f"job {job}: {key} {got}, the checker reads {want[key]:.1f}")
     if wrong:
         return fail("; ".join(wrong[:4]) + (f"; and {len(wrong) - 4} more" if len(wrong) > 4 else ""), len(wrong))
-    return CheckResult(check.name, True, 0, 0, "wrong or missing cells",
+    return CheckResult(c.name, True, 0, 0, "wrong or missing cells",
                        f"{len(finished)} jobs, every cell equal to the checker's reading")
 
 
-def check_scaling(check, rep, jobs, runs, records, throttle=(None, None)) -> CheckResult:
-    """Recompute the table from every COMPLETED job the CSV holds (the preempted one is a 2-rank job too).
+@check("scaling_curve", f"scaling_table() + write_report() from the sweep's real jobs at world sizes {SWEEP}: "
+       "speedup and efficiency equal tokens/s(N) / (N x tokens/s(1)); a PNG plot and a markdown table",
+       f"{WHERE}/report.py: weak scaling, so N ranks process N times the tokens; efficiency is the measured "
+       "tokens/s over the ideal, which is linear from the smallest world size measured, and only COMPLETED jobs "
+       "that logged a rate are measurements. (checker hint lab5 report.scaling_table)",
+       needs=("slurm",))
+def scaling_curve(c: Check, col, rep, jobs, runs, records, throttle=(None, None)) -> CheckResult:
+    """Recompute the table from every COMPLETED job the CSV holds (the preempted one is a 2-rank job too). `col`: the
+    collect run that wrote the CSV (metrics_complete's); `rep`: the report run, None where there was no CSV to report.
     `throttle`: (the sweep's array id, its ArrayTaskThrottle as scontrol read it after submission, or None)."""
     def fail(msg, value=None):
-        return CheckResult(check.name, False, value, 0.01, "max |efficiency diff|", msg, check.hint)
+        return CheckResult(c.name, False, value, 0.01, "max |efficiency diff|", msg, c.hint)
 
+    if col.error():
+        err = col.error()
+        return CheckResult(c.name, False, message="needs metrics_complete's CSV first: " + (
+            f"not written yet: {err['todo']}" if err.get("todo") else f"{err['type']}: {err.get('message', '')}"),
+            hint=c.hint)
     if rep.error():
-        return error_result(check, rep.error(), "max |efficiency diff|")
+        return error_result(c, rep.error(), "max |efficiency diff|")
     array, limit = throttle
     if limit is not None and limit != 1:  # 0: no limit
         return fail(f"the sweep's array {array} may run {limit or 'all its'} tasks at once (`scontrol show job "
@@ -272,26 +361,26 @@ def check_scaling(check, rep, jobs, runs, records, throttle=(None, None)) -> Che
     if max(diffs) > 0.01:
         return fail(f"efficiency differs from tokens/s(N) / (N x tokens/s(1)) by {max(diffs):.3f}", max(diffs))
     effs = ", ".join(f"{s} ranks {table[s]['efficiency']:.0%}" for s in sorted(by_size))
-    return CheckResult(check.name, True, max(diffs), 0.01, "max |efficiency diff|",
+    return CheckResult(c.name, True, max(diffs), 0.01, "max |efficiency diff|",
                        f"efficiency {effs}; plot and table written")
 
 
-def scaling_info(rep) -> list[tuple[str, str]]:
-    if rep.error():
-        return []
-    return [(f"sweep {t['world_size']} rank(s)", f"{t['tokens_per_s']:,.0f} tokens/s, efficiency {t['efficiency']:.0%}")
-            for t in rep.result.get("table", [])]
-
-
-def check_manifests(check, h) -> CheckResult:
-    from checker.labs import lab5_k8s
+@check("k8s_manifests_valid", "k8s/*.yaml: an Indexed Job + headless Service running torchrun, and a Kubeflow "
+       "PyTorchJob, valid against the pinned Kubernetes schema and consistent with each other",
+       f"{WHERE}/k8s/: each problem listed names a field; ask what train.sbatch does there (k8s/README.md maps "
+       "every field to it): how many nodes and at once, each node's rank, a rendezvous host known in advance, "
+       "what counts as a failure, the time between the polite signal and the kill. "
+       "(checker hint lab5 torchrun-job.yaml.1)")
+def k8s_manifests_valid(c: Check, h) -> CheckResult:
+    """The graded tree's k8s/ folder, validated offline (k8s.py): no Slurm, no cluster."""
+    from checker.labs.lab5 import k8s
 
     folder = h.root / h.target / seams.SEAMS[LAB].folder / "k8s"
-    problems = [str(p) for p in lab5_k8s.validate_manifests(folder)]
+    problems = [str(p) for p in k8s.validate_manifests(folder)]
     if problems:
-        return CheckResult(check.name, False, len(problems), 0, "problems", todo_prefix(sorted(folder.glob("*.yaml")))
+        return CheckResult(c.name, False, len(problems), 0, "problems", todo_prefix(sorted(folder.glob("*.yaml")))
                            + "; ".join(problems[:3])
-                           + (f"; and {len(problems) - 3} more (-v)" if len(problems) > 3 else ""), check.hint,
+                           + (f"; and {len(problems) - 3} more (-v)" if len(problems) > 3 else ""), c.hint,
                            "\n".join(problems))
-    return CheckResult(check.name, True, 0, 0, "problems", f"{folder.name}/: valid against Kubernetes "
-                       f"{lab5_k8s.K8S_VERSION}, Job/Service/PyTorchJob consistent")
+    return CheckResult(c.name, True, 0, 0, "problems", f"{folder.name}/: valid against Kubernetes "
+                       f"{k8s.K8S_VERSION}, Job/Service/PyTorchJob consistent")

@@ -1,4 +1,5 @@
-"""Lab 4's forensics checks, checker side: the learner's analysers against the answer key of runs the checker made.
+"""Lab 4's forensics checks, each one declaration on the evaluator that decides it: the learner's analysers against the
+answer key of runs the checker made. checks.py puts them after the incidents' checks.
 
 desync_found: the course's faulty job (solutions/lab4_debugging/desync.py) ran once per kind of fault, with the
 flight recorder on, at the grade's variant (the faulty rank and step hidden). The rank that injected the fault
@@ -29,8 +30,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from checker.labs._common import Check, error_result, first_error
+from checker.labs._common import Check, declare, error_result, first_error
+from checker.labs.lab4 import WHERE
 from checker.report import CheckResult
+
+CHECKS: list[Check] = []
+check = declare(CHECKS)
+# Every check runs the course's own jobs (solutions/lab4_debugging): none runs in a class handout. Each evaluator
+# reads the runs and what the grade found beside them (checks.Facts).
+COURSE = ("reference",)
 
 FIELDS = ("rank", "seq", "kind")
 
@@ -46,10 +54,17 @@ def truth(runs, kind: str) -> tuple[dict | None, dict | None]:
     return keys[0], None
 
 
-def desync_found(c: Check, runs, kinds) -> CheckResult:
+@check("desync_found", "forensics.find_desync on the flight-recorder dumps of 5 faulty 3-rank jobs the checker ran "
+       "(hidden rank and step; point-to-point entries in every dump, one case's ring wrapped): the rank that "
+       "diverged, the collective sequence number, the kind of mismatch",
+       f"{WHERE}/forensics.py find_desync(): lay the ranks' entries side by side by collective_seq_id; at the first "
+       "disagreement, which rank is the odd one out (not the first to time out, not the one with fewest entries)? "
+       "Try it on `python -m labs.lab4_debugging.desync KIND`'s dumps (checker hint lab4 forensics.find_desync)",
+       needs=COURSE)
+def desync_found(c: Check, runs, facts) -> CheckResult:
     """Every case right in every field; the message names the case and the fields that are wrong, not the key."""
     keys = {}
-    for kind in kinds:
+    for kind in facts.desync_kinds:
         key, err = truth(runs, kind)
         if err:  # the checker's own faulty job failed to produce its evidence: not the learner's failure to hide
             return CheckResult(c.name, False, hint=c.hint,
@@ -85,8 +100,19 @@ def desync_found(c: Check, runs, kinds) -> CheckResult:
 RATE_BAND = 0.25  # |measured / configured - 1| at most
 
 
-def slow_rank_found(c: Check, runs, slow: int, rate_gbps: float, probe: str = "linkprobe",
-                    key: str = "slow_rank", command: bool = False) -> CheckResult:
+@check("slow_rank_found", "forensics.slow_rank on the profiler traces of linkprobe.py's 3 ranks, one rank's link "
+       "slowed (hidden rank and rate): that rank, and its link's rate within a band",
+       f"{WHERE}/forensics.py slow_rank(): a transfer is as slow as the slower of its two ends; which rank is in every "
+       "slow pair, and how many bytes per second did those transfers move (GB/s: 10^9 bytes, not bits)? Try it on "
+       "`python -m labs.lab4_debugging.linkprobe`'s traces (checker hint lab4 forensics.slow_rank)",
+       needs=COURSE)
+def slow_rank_found(c: Check, runs, facts) -> CheckResult:
+    """The rank the checker slowed, and the rate it set (facts.slow_link: rank, GB/s)."""
+    return _slow_rank(c, runs, *facts.slow_link)
+
+
+def _slow_rank(c: Check, runs, slow: int, rate_gbps: float, probe: str = "linkprobe",
+               key: str = "slow_rank", command: bool = False) -> CheckResult:
     """The answer of the learner's slow_rank (`key` in the forensics run's result) on the traces of `probe` (a
     worker run, or a command: the real link's, whose exit status says whether it made its traces)."""
     run = runs.get(probe)
@@ -125,7 +151,15 @@ def slow_rank_found(c: Check, runs, slow: int, rate_gbps: float, probe: str = "l
 BYTES_BAND = 0.10  # |bytes_per_step / key - 1| at most
 
 
-def memory_leak_found(c: Check, runs) -> CheckResult:
+@check("memory_leak_found", "forensics.find_memory_leak on memory snapshots of memleak.py's training loop, which "
+       "the checker recorded (hidden batch, sequence, steps): the leaking line of 3 leaks exactly, its bytes per step "
+       "within a band; None for the clean run",
+       f"{WHERE}/forensics.py find_memory_leak(): which allocations are never freed, which line of the script made "
+       "each (not torch's frame), and does that line leave bytes alive on every pass or only once? Try it on `python "
+       "-m labs.lab4_debugging.memleak logits`'s snapshot, and open it in https://pytorch.org/memory_viz "
+       "(checker hint lab4 forensics.find_memory_leak)",
+       needs=COURSE)
+def memory_leak_found(c: Check, runs, facts) -> CheckResult:
     """Every leak's line exact and bytes within the band, and no leak named in the clean run. The message says what
     the learner named and why it is not the leak, never the key's line."""
     err = first_error(runs, "memleak")
@@ -209,3 +243,15 @@ def _named(snapshot: str | None, key: dict, answer: dict) -> str:
         return f"its {len(mine)} allocations were all freed within their step"
     return (f"{len(kept)} of its {len(mine)} allocations ({sum(kept):,} bytes) are alive at the end, but they were "
             "allocated once (the optimizer's state) or by the step in progress, not again every step")
+
+
+@check("slow_rank_found_netns", "forensics.slow_rank on the link probe over a real link: one network namespace per "
+       "rank on a bridge, one rank's cable tbf-shaped (hidden rank and rate): that rank, and the rate within a band",
+       "The same slow_rank as slow_rank_found, on traces of a real shaped link: a kernel-buffered send returns early; "
+       "which spans cover the whole transfer? (checker hint lab4 forensics.slow_rank)",
+       needs=("root", *COURSE))
+def slow_rank_found_netns(c: Check, runs, facts) -> CheckResult:
+    """slow_rank_found's verdict on the real link's traces (facts.netns_link: rank, Mbit/s), made by a command of its
+    own run as root, not a worker run."""
+    rank, mbit = facts.netns_link
+    return _slow_rank(c, runs, rank, mbit / 8e3, "linkprobe_netns", "slow_rank_netns", command=True)
