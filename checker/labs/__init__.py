@@ -19,21 +19,10 @@ from types import ModuleType
 
 def parent(lab: str) -> ModuleType:
     """The lab's parent side: CHECKS, WORLD_SIZE, grade(h, checks), and what else the lab declares."""
-    if _flat(lab):  # TRANSITION: removed once every lab is a package
-        mod = importlib.import_module(f"checker.labs.{lab}")
-        if not hasattr(mod, "grade"):
-            mod.grade = importlib.import_module(f"checker.labs.{lab}_eval").grade
-        return mod
     return importlib.import_module(f"checker.labs.{lab}.plan")
 
 
 def worker(lab: str) -> ModuleType:
     """The lab's worker side: TASKS (and SOLUTIONS_IN_WORKER where the reference runs next to learner code)."""
-    if _flat(lab):  # TRANSITION
-        return importlib.import_module(f"checker.labs.{lab}")
     return importlib.import_module(f"checker.labs.{lab}.tasks")
 
-
-def _flat(lab: str) -> bool:  # TRANSITION
-    from pathlib import Path
-    return (Path(__file__).parent / f"{lab}.py").exists()
