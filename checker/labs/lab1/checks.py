@@ -224,7 +224,7 @@ def throughput_meter(c: Check, runs) -> CheckResult:
 
 
 def _meter_contract(r: dict, rate: float) -> str | None:
-    """What the meter does wrong besides its number (checker/labs/lab1_measure.py), or None."""
+    """What the meter does wrong besides its number (measure.py), or None."""
     m, later = r["meter"], r["meter"].get("later_tps")
     if not (isinstance(later, (int, float)) and abs(later / rate - 1) <= METER_TOL):
         said = f"{later:,.0f}" if isinstance(later, (int, float)) else repr(later)
