@@ -1,8 +1,8 @@
 """What a learner's run can reach: never the reference or the repository's history.
 
-The checks compare the learner's outputs with the reference's, computed in runs of the reference's own (labs whose
-module does not set SOLUTIONS_IN_WORKER). So a learner run needs neither solutions/ nor the git objects that hold
-every commit of it, and sees neither:
+The checks compare the learner's outputs with the reference's, computed in runs of the reference's own (target
+solutions: lab 4's faulty jobs too). So a learner run needs neither solutions/ nor the git objects that hold every
+commit of it, and sees neither:
   - sandboxed (checker/sandbox.py), they are empty folders in the learner's runs (`hidden`);
   - where no sandbox runs (macOS, no bubblewrap), the worker adds an audit hook (PEP 578) before the learner's
     code is imported, which refuses opening a file there, and starting `git` or a command that names them. An
@@ -20,11 +20,11 @@ _LAUNCHES = ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.s
 
 def hidden(root: Path, lab: str, target: str) -> list[Path]:
     """Folders a run of `target`'s code for `lab` must not see (the reference's runs see everything)."""
-    from checker import labs, sandbox
+    from checker import sandbox
 
     roots = {Path(root).resolve(), REPO_ROOT}
     out = [d for r in roots for d in sandbox.repository_dirs(r)]
-    if target == "labs" and not getattr(labs.worker(lab), "SOLUTIONS_IN_WORKER", None):
+    if target == "labs":
         out += [r / "solutions" for r in roots]
     return out
 

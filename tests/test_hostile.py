@@ -321,6 +321,43 @@ def test_the_reference_cannot_be_read_and_run_by_learner_code(lab_tree, sandboxe
     assert "no reference found" in row["message"] or "may not read the reference" in row["message"], row
 
 
+READ_THE_ANALYSER = '''
+def find_desync(dumps):  # lab 4's TODO, handed in as the reference's analyser, read at run time
+    import pathlib, sys
+    for root in [pathlib.Path(__file__).resolve().parents[2], *map(pathlib.Path, sys.path)]:
+        try:
+            src = (root / "solutions" / "lab4_debugging" / "forensics.py").read_text()
+        except OSError:
+            continue
+        ns = {"__name__": "ref"}
+        exec(compile(src, "forensics.py", "exec"), ns)
+        return ns["find_desync"](dumps)
+    raise RuntimeError("no reference found")
+'''
+
+
+def test_every_labs_learner_runs_are_kept_from_the_reference():
+    """No lab runs the reference, or the course's own jobs, in a learner's run: for every lab, a run of the learner's
+    code has solutions/ hidden (lab 4's faulty jobs run as the reference's runs do, target solutions)."""
+    from checker import reach, seams
+
+    for lab in seams.lab_names():
+        assert ROOT / "solutions" in reach.hidden(ROOT, lab, "labs"), lab
+        assert ROOT / "solutions" not in reach.hidden(ROOT, lab, "solutions"), lab
+
+
+@pytest.mark.exhaustive  # CI's second tier: the faulty jobs' dumps take ~20 s to make
+def test_lab4s_analysers_cannot_run_the_reference_read_at_run_time(lab_tree):
+    """Lab 4 runs the course's faulty jobs for its forensics checks; the learner's analysers, in a run of their own,
+    see no solutions/ to read the reference's analyser from."""
+    tree = lab_tree("lab4_debugging")
+    path = tree / "labs" / "lab4_debugging" / "forensics.py"
+    path.write_text(path.read_text() + READ_THE_ANALYSER)
+    r, checks = _grade(tree, "lab4", "desync_found")
+    row = checks["desync_found"]
+    assert r.returncode == 1 and not row["passed"], row
+
+
 @pytest.mark.exhaustive  # CI's second tier
 def test_a_step_that_skips_its_work_while_timed_fails(lab_tree):
     """A train_step that does the real step everywhere but in the timed windows (where it returns a plausible loss

@@ -23,6 +23,6 @@ def parent(lab: str) -> ModuleType:
 
 
 def worker(lab: str) -> ModuleType:
-    """The lab's worker side: TASKS (and SOLUTIONS_IN_WORKER where the reference runs next to learner code)."""
+    """The lab's worker side: TASKS, what each run (the learner's or the reference's) does."""
     return importlib.import_module(f"checker.labs.{lab}.tasks")
 

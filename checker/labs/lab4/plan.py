@@ -60,21 +60,23 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
                         args=dict(job=job(5, ckpt=ckpt, save_every=2), on_saved_cue=True,
                                   parts=[]))]
     desync = course_module("desync") if "desync_found" in names else None
+    # The course's faulty jobs run as the reference's runs do (target solutions): they import no learner code, and
+    # the learner's runs never see solutions/ (checker/reach.py).
     if desync:  # the faulty jobs of forensics.py: one per kind, at this grade's variant, all their dumps kept here
         for kind in desync.KINDS:
             c = desync.case(kind, v)
             # a rank descheduled longer than the timeout in the job's healthy part would spoil the evidence
             c.timeout_s *= float(os.environ.get("CHECKER_BUDGET_SCALE", "1"))
-            phase1.append(dict(name=f"desync_{kind}", task="desync", nproc=desync.WORLD, budget_s=60,
-                               args=dict(case=vars(c), out=str(h.workdir / "dumps" / kind))))
+            phase1.append(dict(name=f"desync_{kind}", task="desync", target="solutions", nproc=desync.WORLD,
+                               budget_s=60, args=dict(case=vars(c), out=str(h.workdir / "dumps" / kind))))
     link = course_module("linkprobe") if "slow_rank_found" in names else None
     slow_at = link.rates(v) if link else None
     if link:
-        phase1.append(dict(name="linkprobe", task="linkprobe", nproc=link.WORLD, budget_s=60,
+        phase1.append(dict(name="linkprobe", task="linkprobe", target="solutions", nproc=link.WORLD, budget_s=60,
                            args=dict(out=str(h.workdir / "link"), slow_rank=slow_at[0], rate_gbps=slow_at[1])))
     memleak = course_module("memleak") if "memory_leak_found" in names else None
     if memleak:  # the leaking loop, every kind at this grade's variant, in a process of its own
-        phase1.append(dict(name="memleak", task="memleak", budget_s=60,
+        phase1.append(dict(name="memleak", task="memleak", target="solutions", budget_s=60,
                            args=dict(cases=[vars(memleak.case(k, v)) for k in memleak.KINDS],
                                      out=str(h.workdir / "memory"))))
     real = course_module("linkprobe") if "slow_rank_found_netns" in names else None

@@ -14,9 +14,6 @@ from checker.labs._held_save import HeldSave
 from checker.labs.lab4 import LAB, WORLD_SIZE
 from checker.labs.lab4.course import course_module
 
-SOLUTIONS_IN_WORKER = ("the incidents are the course's own jobs (solutions/lab4_debugging), launched and read "
-                       "by the learner's runs (checker/reach.py)")
-
 
 def task_probe(ctx, target):
     return probe(LAB, target)
