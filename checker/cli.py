@@ -156,6 +156,10 @@ def grade_lab(lab: str, args, console: Console) -> LabReport:
     report = LabReport(lab, target, probe.result.get("device", args.device), world, time.monotonic() - t0, results,
                        info, total_checks=len(mod.CHECKS), variant=args.variant)
     report.sandbox = _sandbox_line(args)
+    if hasattr(mod, "ranks_needed"):  # runs of several sizes: the header says which, not one world size
+        sizes = [mod.ranks_needed(c.name, args.variant) for c in checks]
+        report.ranks = f"{min(sizes)}-{max(sizes)} ranks per run" if min(sizes) != max(sizes) else \
+            f"world size {sizes[0]}"
     return report
 
 

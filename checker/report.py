@@ -69,6 +69,7 @@ class LabReport:
     total_checks: int = 0  # how many checks the lab has; fewer ran with --only
     variant: int = 0
     sandbox: str = ""  # how the runs were isolated (checker/cli.py: _sandbox_line), on every report
+    ranks: str = ""  # where a lab's runs take different numbers of ranks (labs 9, 10): "1-4 ranks per run"
 
     @property
     def passed(self) -> bool:
@@ -141,8 +142,8 @@ def _fmt(x, unit: str = "") -> str:
 
 
 def render(report: LabReport, console: Console, verbose: bool = False) -> None:
-    title = (f"checker grade {report.lab} — {report.target}/ on {report.device}, world size "
-             f"{report.world_size}, {report.seconds:.1f} s")
+    ranks = report.ranks or f"world size {report.world_size}"
+    title = f"checker grade {report.lab} — {report.target}/ on {report.device}, {ranks}, {report.seconds:.1f} s"
     table = Table(title=title, show_lines=True, title_justify="left")
     for col in ("check", "result", "measured", "threshold", "what happened / what to do"):
         table.add_column(col, overflow="fold")
