@@ -141,8 +141,8 @@ class BatchSampler:
     whole state is two integers: the epoch and how many windows of it were consumed. Resuming
     needs no RNG state, and any process can recompute any epoch's order.
 
-    Lab 2 shards it by rank: a subclass with batch_size = the global batch whose `next_ids` keeps this
-    rank's block, so the ranks' batches concatenated are exactly this sampler's.
+    Lab 2 shards it by rank (lab2_ddp/sharding.py states what must hold there: the ranks' batches of a
+    step, concatenated in rank order, are exactly the global batch one process's sampler reads).
     """
 
     def __init__(self, num_windows: int, batch_size: int, seed: int = 0):

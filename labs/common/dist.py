@@ -235,7 +235,7 @@ def set_device_rng_state(state) -> None:
 
 
 def ddp_device_ids(device: torch.device) -> list[int] | None:
-    """What torch DDP's `device_ids` wants: [the GPU index] on CUDA, None on CPU."""
+    """This rank's device as a list of device indices: [the GPU index] on CUDA, None on CPU (no device to bind)."""
     return [device.index] if device.type == "cuda" else None
 
 

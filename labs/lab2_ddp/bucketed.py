@@ -10,7 +10,8 @@ move. Only the communication still running when backward ends is exposed.
 Why reverse order: buckets are filled in reverse registration order, so the first bucket to
 complete holds the last layers' gradients, which backward produces first.
 Why one persistent flat buffer per bucket: allocated once, it carries the bucket's gradients in one
-call, and afterwards each .grad is a view of its slice: no concatenation and no copy back.
+call, and afterwards each .grad must be a view of its slice of it: no concatenation and no copy back
+(the checker looks for every .grad inside its bucket's buffer).
 no_sync: during gradient accumulation the hooks do nothing; the last micro-step's backward
 communicates the accumulated gradients once.
 """
@@ -40,7 +41,7 @@ class Bucket:
 
     def reset(self) -> None:
         self.ready = 0       # parameters whose gradient is final in this backward
-        self.work = None     # the async all-reduce's handle
+        self.work = None     # the handle of this bucket's communication in flight (None: not launched)
 
 
 class BucketedDDP(nn.Module):
@@ -59,16 +60,19 @@ class BucketedDDP(nn.Module):
 
     @staticmethod
     def _make_buckets(params, cap_bytes: float) -> list[Bucket]:
-        """Consecutive parameters of one dtype, in reverse order, until a bucket holds at least cap_bytes.
+        """The buckets `params` (in registration order) travel in: the layout the checker compares bucket by bucket.
 
         One flat buffer has one dtype, and each .grad becomes a view of it, so a bf16 parameter's gradient
-        cannot live in an fp32 buffer: each dtype fills buckets of its own (one open bucket per dtype)."""
-        raise NotImplementedError("TODO(lab2): Every parameter in exactly one bucket. A bucket holds consecutive "
-                                  "parameters of one dtype, in reverse registration order (backward's: the first "
-                                  "bucket to fill holds the last layers), and closes once its bytes reach cap_bytes; "
-                                  "what is left of each dtype becomes a last bucket. tiny, 482,304 B of fp32 "
-                                  "gradients, a 0.1 MB cap: 3 buckets of ~133 KB, then 82 KB. (hints: checker hint "
-                                  "lab2 bucketed.make_buckets)")
+        cannot live in an fp32 buffer."""
+        raise NotImplementedError("TODO(lab2): Every parameter in exactly one bucket, every bucket of one dtype. Read "
+                                  "the parameters in reverse registration order (backward's: the first bucket to fill "
+                                  "holds the last layers): each bucket lists its parameters in that order, they are "
+                                  "consecutive among the parameters of its dtype, and the bucket ends with the first "
+                                  "of them at which its bytes reach cap_bytes (reaching it exactly counts); the "
+                                  "parameters of a dtype left after its last such bucket, together below the cap, are "
+                                  "one bucket more. So the sizes, dtypes and cap alone fix the layout. tiny, 482,304 B "
+                                  "of fp32 gradients, a 0.1 MB cap: 3 buckets of ~133 KB, then 82 KB. (hints: checker "
+                                  "hint lab2 bucketed.make_buckets)")
 
     def _grad_ready(self, p: torch.Tensor) -> None:
         """Post-accumulate-grad hook: runs inside backward as soon as p.grad is final."""

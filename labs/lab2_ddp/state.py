@@ -2,12 +2,13 @@
 # This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
 """Lab 1's checkpoint, for N ranks: what is replicated is written once, what differs per rank N times.
 
-Replicated on every rank (that is DDP's invariant): weights, AdamW moments, scheduler, sampler
-position (a global cursor), step -> rank 0 writes them, as `model.module`'s state dict so the
-file loads into an unwrapped model too. Different on every rank: the RNG streams (each rank
-draws its own dropout masks) -> each rank writes its own small file.
-Order matters: a kill at any point must leave a main file whose RNG files all exist (the main file
-names the step, the step names them), and a completed save leaves no RNG file of another step.
+Where things live: `path` holds what every rank holds alike, once, with the model as `model.module`'s state
+dict (so the file loads into an unwrapped model too); each rank's own RNG streams (each rank draws its own
+dropout masks) live in rng_path(path, rank, step), the step being the one the main file names.
+What must hold at every instant, wherever a kill lands (the checker kills a save inside one of its writes):
+  - the main file on disk, if any, is a whole one (this save's or an earlier save's), never a torn one;
+  - every rank's RNG file for the step the main file on disk names exists, complete;
+  - once a save has returned on every rank, no rank's RNG file of another step remains.
 """
 from __future__ import annotations
 
@@ -28,9 +29,9 @@ def save_checkpoint(path, model, optimizer, scheduler, sampler, step: int) -> No
     raise NotImplementedError("TODO(lab2): Every rank calls it. Afterwards path holds what is replicated, written "
                               "once: the unwrapped model's weights (so it loads without the wrapper), optimizer, "
                               "scheduler, sampler, step; and each rank's own RNG streams sit in a file per rank named "
-                              "by the step. A kill at any moment leaves a main file whose RNG files all exist, and no "
-                              "rank's RNG file of another step outlives a completed save. (hints: checker hint lab2 "
-                              "state.save_checkpoint)")
+                              "by the step. A kill at any moment leaves a complete main file (this save's or the last "
+                              "one's) whose RNG files all exist, and no rank's RNG file of another step outlives a "
+                              "completed save. (hints: checker hint lab2 state.save_checkpoint)")
 
 
 def load_checkpoint(path, model, optimizer, scheduler, sampler) -> int:

@@ -4,25 +4,25 @@
 
     torchrun --nproc_per_node 2 -m labs.lab6_model_parallel.pp_timeline --out runs/lab6/pp.json
 
-Rank r runs stage r of p. A micro-batch's forward receives the activation from stage r-1 (the first
-stage reads the data), runs the stage, and sends its output to stage r+1 (the last stage computes the
-loss). Its backward receives dL/d(output) from stage r+1, runs autograd through the stage, and sends
-dL/d(input) to stage r-1. The two schedules differ only in order:
-    GPipe  all m forwards, then all m backwards. Each stage holds m micro-batches' activations at once.
-    1F1B   stage r runs p-1-r forwards (warm-up), then alternates one forward, one backward (steady
-           state), then the remaining backwards (cool-down). A backward frees a micro-batch as soon as
-           possible: stage r never holds more than p-r of them; the bubble, (p-1)/(m+p-1), is the same.
-The loss of the step is the mean over micro-batches, so each micro-batch's loss is divided by m before
-its backward, and the gradients accumulate in .grad: the step's gradient equals the whole batch's.
+Rank r runs stage r of p. What crosses the cut between stages r and r+1, per micro-batch: the activation
+going forward, and the gradient of the loss with respect to it coming back. The first stage reads the data;
+the last computes the loss. Autograd's graph never spans two ranks: each stage differentiates its own part.
+The two schedules run the same forwards and backwards and differ only in their order:
+    GPipe  every forward before any backward: each stage holds m micro-batches' activations at its peak.
+    1F1B   the same bubble, (p-1)/(m+p-1), and the same losses and gradients, but stage r never holds more
+           than p-r micro-batches at once (from a forward's start to its backward's end): the order that
+           achieves it is yours to derive.
+The step's loss is the mean over the m micro-batches, and the gradients the m backwards leave in .grad
+must be that mean's: the whole batch's.
 
-Sends and receives facing each other go out together. In 1F1B's steady state stage 0 sends micro-batch
-i+1 forward and then waits for micro-batch i's gradient, while stage 1 sends that gradient back and then
-waits for micro-batch i+1: each send waits for a receive the peer posts only after its own send. gloo
-buffers a send and gets away with it; NCCL runs a pair's transfers in order on one stream and needs the
-send and the receive issued as one group (torch.distributed.batch_isend_irecv) to guarantee progress.
-So a send is held until this stage's next receive and both go in one batch (what Megatron-LM's
-send_forward_recv_backward does); a send with no receive coming next (the first stage's forwards, the
-last stage's backwards) goes out at once. Sends are waited for at the end of the step.
+Sends and receives facing each other go out together. In 1F1B's steady state neighbouring stages each
+send something and then wait for what the other sends: each send waits for a receive the peer posts only
+after its own send. gloo buffers a send and gets away with it; NCCL runs a pair's transfers in order on one
+stream and needs the send and the receive issued as one group (torch.distributed.batch_isend_irecv) to
+guarantee progress. So a send is held until this stage's next receive and both go in one batch (what
+Megatron-LM's send_forward_recv_backward does); a send with no receive coming next (the first stage's
+forwards, the last stage's backwards) goes out at once. Sends are waited for at the end of the step.
+_send and _recv below do all of this: use them for every transfer.
 """
 from __future__ import annotations
 
@@ -41,9 +41,9 @@ class Pipe:
         self.rank, self.p, self.m = dist.get_rank(), dist.get_world_size(), len(micro_batches)
         self.first, self.last = self.rank == 0, self.rank == self.p - 1
         self.device = next(stage.parameters()).device
-        self.inputs: dict[int, torch.Tensor] = {}   # micro-batch -> the input whose .grad goes back upstream
-        self.outputs: dict[int, torch.Tensor] = {}  # micro-batch -> output (or the scaled loss on the last stage)
-        self.losses: list[float] = []               # last stage: each micro-batch's loss, unscaled
+        self.inputs: dict[int, torch.Tensor] = {}   # micro-batch -> what its forward kept for its backward
+        self.outputs: dict[int, torch.Tensor] = {}  # micro-batch -> what its forward kept for its backward
+        self.losses: list[float] = []               # last stage: each micro-batch's loss, as loss_fn gives it
         self.sends: list = []                       # (work, tensor): the tensor must live until the send is done
         self.held: list[dist.P2POp] = []            # sends waiting to go out with the next receive
 
@@ -70,22 +70,24 @@ class Pipe:
         x, y = self.micro_batches[i]
         if self.first:
             self._flush()  # this forward receives nothing: what is held goes now
-        raise NotImplementedError("TODO(lab6): Micro-batch i's forward on this stage: its input is the data (first "
-                                  "stage) or the activation received from stage r-1, as a tensor that will get a "
-                                  "gradient; its output goes to stage r+1 cut from this stage's graph, or on the last "
-                                  "stage becomes the loss, recorded unscaled and kept divided by m (so the gradients "
-                                  "add up to the batch mean's). Input and output are kept until backward. (hints: "
-                                  "checker hint lab6 schedules.forward)")
+        raise NotImplementedError("TODO(lab6): Afterwards micro-batch i has been through this stage: stage r+1 gets "
+                                  "this stage's output for it (the first stage's input is the data); on the last stage "
+                                  "self.losses gains i's loss as loss_fn gives it. Until i's backward, the stage keeps "
+                                  "what that backward will need, and no more: what to differentiate, and where the "
+                                  "gradient for stage r-1 will appear. The m backwards together must leave in .grad "
+                                  "the gradient of the mean of the m losses. (hints: checker hint lab6 "
+                                  "schedules.forward)")
 
     def backward(self, i: int) -> None:
         """Micro-batch i's backward on this stage; frees what its forward kept."""
         if self.last:
             self._flush()  # this backward receives nothing: what is held goes now
-        raise NotImplementedError("TODO(lab6): Micro-batch i's backward on this stage, freeing what its forward kept: "
-                                  "the last stage backpropagates its scaled loss, the others their output with the "
-                                  "gradient received from stage r+1, so the parameters' gradients accumulate; every "
-                                  "stage but the first then sends the gradient of its input to stage r-1. (hints: "
-                                  "checker hint lab6 schedules.backward)")
+        raise NotImplementedError("TODO(lab6): Afterwards micro-batch i's share of the step's gradient is added to "
+                                  "this stage's .grad (the m backwards' shares add up to the gradient of the mean "
+                                  "loss), stage r-1 gets the gradient of the loss with respect to the activation it "
+                                  "sent for i, and nothing of i's forward is referenced here any more: a backward "
+                                  "frees what its forward kept (the checker counts what is still referenced at each "
+                                  "forward). (hints: checker hint lab6 schedules.backward)")
 
     def finish(self) -> None:
         self._flush()
@@ -103,12 +105,15 @@ def gpipe(pipe: Pipe) -> None:
 
 
 def one_f_one_b(pipe: Pipe) -> None:
-    """Warm-up forwards, then one forward + one backward at a time, then the remaining backwards."""
-    raise NotImplementedError("TODO(lab6): The same micro-batches and bubble as GPipe, less memory: stage r runs p-1-r "
-                              "warm-up forwards (at most m), then alternates the next micro-batch's forward with the "
-                              "oldest one's backward, then the remaining backwards, so it never holds more than p-r "
-                              "micro-batches' activations (p = 2: two on stage 0, one on stage 1; GPipe holds m). "
-                              "(hints: checker hint lab6 schedules.one_f_one_b)")
+    """GPipe's losses, gradients and bubble, with at most p - rank micro-batches held on this stage."""
+    raise NotImplementedError("TODO(lab6): Runs every micro-batch's forward and backward once on this stage, in an "
+                              "order that gives GPipe's losses and gradients and its bubble, (p-1)/(m+p-1) (the "
+                              "checker times it on stages of known cost, m = 4 and 8: within 0.06), while stage r "
+                              "never holds more than p-r micro-batches at once, counted from a forward's start to its "
+                              "backward's end (p = 2, m = 8: at most two on stage 0 and one on stage 1, where GPipe "
+                              "holds eight). Every stage decides its order alone, with no message but the sends and "
+                              "receives its forwards and backwards make. (hints: checker hint lab6 "
+                              "schedules.one_f_one_b)")
 
 
 SCHEDULES = {"gpipe": gpipe, "1f1b": one_f_one_b}

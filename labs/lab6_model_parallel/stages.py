@@ -4,16 +4,17 @@
 
     torchrun --nproc_per_node 2 -m labs.lab6_model_parallel.pp_timeline --out runs/lab6/pp.json
 
-Stage s of p holds blocks [s*L/p, (s+1)*L/p); the first stage also the embeddings, the last the final
-LayerNorm and the head. One tensor crosses each cut: the residual stream, (micro_batch, T, d) floats
-(tiny, micro-batch 2: 2*64*64*4 = 32 KB forward, the same bytes of gradient backward), far less than
-the blocks' weights (tiny: 50 K floats per block), which never move. That is pipeline parallelism's
+The p stages hold the model's L blocks in the model's order, each stage a contiguous run of L/p of them;
+the first stage also the embeddings, the last the final LayerNorm and the head. One tensor crosses each
+cut: the residual stream, (micro_batch, T, d) floats (tiny, micro-batch 2: 2*64*64*4 = 32 KB forward, the
+same bytes of gradient backward), far less than the blocks' weights (tiny: 50 K floats per block), which
+never move. That is pipeline parallelism's
 deal: little communication, but idle stages (the bubble) unless micro-batches keep them busy.
 
 Tied weights. The GPT's head reuses the token embedding (tie_embeddings): one Parameter, two uses. Cut
 in two, the first stage's copy sees only the embedding's gradient and the last stage's only the head's;
-the model's gradient is their sum. So after backward, and before the optimizer step, the first and last
-stages all-reduce that one tensor (V*d floats: tiny 16 K), and the copies stay equal.
+the model's gradient is their sum. So after backward, and before the optimizer step, both copies must hold
+that sum (V*d floats: tiny 16 K), and the copies stay equal.
 """
 from __future__ import annotations
 
@@ -40,17 +41,17 @@ class GPTStage(nn.Module):
         self.tied_group = tied_group
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError("TODO(lab6): The stage computes exactly its part of the GPT's forward: on the first "
-                                  "stage token ids (B, T) become the residual stream (B, T, d) as the model's own "
-                                  "forward makes it (token + position embedding, then dropout); then every block it "
-                                  "holds, in order; on the last stage, logits (B, T, V) from the final LayerNorm and "
-                                  "the head. Chained over the stages, it equals the whole model's logits. (hints: "
+        raise NotImplementedError("TODO(lab6): Returns exactly this stage's part of the GPT's forward, with the "
+                                  "model's own modules: the first stage takes token ids (B, T) and the others the "
+                                  "residual stream (B, T, d); the last returns logits (B, T, V) and the others the "
+                                  "residual stream. Chained over the stages, each output into the next, it gives the "
+                                  "whole model's logits (without the loss), as GPT.forward computes them. (hints: "
                                   "checker hint lab6 stages.forward)")
 
 
 def split_stages(model: nn.Module, stage: int, n_stages: int) -> GPTStage:
-    """This rank's stage: blocks [stage*L/n, (stage+1)*L/n), plus the embeddings on the first stage and the
-    final LayerNorm and head on the last. Every rank must call it (it creates the tied-weight group)."""
+    """This rank's stage: its run of blocks, plus the embeddings on the first stage and the final LayerNorm and
+    head on the last. Every rank must call it (it creates the tied-weight group)."""
     n_layer = len(model.blocks)
     if n_layer % n_stages:
         raise ValueError(f"{n_stages} stages must divide the {n_layer} blocks")
@@ -58,20 +59,23 @@ def split_stages(model: nn.Module, stage: int, n_stages: int) -> GPTStage:
     group = None
     if dist.is_initialized() and n_stages > 2:
         group = dist.new_group([0, n_stages - 1])
-    raise NotImplementedError("TODO(lab6): Stage s of n gets blocks [s*L/n, (s+1)*L/n): contiguous, disjoint, each "
-                              "block on exactly one stage; the first stage also the embeddings, the last the final "
-                              "LayerNorm and head, and the stage keeps the tied-weight group made above. Tiny (L = 2) "
-                              "in 2 stages: block 0, then block 1. (hints: checker hint lab6 stages.split_stages)")
+    raise NotImplementedError("TODO(lab6): Returns stage `stage` of n: the n stages hold the model's blocks in the "
+                              "model's order, each a contiguous run of L/n blocks, stage 0 the first run, each block "
+                              "on exactly one stage (the checker chains the stages of a 4-layer GPT and compares the "
+                              "logits); the first stage also holds the embeddings, the last the final LayerNorm and "
+                              "head, and the stage keeps the tied-weight group made above. Tiny (L = 2) in 2 stages: "
+                              "block 0, then block 1. (hints: checker hint lab6 stages.split_stages)")
 
 
 def sync_tied_grads(stage: nn.Module) -> None:
-    """After backward, on every rank: the first and last stages sum their copies' gradients of the tied
-    embedding/head weight, so both hold the model's gradient. Other stages (and untied models) do nothing."""
+    """After backward, on every rank: the first and last stages both end holding the model's gradient of the tied
+    embedding/head weight. Other stages (and untied models) do nothing."""
     tied = getattr(stage, "tied", None)
     if tied is None:
         return
     raise NotImplementedError("TODO(lab6): Afterwards the first and the last stage hold the same gradient for the tied "
-                              "embedding/head weight: the sum of both copies' gradients, which is the model's (dL/dW = "
-                              "the embedding's part + the head's part), V*d floats moved (tiny: 16 K); a copy that got "
-                              "no gradient counts as zero. Only those two stages take part, in the stage's tied group. "
-                              "(hints: checker hint lab6 stages.sync_tied_grads)")
+                              "embedding/head weight, the whole model's: dL/dW = the embedding's part + the head's "
+                              "part, V*d floats (tiny: 16 K). It must hold also when a copy got no gradient in this "
+                              "backward (its .grad is None). Only those two stages take part: the group kept in "
+                              "stage.tied_group holds them (None: the world is just the two). (hints: checker hint "
+                              "lab6 stages.sync_tied_grads)")

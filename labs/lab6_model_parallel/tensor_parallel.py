@@ -4,19 +4,17 @@
 
     torchrun --nproc_per_node 2 -m labs.lab6_model_parallel.tp_report --out runs/lab6/tp.json
 
-The model is untouched (labs/common/model.py); per block:
-    attn.qkv   -> ColumnParallelLinear over this rank's heads: H/N heads of q, k and v
-    attn.proj  -> RowParallelLinear over the same heads' columns
-    mlp.fc     -> ColumnParallelLinear, a contiguous 4d/N block of the hidden units
-    mlp.proj   -> RowParallelLinear, the matching 4d/N input columns
-Embeddings, LayerNorms and the (tied) head stay whole on every rank, and so do their gradients: the
-all-reduce in f's backward makes the gradient reaching them complete and identical on every rank, so
-unlike DDP no gradient all-reduce is needed after backward.
+The model is untouched (labs/common/model.py). In every block, attention is split by whole heads and the MLP
+by hidden units, each rank's share in the course's layout (the checker compares every shard with its slice of
+the unsplit tensor): rank r holds the r-th contiguous block of H/N heads and the r-th contiguous block of 4d/N
+hidden units. Which of a block's four Linears is column- and which row-parallel follows from tp_layers.py's
+Y = X A, Z = Y B. Embeddings, LayerNorms and the (tied) head stay whole on every rank, and so must their
+gradients be, complete and identical on every rank, without any gradient all-reduce after backward (unlike
+DDP): the split layers' own communication has to see to it.
 
-Attention needs its own forward: the model's splits qkv's output into three d-wide parts and views
-them as n_head heads, but a rank now holds 3 * d/N features, H/N heads of each of q, k, v. qkv's weight
-rows are [q (d rows) | k (d) | v (d)], head h owning rows h*hd ... (h+1)*hd of each part (hd = d/H),
-so rank r's rows are those of heads r*H/N ... (r+1)*H/N in each of the three parts (qkv_rows).
+Attention needs its own forward (TPAttention): the model's assumes all n_head heads, d features wide, and a
+rank now holds H/N of them. Which rows of the fused qkv weight belong to which head of q, k and v is the
+model's own layout: read it off CausalSelfAttention.forward in labs/common/model.py.
 
 Dropout: the residual dropout after a row-parallel layer acts on replicated activations; every rank
 must draw the same mask (same seed, same RNG state). Attention dropout acts on different heads per rank
@@ -40,11 +38,13 @@ def block_rows(n: int, rank: int, world: int) -> torch.Tensor:
 
 def qkv_rows(n_embd: int, n_head: int, rank: int, world: int) -> torch.Tensor:
     """Rows of the fused qkv weight (3*n_embd rows) that rank r keeps: its heads of q, then of k, then of v."""
-    raise NotImplementedError("TODO(lab6): Returns the indices of the fused qkv weight's rows (3d in all: q rows 0 to "
-                              "d-1, then k, then v) that rank r keeps: the rows of its heads, r*H/N to (r+1)*H/N - 1, "
-                              "in each of q, k and v, in that order: 3d/N indices. Whole heads, because attention "
-                              "mixes a head's features. Tiny (d = 64), N = 2: rank 0 keeps 0-31, 64-95, 128-159. "
-                              "(hints: checker hint lab6 tensor_parallel.qkv_rows)")
+    raise NotImplementedError("TODO(lab6): Returns the indices of the rows of the fused qkv weight (3d rows: d of q, d "
+                              "of k, d of v) that rank r keeps: exactly the rows of its own heads, the r-th contiguous "
+                              "block of H/N heads, in each of q, k and v; listed as its rows of q, then of k, then of "
+                              "v, each part in increasing order: 3d/N indices (the checker compares the shard row by "
+                              "row with the unsplit weight at these indices). Whole heads, because attention mixes a "
+                              "head's features. Check yourself before running: at d = 12, H = 6, N = 3, which rows are "
+                              "rank 1's? (hints: checker hint lab6 tensor_parallel.qkv_rows)")
 
 
 class TPAttention(nn.Module):
@@ -60,27 +60,29 @@ class TPAttention(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         B, T, _ = x.shape
-        raise NotImplementedError("TODO(lab6): Causal self-attention over this rank's heads only: the local qkv output "
-                                  "(B, T, 3*width), width = local heads x head_dim, is cut into q, k and v; each head "
-                                  "attends with the causal mask (dropout only in training); the heads go back to (B, "
-                                  "T, width) with each position's heads side by side; proj and the residual dropout "
-                                  "then give the full (B, T, d) on every rank. (hints: checker hint lab6 "
+        raise NotImplementedError("TODO(lab6): Returns (B, T, d), on every rank the unsplit attention layer's output "
+                                  "for x (with the residual dropout). This rank's qkv gives, per position, its own "
+                                  "self.n_head heads (H/N of the model's H) of q, then of k, then of v, head_dim "
+                                  "features each; every head attends causally (dropout on the attention weights in "
+                                  "training only); proj expects those heads' outputs side by side per position, in "
+                                  "head order, self.n_head x head_dim features wide. (hints: checker hint lab6 "
                                   "tensor_parallel.forward)")
 
 
 def parallelize(model: nn.Module, group=None) -> nn.Module:
     """Split every block's attention (by heads) and MLP (by hidden units) across `group`; in place.
 
-    Parameter names stay the model's (blocks.i.attn.qkv.weight, ...), each holding this rank's shard:
-    column-parallel layers their rows, row-parallel layers their weight columns and the whole bias.
+    Parameter names stay the model's (blocks.i.attn.qkv.weight, ...), each holding this rank's shard.
     """
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     cfg = model.cfg
     if cfg.n_head % world or (4 * cfg.n_embd) % world:
         raise ValueError(f"{world} ranks must divide n_head={cfg.n_head} and 4*n_embd={4 * cfg.n_embd}")
     d, hd = cfg.n_embd, cfg.n_embd // cfg.n_head
-    raise NotImplementedError("TODO(lab6): In place, returns the model: in every block attention keeps this rank's H/N "
-                              "whole heads (qkv column-parallel over their rows, proj row-parallel over the same d/N "
-                              "columns) and the MLP hidden units [r*4d/N, (r+1)*4d/N) (fc column-, proj row-parallel "
-                              "over the same units). Parameter names unchanged; 12d^2/N weights per block per rank. "
-                              "(hints: checker hint lab6 tensor_parallel.parallelize)")
+    raise NotImplementedError("TODO(lab6): In place, returns the model, whose logits, loss and every gradient then "
+                              "equal the unsplit model's on every rank (within 1e-5). In every block each rank holds "
+                              "only its shard, as Parameters under the model's names (blocks.i.attn.qkv.weight, ...): "
+                              "attention by whole heads, rank r the r-th contiguous block of H/N; the MLP by hidden "
+                              "units, rank r the r-th contiguous block of 4d/N; in each pair of Linears the second "
+                              "consumes exactly the features the first produced. 12d^2/N weights per block per rank, 4 "
+                              "all-reduces per block per step. (hints: checker hint lab6 tensor_parallel.parallelize)")

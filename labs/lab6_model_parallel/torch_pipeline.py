@@ -1,6 +1,6 @@
 # GENERATED from solutions/lab6_model_parallel/torch_pipeline.py by `make starters` (checker/starters.py).
 # This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
-"""The same schedules with torch.distributed.pipelining: PipelineStage + ScheduleGPipe / Schedule1F1B.
+"""The same schedules with torch.distributed.pipelining: a stage object and a schedule object.
 
     torchrun --nproc_per_node 2 -m labs.lab6_model_parallel.pp_timeline --out runs/lab6/pp.json
 
@@ -25,9 +25,6 @@ import torch.nn as nn
 def torch_schedule(stage_module: nn.Module, n_micro: int, loss_fn: Callable, device: torch.device,
                    schedule: str = "1f1b"):
     """A torch.distributed.pipelining schedule for this rank's stage (rank r = stage r of the world)."""
-    # imported here, not at the top: it pulls in torch._dynamo (~1 s per rank), and only this function needs it
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
-
     raise NotImplementedError("TODO(lab6): Returns a schedule object of torch's pipelining library that runs this "
                               "stage module as stage number rank of world-size stages on `device`, splits each batch "
                               "into n_micro micro-batches, computes loss_fn on the last stage, averages the gradients "

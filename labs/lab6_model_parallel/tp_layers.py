@@ -1,26 +1,30 @@
 # GENERATED from solutions/lab6_model_parallel/tp_layers.py by `make starters` (checker/starters.py).
 # This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
-"""Tensor parallelism by hand: a Linear split across N ranks, and the two collectives that keep it exact.
+"""Tensor parallelism by hand: a Linear split across N ranks, and the two autograd ops that keep it exact.
 
 Megatron-LM's split of a d -> 4d -> d MLP (Shoeybi et al., 2019), for Y = X A then Z = Y B:
-    column-parallel A = [A_0 | A_1 | ...]    rank r computes Y_r = X A_r: its slice of Y's last dim,
-                                             no communication (X is the same on every rank)
-    row-parallel    B = [B_0; B_1; ...]      Z = sum_r Y_r B_r: each rank a partial sum, ONE all-reduce
+    column-parallel A = [A_0 | A_1 | ...]    rank r computes Y_r = X A_r: its slice of Y's last dim
+                                             (X is the same on every rank)
+    row-parallel    B = [B_0; B_1; ...]      Z = sum_r Y_r B_r: rank r can compute one term of the sum
 The nonlinearity between them (GELU) is elementwise, so it applies to each slice Y_r alone. Attention
-splits the same way by heads: q, k, v column-parallel (whole heads per rank), the output proj row-parallel.
+splits the same way by heads.
 
-Two conjugate autograd functions carry the communication (Megatron calls them f and g):
-    f = copy_to_tp       forward: identity            backward: all-reduce   (entering the parallel part)
-    g = reduce_from_tp   forward: all-reduce          backward: identity     (leaving it)
-Why f's backward all-reduces: X fed every rank's A_r, so dL/dX = sum_r dL/dY_r A_r^T, and each rank
-holds only its own term. Why g's backward is the identity: Z is replicated, so dL/dZ already is.
-Each is the other's transpose; get one backwards and the layers before it (LayerNorm, embeddings)
-receive a partial gradient, while the forward output still looks right.
+Two conjugate autograd functions, one at each border of the split region, carry all the communication
+(Megatron calls them f and g); each is the other's transpose. What each rank holds on each side of them:
+    f = copy_to_tp, entering     forward   in: X, the same on every rank   out: the X rank r's A_r consumes
+                                 backward  in: the gradient of rank r's own use of X
+                                           out: dL/dX, complete, the same on every rank
+    g = reduce_from_tp, leaving  forward   in: rank r's term Y_r B_r       out: Z, the same on every rank
+                                 backward  in: dL/dZ, the same on every rank (everything after Z runs alike)
+                                           out: the gradient of rank r's term
+Which of the four needs a collective, and which one, is yours to derive. Get one backward wrong and the
+layers before the split region (LayerNorm, embeddings) receive a wrong gradient while the forward output
+still looks right.
 
-Per block per step: 2 all-reduces forward (g after attention, g after the MLP) + 2 backward (f before
-each), each of B*T*d activations: tiny at B=4, T=64, d=64 -> 64 KB each. The weights never move.
+Per block per step the checker counts 2 all-reduces in forward and 2 in backward, each of B*T*d
+activations: tiny at B=4, T=64, d=64 -> 64 KB each. The weights never move.
 Bytes per rank: column-parallel d -> 4d holds 4d*d/N weights + 4d/N bias; row-parallel 4d -> d holds
-4d*d/N weights + the whole bias d (it is added once, after the sum). tiny block: 49,600/N + 128 floats.
+4d*d/N weights + the whole bias d (it is added once, to the sum). tiny block: 49,600/N + 128 floats.
 """
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ import torch.nn.functional as F
 
 
 class _CopyToTP(torch.autograd.Function):
-    """f: identity in forward; all-reduce (sum) of the input gradient in backward."""
+    """f, entering the split region: forward hands its input on unchanged; backward is yours (the module's table)."""
 
     @staticmethod
     def forward(ctx, x, group):
@@ -40,29 +44,33 @@ class _CopyToTP(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
-        raise NotImplementedError("TODO(lab6): Returns the full input gradient, identical on every rank of the group, "
-                                  "and None for the group. One X fed every rank's slice, so dL/dX = sum over r of "
-                                  "dL/dY_r A_r^T and each rank holds one term: passed on unsummed, the LayerNorms and "
-                                  "embeddings before it get a partial gradient while the forward still looks right. "
-                                  "The incoming buffer is left unmodified (autograd may share it). (hints: checker "
-                                  "hint lab6 tp_layers.CopyToTP.backward)")
+        raise NotImplementedError("TODO(lab6): Returns dL/dX and None for the group, where dL/dX is the complete "
+                                  "gradient of the loss with respect to f's input X, the same tensor on every rank of "
+                                  "the group. What this rank's `grad` holds: the gradient through its own slice of the "
+                                  "layer only, since X fed every rank's slice and autograd here saw one of those uses. "
+                                  "Returned short of complete, the LayerNorms and embeddings before the layer get a "
+                                  "wrong gradient while the forward still looks right. The incoming buffer is left "
+                                  "unmodified (autograd may share it). (hints: checker hint lab6 "
+                                  "tp_layers.CopyToTP.backward)")
 
 
 class _ReduceFromTP(torch.autograd.Function):
-    """g: all-reduce (sum) of the partial outputs in forward; identity in backward."""
+    """g, leaving the split region: rank r's term of the sum in, the layer's output out, on every rank."""
 
     @staticmethod
     def forward(ctx, x, group):
-        raise NotImplementedError("TODO(lab6): Returns the sum over the group's ranks of their partial outputs (Z = "
-                                  "sum over r of Y_r B_r), the same full tensor on every rank; the input tensor itself "
-                                  "is left unchanged. (hints: checker hint lab6 tp_layers.ReduceFromTP.forward)")
+        raise NotImplementedError("TODO(lab6): Returns Z, the layer's output, the same full tensor on every rank of "
+                                  "the group, where rank r's x is its term Y_r B_r of Z = sum over r of Y_r B_r; x "
+                                  "itself is left unchanged (autograd may have saved it). (hints: checker hint lab6 "
+                                  "tp_layers.ReduceFromTP.forward)")
 
     @staticmethod
     def backward(ctx, grad):
-        raise NotImplementedError("TODO(lab6): Returns the gradient for x, and None for the group. The output was "
-                                  "replicated, so dL/dZ is already complete and identical on every rank, and dL/dY_r = "
-                                  "dL/dZ: no communication here (any would double the backward's collectives: 4 per "
-                                  "block instead of 2). (hints: checker hint lab6 tp_layers.ReduceFromTP.backward)")
+        raise NotImplementedError("TODO(lab6): Returns the gradient of the loss with respect to this rank's x, its "
+                                  "term of the sum, and None for the group. What this rank's `grad` holds: dL/dZ for "
+                                  "the Z every rank holds whole, identical on every rank, since everything after Z "
+                                  "runs alike everywhere. The checker counts every collective: 2 per block in "
+                                  "backward, in all. (hints: checker hint lab6 tp_layers.ReduceFromTP.backward)")
 
 
 def copy_to_tp(x: torch.Tensor, group=None) -> torch.Tensor:
@@ -74,10 +82,11 @@ def reduce_from_tp(x: torch.Tensor, group=None) -> torch.Tensor:
 
 
 class ColumnParallelLinear(nn.Module):
-    """This rank's `rows` of a Linear's output features: Y_r = f(X) W[rows]^T + b[rows].
+    """This rank's `rows` of a Linear's output features (the A_r of the module's docstring).
 
-    Input (..., in_features), the same on every rank; output (..., len(rows)), this rank's slice.
-    `rows` is an index tensor: a contiguous block for the MLP, this rank's heads of q, k and v for attention.
+    Input (..., in_features), the same on every rank; output (..., len(rows)): the full layer's output at the
+    features `rows`, this rank's slice. `rows` is an index tensor: a contiguous block for the MLP, this rank's heads
+    of q, k and v for attention.
     """
 
     def __init__(self, linear: nn.Linear, rows: torch.Tensor, group=None):
@@ -90,19 +99,19 @@ class ColumnParallelLinear(nn.Module):
                                   "checker hint lab6 tp_layers.ColumnParallelLinear)")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError("TODO(lab6): Returns Y_r = X W_r^T + b_r, shape (..., rows kept): this rank's slice "
-                                  "of the full layer's output, with no communication in forward (X is the same on "
-                                  "every rank); in backward the gradient reaching X must be the full one, summed over "
-                                  "the ranks, which is the entry op's job. (hints: checker hint lab6 "
+        raise NotImplementedError("TODO(lab6): Returns the full layer's output at this rank's features, shape (..., "
+                                  "rows kept), without any communication in forward (X is the same on every rank); in "
+                                  "backward the gradient that reaches X (which the layers before use whole) must be "
+                                  "the complete one, the same on every rank. (hints: checker hint lab6 "
                                   "tp_layers.ColumnParallelLinear.forward)")
 
 
 class RowParallelLinear(nn.Module):
-    """This rank's `cols` of a Linear's input features: Z = g(X_r W[:, cols]^T) + b.
+    """This rank's `cols` of a Linear's input features (the B_r of the module's docstring).
 
-    Input (..., len(cols)), this rank's slice (a column-parallel layer's output); output (..., out_features),
-    the same on every rank. The bias is whole on every rank and added after the all-reduce: added
-    before, it would be summed N times.
+    Input (..., len(cols)), this rank's slice (a column-parallel layer's output); output (..., out_features), the
+    full layer's output, the same on every rank. The bias is whole on every rank: it belongs to the sum once, not to
+    each rank's term.
     """
 
     def __init__(self, linear: nn.Linear, cols: torch.Tensor, group=None):
@@ -110,13 +119,14 @@ class RowParallelLinear(nn.Module):
         self.group = group
         raise NotImplementedError("TODO(lab6): The module holds, as Parameters of its own, the weight's input columns "
                                   "named by `cols`, shape (out_features, columns kept), and the whole bias "
-                                  "(out_features), both copies: the bias is added once, after the partial sums are "
-                                  "combined, so it is neither split nor divided. (hints: checker hint lab6 "
-                                  "tp_layers.RowParallelLinear)")
+                                  "(out_features), both copies (no reference to the full layer survives): the bias "
+                                  "counts once in the layer's output, so it is neither split nor divided. (hints: "
+                                  "checker hint lab6 tp_layers.RowParallelLinear)")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError("TODO(lab6): Returns Z = sum over r of X_r W_r^T, plus b once, shape (..., "
-                                  "out_features), identical on every rank: the ranks' partial products are combined "
-                                  "over the group and the bias added after (added before, it would count N times); the "
-                                  "gradient reaching X_r is dL/dZ W_r with no further communication. (hints: checker "
-                                  "hint lab6 tp_layers.RowParallelLinear.forward)")
+        raise NotImplementedError("TODO(lab6): Returns the full layer's output, shape (..., out_features), identical "
+                                  "on every rank: the layer applied to the whole input, whose features are spread over "
+                                  "the ranks, with the bias counted exactly once (the checker moves every bias off "
+                                  "zero, so a bias counted N times shows); the gradient that reaches X_r is that of "
+                                  "this rank's features only. (hints: checker hint lab6 "
+                                  "tp_layers.RowParallelLinear.forward)")

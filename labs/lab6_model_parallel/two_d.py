@@ -32,12 +32,12 @@ from .tp_dtensor import parallelize_dtensor
 
 def apply_2d(model: torch.nn.Module, mesh) -> torch.nn.Module:
     """In place: tensor parallel within mesh["tp"], FSDP2 over mesh["dp"]; returns the model."""
-    from torch.distributed.fsdp import fully_shard
-
-    raise NotImplementedError("TODO(lab6): In place, returns the model: every block's layers split over the mesh's tp "
-                              "dimension exactly as in tp_dtensor.py, and then every block and the root sharded over "
-                              "its dp dimension, so each TP shard is cut again 1/dp (split layers' weights 1/4 per "
-                              "rank on 2 x 2, the rest 1/2). Loss and update match one process on the global batch. "
+    raise NotImplementedError("TODO(lab6): In place, returns the model. Within each TP group (the ranks of one "
+                              "mesh['tp'], which see the same batch) every block is split as your parallelize_dtensor "
+                              "splits it; across the DP groups each rank's TP shard is sharded again, so a rank holds "
+                              "1/(tp x dp) of every split layer's weights and 1/dp of everything else (2 x 2: 1/4 and "
+                              "1/2), a block's weights gathered whole over dp only while that block runs. Loss and "
+                              "update match one process on the global batch (the script checks itself; not graded). "
                               "(hints: checker hint lab6 two_d.apply_2d)")
 
 

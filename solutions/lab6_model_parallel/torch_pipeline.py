@@ -1,4 +1,4 @@
-"""The same schedules with torch.distributed.pipelining: PipelineStage + ScheduleGPipe / Schedule1F1B.
+"""The same schedules with torch.distributed.pipelining: a stage object and a schedule object.
 
     torchrun --nproc_per_node 2 -m solutions.lab6_model_parallel.pp_timeline --out runs/lab6/pp.json
 
@@ -23,9 +23,6 @@ import torch.nn as nn
 def torch_schedule(stage_module: nn.Module, n_micro: int, loss_fn: Callable, device: torch.device,
                    schedule: str = "1f1b"):
     """A torch.distributed.pipelining schedule for this rank's stage (rank r = stage r of the world)."""
-    # imported here, not at the top: it pulls in torch._dynamo (~1 s per rank), and only this function needs it
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
-
     # BEGIN SOLUTION Returns a schedule object of torch's pipelining library that runs this stage module as stage number
     #                rank of world-size stages on `device`, splits each batch into n_micro micro-batches, computes
     #                loss_fn on the last stage, averages the gradients over the micro-batches (as your Pipe's loss / m
@@ -36,9 +33,13 @@ def torch_schedule(stage_module: nn.Module, n_micro: int, loss_fn: Callable, dev
     # HINT 2         torch.distributed.pipelining's PipelineStage (module, stage index, number of stages, device) and
     #                ScheduleGPipe / Schedule1F1B (stage, n_microbatches=, loss_fn=); keep their default gradient
     #                scaling.
-    # HINT 3         stage = PipelineStage(stage_module, dist.get_rank(), dist.get_world_size(), device); cls =
+    # HINT 3         (import the three from torch.distributed.pipelining inside the function: it pulls in dynamo)
+    #                stage = PipelineStage(stage_module, dist.get_rank(), dist.get_world_size(), device); cls =
     #                {'gpipe': ScheduleGPipe, '1f1b': Schedule1F1B}[schedule]; return cls(stage, n_microbatches=n_micro,
     #                loss_fn=loss_fn)
+    # imported here, not at the top: it pulls in torch._dynamo (~1 s per rank), and only this function needs it
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
     # PipelineStage wraps this rank's stage module and does your Pipe's bookkeeping: it allocates the receive
     # buffers (their shapes it infers by running one micro-batch through the pipe once), keeps each micro-batch's
     # input and output until its backward, and sends and receives activations and gradients. The schedule object

@@ -17,8 +17,8 @@ MUTANTS = [
            "        return grad, None\n        # END SOLUTION\n\n\ndef copy_to_tp",
            "        grad = grad.clone()\n        dist.all_reduce(grad)\n        return grad, None\n"
            "        # END SOLUTION\n\n\ndef copy_to_tp",
-           "tp_comm", "reduce_from_tp also all-reduces in backward (over the default group: forward kept none on ctx): "
-           "an extra collective per row-parallel layer"),
+           "tp_comm", "reduce_from_tp also all-reduces in backward (over the default group: forward kept no group on "
+           "ctx): an extra collective per row-parallel layer"),
     Mutant("column_uses_g", _TPL, "return F.linear(copy_to_tp(x, self.group), self.weight, self.bias)",
            "return F.linear(reduce_from_tp(x, self.group), self.weight, self.bias)", "tp_equivalence",
            "f and g swapped in the column-parallel layer: its (replicated) input is all-reduced in forward"),
