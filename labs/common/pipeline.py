@@ -6,10 +6,10 @@ unchanged, so a slow pipeline and a fast one train on exactly the same data.
 
 The arithmetic of a stall: `tiny` computes a 16 x 64 step in ~28 ms on one core. At 1 ms per sample a
 batch costs 16 ms to prepare; done in the training process, between steps, every step takes
-28 + 16 = 44 ms and the model waits 16/44 = 36% of the time. In k DataLoader worker processes, batches
-are prepared while the model computes: each worker needs 16 ms per batch, k workers deliver one every
-16/k ms, and once that is under 28 ms the wait all but disappears (what is left is handing the batch
-over). Treat the transform as code you do not own: make it run elsewhere, not cheaper.
+28 + 16 = 44 ms and the model waits 16/44 = 36% of the time. Preparation that runs while the model
+computes costs the step nothing, as long as it delivers a batch at least every 28 ms: what is left is
+handing the batch over. Who can do that work, and how many of them it takes, is lab 1's question. Treat
+the transform as code you do not own: make it run elsewhere, not cheaper.
 """
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ class WindowDataset(Dataset):
     The same windows as labs.common.data.TokenFile.batch, one sample at a time, after `transform`.
 
     `prepared_here` counts the samples prepared on the thread that built the dataset (the training
-    thread): in a DataLoader's worker processes it stays 0; every sample it counts, the model waited for.
+    thread); samples prepared in any other thread or process leave it at 0. Every sample it counts, the
+    model waited for.
     """
 
     def __init__(self, directory, seq_len: int, cost_s: float = 1e-3, split: str = "train"):

@@ -34,33 +34,36 @@ class ThroughputMeter:
         self.t_last = None
 
     def step(self, tokens: int) -> None:
-        raise NotImplementedError("TODO(lab1): The timed window opens when the warmup_steps-th call returns and ends "
-                                  "at the latest call; it holds the tokens of every later call and none of the "
-                                  "warm-up's, not even the call that opens it. Every timestamp is taken once the "
-                                  "device has finished the step's queued work, else a GPU is timed at launch speed. "
-                                  "warmup_steps = 3, 11 calls: 8 steps' tokens over the time from call 3 to call 11. "
-                                  "(hints: checker hint lab1 meters.step)")
+        """Record one training step that has just returned, of `tokens` tokens."""
+        raise NotImplementedError("TODO(lab1): The timed window starts at the moment the warmup_steps-th call returns "
+                                  "and ends at the moment the latest call returns; it counts the tokens of exactly the "
+                                  "steps that ran inside it, no more, no fewer (each call reports the step that "
+                                  "finished just before it). Every moment is read once the device has finished the "
+                                  "work the step queued, else a GPU is timed at launch speed. Work one example before "
+                                  "you write it: warmup_steps = 2, five calls of 512 tokens each, the 2nd returning at "
+                                  "t = 1.0 s and the 5th at t = 1.3 s: how many tokens over how many seconds? (hints: "
+                                  "checker hint lab1 meters.step)")
 
     @property
     def tokens_per_s(self) -> float:
         """nan until the window holds at least one step."""
-        raise NotImplementedError("TODO(lab1): The tokens counted inside the window divided by the window's length in "
-                                  "seconds. Not a number (nan) until the window holds a step, so a caller can tell 'no "
-                                  "measurement yet' from a slow run. 8 steps of 1,024 tokens over 0.2 s: 40,960 "
-                                  "tokens/s. (hints: checker hint lab1 meters.tokens_per_s)")
+        raise NotImplementedError("TODO(lab1): The rate over the window: the tokens it counts over its length in "
+                                  "seconds, the same however long after the last step it is read. Not a number (nan) "
+                                  "until the window holds a step, so a caller can tell 'no measurement yet' from a "
+                                  "slow run. (hints: checker hint lab1 meters.tokens_per_s)")
 
 
 def model_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
     """Bytes of model state held by this process, counted from the tensors themselves.
 
-    Returns {"params": ..., "grads": ..., "optimizer": ..., "total": ...}.
-    For fp32 AdamW expect 4 + 4 + 8 = 16 bytes per parameter, plus 4 bytes per parameter
-    *tensor* for AdamW's `step` counter. A tied weight is stored once and counts once.
+    Returns {"params": ..., "grads": ..., "optimizer": ..., "total": ...}, in bytes: the model's parameters, their
+    gradients, the optimizer's state, and the three together. This lab's README works out what fp32 AdamW must give
+    on `tiny`; the count must reach it from the tensors, never from that formula.
     """
-    raise NotImplementedError("TODO(lab1): This process's bytes, counted from the tensors (elements x bytes per "
-                              "element): params, each stored tensor once (a tied weight counts once); grads, only "
-                              "those that exist (0 once freed); optimizer, every tensor of its per-parameter state. "
-                              "fp32 AdamW: 4 + 4 + 8 B/param, plus 4 B per parameter tensor for its step count; tiny: "
-                              "16 x 120,576 + 4 x 28 = 1,929,328 B. (hints: checker hint lab1 "
+    raise NotImplementedError("TODO(lab1): The bytes this process's model state occupies at the moment of the call, by "
+                              "kind and in total: for each kind (the model's parameters; their gradients; the "
+                              "optimizer's per-parameter state), what deleting that kind's tensors would free, read "
+                              "off the tensors that exist right then, never assumed from a formula. The checker "
+                              "compares after real steps of fp32 AdamW on tiny (the README's 1,929,328 B), again once "
+                              "the gradients are freed, and on a bf16 copy of the model. (hints: checker hint lab1 "
                               "meters.model_state_bytes)")
-    return {"params": params, "grads": grads, "optimizer": opt, "total": params + grads + opt}

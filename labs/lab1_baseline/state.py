@@ -2,12 +2,11 @@
 # This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
 """Full training state: everything a fresh process needs to continue as if never stopped.
 
-Weights alone are not enough. A resumed run is bit-identical only if it also restores
-  - the optimizer's moments (AdamW's exp_avg/exp_avg_sq: without them the first steps
-    after resume take bias-corrected steps from zero, a visible loss spike),
-  - the LR schedule's position (else warm-up restarts),
-  - the step counter and the data position (else samples repeat or are skipped),
-  - every RNG stream (else dropout masks differ from the uninterrupted run).
+Weights alone are not enough. A resumed run is bit-identical only if everything the uninterrupted run carries
+from one step into the next comes back, whether it lives in an object you were handed or not. Listing it is
+this file's lesson: for each thing that changes as training runs, ask what the resumed step would do
+differently without it. The `resume_exact` check kills a run inside a save and compares the resumed steps, the
+final weights and every random stream with the uninterrupted run's.
 """
 from __future__ import annotations
 
@@ -17,15 +16,14 @@ from labs.common import checkpoint as ckpt
 def save_checkpoint(path, model, optimizer, scheduler, sampler, step: int) -> None:
     """Write the full training state after `step` completed steps to `path`, atomically.
 
-    A kill during the save must leave the previous checkpoint intact, and the random streams are part of
-    the state (labs.common.checkpoint has helpers for both). `sampler` has state_dict()/load_state_dict()
+    A kill during the save must leave the previous checkpoint intact. `sampler` has state_dict()/load_state_dict()
     like the model and optimizer.
     """
-    raise NotImplementedError("TODO(lab1): Afterwards path holds all a fresh process needs to take step + 1 exactly as "
-                              "this one would: weights, the optimizer's moments (AdamW: 8 B/param), the schedule's "
-                              "position, the data position, the step and every RNG stream. Atomic: a kill during the "
-                              "write leaves the previous checkpoint whole, never half a file. (hints: checker hint "
-                              "lab1 state.save_checkpoint)")
+    raise NotImplementedError("TODO(lab1): Afterwards path holds all a fresh process, built and seeded otherwise, "
+                              "needs to take step + 1 exactly as this one would: everything the run carries from one "
+                              "step into the next, inside the objects passed in and outside them. Atomic: a kill at "
+                              "any moment of the write leaves the previous checkpoint whole at path, never half a "
+                              "file. (hints: checker hint lab1 state.save_checkpoint)")
 
 
 def load_checkpoint(path, model, optimizer, scheduler, sampler) -> int:
@@ -36,5 +34,7 @@ def load_checkpoint(path, model, optimizer, scheduler, sampler) -> int:
     """
     raise NotImplementedError("TODO(lab1): Into freshly built objects, initialised and seeded differently, restore "
                               "everything the save wrote, and return the saved step: the next step must then be "
-                              "bit-identical to the one the uninterrupted run took, loss and weights alike. (hints: "
-                              "checker hint lab1 state.load_checkpoint)")
+                              "bit-identical to the one the uninterrupted run took, loss and weights alike, and right "
+                              "after the return every random stream the run can draw from stands where it stood at the "
+                              "save (the checker compares them: on a GPU dropout draws there). (hints: checker hint "
+                              "lab1 state.load_checkpoint)")

@@ -1,6 +1,6 @@
 # GENERATED from solutions/lab1_baseline/step.py by `make starters` (checker/starters.py).
 # This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
-"""One optimisation step: forward, backward, clip, step, schedule."""
+"""One optimisation step: which gradient the update uses, at which learning rate, and what the step leaves behind."""
 from __future__ import annotations
 
 import torch
@@ -11,16 +11,20 @@ def train_step(model, optimizer, scheduler, batch, grad_clip: float = 1.0) -> fl
 
     Contract (the checker relies on it):
       - returns this step's training loss as a Python float;
-      - gradients are cleared at the *start* of the step, so after it returns every
-        parameter's .grad holds this step's (clipped) gradient;
-      - the optimizer steps once and the scheduler steps once.
+      - the update uses this batch's gradient alone, of the model's mean loss, clipped, and after the step
+        returns every parameter's .grad still holds that (clipped) gradient;
+      - each call updates the weights once, at the learning rate the schedule held when the call began, and
+        leaves the schedule one position further on.
 
     Why clip: one bad batch early in training can give a gradient 100x the typical norm; clipping
     the global norm to `grad_clip` keeps that step from undoing the run.
-    Why .item() only once: it waits for the device, and the loss is needed for the log anyway.
+    Why read the loss only once: each read waits for the device, and the loss is needed for the log anyway.
     """
-    raise NotImplementedError("TODO(lab1): One update from batch alone: gradients of earlier steps are cleared at the "
-                              "start, so afterwards each parameter's gradient is this batch's gradient of the model's "
-                              "mean loss, its global norm clipped to grad_clip before the optimizer used it; optimizer "
-                              "and scheduler each stepped once, optimizer first. Returns the loss as a Python float, "
-                              "read once: each read waits for the device. (hints: checker hint lab1 step.train_step)")
+    raise NotImplementedError("TODO(lab1): One update of the weights from batch alone. The update applies the gradient "
+                              "of the model's mean loss over this batch, no earlier batch's added in, scaled if needed "
+                              "so that its global norm (one norm over every parameter's gradient together, not one per "
+                              "tensor) is at most grad_clip, at the learning rate the schedule held when the call "
+                              "began; when the call returns, the schedule stands one position further on (the next "
+                              "call's rate) and each parameter's gradient holds exactly the gradient the update "
+                              "applied. Returns the loss as a Python float, the device waited for once: each read of a "
+                              "device value waits for it. (hints: checker hint lab1 step.train_step)")

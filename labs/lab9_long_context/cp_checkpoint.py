@@ -5,17 +5,16 @@
     torchrun --nproc_per_node 4 -m labs.lab9_long_context.cp_checkpoint     # dp 2 x cp 2: save, resume, compare
     torchrun --nproc_per_node 2 -m labs.lab9_long_context.cp_checkpoint --dp 1
 
-Context parallelism splits activations, not parameters: after a cp_dp_step every rank of the (dp, cp) mesh holds
-the whole model and the whole optimizer state, equal to the last bit on every rank (the gradients were averaged over
-the mesh before the update), and the data position is the global batch's, from which each rank takes its tokens
-(shard_batch). The state to keep: 12 bytes per parameter with AdamW (weights 4, two moments 8; gradients are made
-anew each step), the schedule's step count, the sampler's two integers and the step. Dropout is off under CP here
-(apply_context_parallel refuses it), so a step draws no random numbers: no RNG state is needed to repeat it.
+Context parallelism splits activations, not parameters. Which state a (dp, cp) mesh holds after a cp_dp_step,
+on which ranks, and whether any bit of it differs from one rank to another, is this file's question: the answer
+decides who must write, and what a rank must wait for. What a resume needs is lab 1's list, less what this job
+does not have: dropout is off under CP here (apply_context_parallel refuses it), so a step draws no random
+numbers.
 
 The checker kills a job inside a save's write and resumes it in fresh processes: the checkpoint that loads must be
-the last complete one, and the weights after every later step bit-identical to an uninterrupted job's. Whole
-tensors and a global data position carry no trace of the layout, so a job under another (dp, cp) could load the
-same checkpoint (equal within float rounding there, not bit for bit: its reductions sum in another order).
+the last complete one, and the weights after every later step bit-identical to an uninterrupted job's. A
+checkpoint that carries no trace of the layout could be loaded by a job under another (dp, cp) (equal within float
+rounding there, not bit for bit: its reductions sum in another order).
 """
 from __future__ import annotations
 
@@ -31,11 +30,12 @@ def save_cp_checkpoint(path, model, optimizer, scheduler, sampler, step: int, gr
     """Every rank of the mesh calls it after `step` completed steps (`group`: every rank of the dp x cp mesh; None:
     the world). When it returns on any rank, `path` holds what a fresh job needs to take step + 1 exactly as this
     one would; a kill at any moment during it leaves `path` holding the previous checkpoint, whole."""
-    raise NotImplementedError("TODO(lab9): When save returns on any rank, path holds the whole training state after "
-                              "`step` (weights, AdamW's moments, the schedule's position, the data position, the "
-                              "step), and at no moment does path hold half a file: a kill during the write leaves the "
-                              "previous checkpoint loadable. Under CP x DP every rank holds the same state (CP splits "
-                              "tokens, not parameters), so one copy is all of it. (hints: checker hint lab9 "
+    raise NotImplementedError("TODO(lab9): When save returns on any rank, path holds everything a fresh job needs to "
+                              "take step + 1 exactly as this job would (the checker resumes from it in fresh "
+                              "processes, initialised otherwise, and compares every later step's weights bit for bit), "
+                              "and at no moment does path hold half a file: a kill during the write leaves the "
+                              "previous checkpoint loadable. Every rank of the mesh calls it; how many of them must "
+                              "write, you derive from what each rank holds. (hints: checker hint lab9 "
                               "cp_checkpoint.save_cp_checkpoint)")
 
 

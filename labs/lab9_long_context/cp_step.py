@@ -7,22 +7,22 @@
 
 A 2-D mesh ("dp", "cp"): the ranks of a cp group hold the same sequences, each s/cp of their tokens (zig-zag
 chunks); the dp groups hold different sequences. Everything in a block but attention works token by token, so it
-runs on a rank's own tokens unchanged; attention runs as ring_attention over the cp group. The model
-(labs/common/model.py) is not edited: apply_context_parallel swaps, on the instances, each block's attention
-forward and the position embedding's (a rank's tokens sit at global positions, not at 0..s/cp-1), from outside,
-as lab 7 applied recomputation from outside.
+runs on a rank's own tokens unchanged; attention runs as ring_attention over the cp group (_cp_attention). The
+model (labs/common/model.py) is not edited: apply_context_parallel changes what these instances compute, from
+outside, as lab 7 applied recomputation from outside. Besides attention, the model assumes one thing that stops
+being true once a rank holds only some of a sequence's tokens: where in the sequence they sit.
 
-The loss of a rank is the mean over its own tokens; with equal token counts the global batch's mean loss is the
-mean of the ranks' means over the whole mesh, and so is its gradient: each rank's parameter gradient holds its
-tokens' share (the ring already sent every K/V gradient home), and one average over all dp x cp ranks gives the
-single-process gradient. Bytes per step: the ring's per layer (ring.py) + one all-reduce of the gradients,
-2(N-1)/N x 4P over N = dp x cp ranks (a real run reduces over dp and cp at once, as here, or in two steps).
+The loss of a rank is the mean over its own tokens, and every rank holds as many tokens. The step must still be
+one process's step on the global batch: every rank's gradient equal to the gradient of the global batch's mean
+loss (once the ring has sent every K/V gradient home, a rank's parameter gradient holds its own tokens'
+contribution only). Which ranks' gradients must be combined, and how, is cp_dp_step's to derive. Bytes per
+step: the ring's per layer (ring.py), plus what combining the gradients costs over N = dp x cp ranks (lab 2's
+arithmetic).
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 
 import torch
 import torch.distributed as dist
@@ -46,14 +46,14 @@ def apply_context_parallel(model: torch.nn.Module, group, seq_len: int, layout: 
     rank's global positions (under `layout`) of a sequence of seq_len. Parameters and names unchanged."""
     if model.cfg.dropout:
         raise ValueError("context parallelism here needs dropout 0 (attention dropout would need the ring's RNG)")
-    for block in model.blocks:
-        block.attn.forward = functools.partial(_cp_attention, block.attn, group, layout)
-    rank, world = dist.get_rank(group), dist.get_world_size(group)
-    raise NotImplementedError("TODO(lab9): The embedding of this rank's i-th token is that of the token's GLOBAL "
-                              "position in the sequence of seq_len (under the layout: contiguous rows or zig-zag "
-                              "chunks), whatever local positions the model asks for; the model's code is not edited. "
-                              "With local positions every rank would embed its first token as position 0 and the loss "
-                              "would be another network's. (hints: checker hint lab9 cp_step.apply_context_parallel)")
+    raise NotImplementedError("TODO(lab9): In place, on these instances, the model's code and parameters untouched: "
+                              "every block's attention computes what _cp_attention computes (the ring over group, "
+                              "under layout), and the embedding of this rank's i-th token is that of the token's "
+                              "GLOBAL position in the sequence of seq_len (under the layout: contiguous rows or "
+                              "zig-zag chunks), whatever local positions the model asks for. With local positions "
+                              "every rank would embed its first token as position 0 and the loss would be another "
+                              "network's. The checker compares one step with one process's on the global batch. "
+                              "(hints: checker hint lab9 cp_step.apply_context_parallel)")
     return model
 
 
@@ -80,8 +80,9 @@ def cp_dp_step(model: torch.nn.Module, optimizer, batch, group=None) -> float:
     loss.backward()
     raise NotImplementedError("TODO(lab9): Every rank's .grad equals the gradient of the global batch's mean loss "
                               "(every sequence of every dp group, every token of every cp rank), so the update is one "
-                              "process's; the loss returned is that global mean. Each rank's loss is the mean over its "
-                              "own tokens, and token counts are equal. (hints: checker hint lab9 cp_step.cp_dp_step)")
+                              "process's, to 2e-5; the loss returned is that global mean. What you have to start from: "
+                              "each rank's loss is the mean over its own tokens, and every rank holds as many tokens. "
+                              "(hints: checker hint lab9 cp_step.cp_dp_step)")
     optimizer.step()
     return loss.item()
 

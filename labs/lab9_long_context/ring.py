@@ -5,13 +5,14 @@
     torchrun --nproc_per_node 2 -m labs.lab9_long_context.ring    # compares with full attention on every rank
     python -m labs.lab9_long_context.ring                        # one process: the ring of one is flash
 
-Attention is a sum over keys, and FlashAttention's merge rule (flash.merge) combines the outputs of disjoint key
-sets exactly given each set's log-sum-exp. So rank r attends its queries to its own K/V block, passes that block
-to rank r+1, receives rank r-1's, attends to it and merges, N times: every query has seen every key, and no rank
-ever held more than two K/V blocks (its own and the one arriving). The next block's transfer is started before the
-current block's tile math and waited for after it, so it runs while the CPU/GPU computes: communication is hidden
-when one block's attention (4*b*h*(s/N)^2*d FLOPs) takes longer than sending one K/V block (2*b*h*(s/N)*d*4 B), i.e.
-when s/N > 2 * FLOP/s / (bytes/s) (for an H100 pair on NVLink, 1e15 FLOP/s / 4.5e11 B/s: s/N of a few thousand).
+Attention is a sum over keys, and flash.merge combines the outputs of disjoint key sets exactly given each set's
+log-sum-exp. So the keys never need to meet in one place: each rank keeps its own queries, and over N steps
+meets every rank's K/V block, exchanging blocks only with its two neighbours on the ring and never holding more
+than two K/V blocks at once (the one it computes on and the one arriving). The transfers cost nothing if they
+run while the CPU/GPU computes: communication is hidden when one block's attention (4*b*h*(s/N)^2*d FLOPs) takes
+longer than sending one K/V block (2*b*h*(s/N)*d*4 B), i.e. when s/N > 2 * FLOP/s / (bytes/s) (for an H100 pair
+on NVLink, 1e15 FLOP/s / 4.5e11 B/s: s/N of a few thousand). How the steps go, and in which order a step starts,
+computes and waits, is forward's to derive.
 
 Bytes each rank sends per attention layer (S = bytes of the whole K, the same for V):
     forward   K and V blocks, N-1 hops:                     2 (N-1)/N S   (all-gather of K and V: the same bytes,
@@ -39,9 +40,13 @@ def _peers(group):
 
 def _shift(send: torch.Tensor, to: int, frm: int, group=None):
     """Start sending `send` to (global) rank `to` and receiving a tensor like it from `frm`: (buffer, handles)."""
-    recv = torch.empty_like(send)
-    ops = [dist.P2POp(dist.isend, send, to, group), dist.P2POp(dist.irecv, recv, frm, group)]
-    return recv, dist.batch_isend_irecv(ops)
+    raise NotImplementedError("TODO(lab9): Returns (buffer, handles) without waiting for any byte to move: the "
+                              "transfer of send to global rank `to` and of a tensor of send's shape and dtype from "
+                              "global rank frm into buffer are both under way, in the background, while the caller "
+                              "goes on computing; buffer holds what frm sent once every handle has been waited for. "
+                              "Both directions start together, so neighbours that send to each other (at N = 2 the "
+                              "next and the previous rank are one) never wait on each other. Point-to-point only: the "
+                              "checker counts the bytes handed to these sends. (hints: checker hint lab9 ring.shift)")
 
 
 def _wait(handles) -> None:
@@ -55,16 +60,13 @@ class RingAttention(torch.autograd.Function):
         rank, world, nxt, prv = _peers(group)
         s = q.shape[2] * world
         q_pos = positions(s, rank, world, layout, q.device)
-        kv = torch.stack([k, v])  # one message per hop
-        out = lse = None
-        for step in range(world):
-            src = (rank - step) % world  # whose K/V block this rank holds at this step
-            raise NotImplementedError("TODO(lab9): After the loop, out and lse are attention of this rank's queries "
-                                      "over the key blocks of every rank, equal to full attention's rows; each step "
-                                      "sends the block it holds to the next rank and receives the previous rank's, the "
-                                      "transfer in flight WHILE this block's tiles are computed; causal masks compare "
-                                      "global positions. Per rank: 2(N-1)/N of K and V sent. (hints: checker hint lab9 "
-                                      "ring.forward)")
+        raise NotImplementedError("TODO(lab9): When forward returns, out and lse are attention of this rank's queries "
+                                  "over every rank's keys and its log-sum-exp (backward reuses both), equal to full "
+                                  "attention's rows. Meanwhile a rank never holds more than two K/V blocks, exchanges "
+                                  "them only with its two ring neighbours, and sends 2(N-1)/N of K and V in all, "
+                                  "nothing else; every transfer is in flight while tile matmuls run (the checker times "
+                                  "each receive against the matmuls); causal masks compare global positions, as the "
+                                  "layout places each rank's rows. (hints: checker hint lab9 ring.forward)")
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.settings = (causal, layout, group, block)
         return out
@@ -77,19 +79,13 @@ class RingAttention(torch.autograd.Function):
         s = q.shape[2] * world
         q_pos = positions(s, rank, world, layout, q.device)
         do = do.contiguous()
-        dq = torch.zeros_like(q)
-        kv, pending = torch.stack([k, v]), None
-        for step in range(world):
-            src = (rank - step) % world
-            raise NotImplementedError("TODO(lab9): After the loop, dq holds this rank's query gradient over every key "
-                                      "block, and the gradient of each K/V block, summed over every rank's queries, "
-                                      "has come back to the rank that owns it (after the loop: `pending` carries this "
-                                      "rank's own dK, dV). The K/V blocks travel as in forward; each block's partial "
-                                      "dK, dV travel with it, one hop per step: N hops per rank. (hints: checker hint "
-                                      "lab9 ring.backward)")
-        dkv, hs = pending
-        _wait(hs)
-        return dq, dkv[0], dkv[1], None, None, None, None
+        raise NotImplementedError("TODO(lab9): Returns this rank's dq, dk, dv (then nothing for the four settings): dq "
+                                  "over every rank's keys, and dk, dv the gradient of this rank's own K/V block summed "
+                                  "over every rank's queries. A rank can compute only its own queries' share of any "
+                                  "block's gradient, so the shares must meet, and end on the block's owner. Bytes per "
+                                  "rank: the K/V blocks as in forward, 2(N-1)/N of K and V, plus dK and dV once round "
+                                  "the ring, 2S; neighbours only, nothing else sent. (hints: checker hint lab9 "
+                                  "ring.backward)")
 
 
 def ring_attention(q, k, v, causal: bool = True, layout: str = "contiguous", group=None, block: int = BLOCK):

@@ -32,17 +32,22 @@ class ThroughputMeter:
         self.t_last = None
 
     def step(self, tokens: int) -> None:
-        # BEGIN SOLUTION The timed window opens when the warmup_steps-th call returns and ends at the latest call; it
-        #                holds the tokens of every later call and none of the warm-up's, not even the call that opens
-        #                it. Every timestamp is taken once the device has finished the step's queued work, else a GPU is
-        #                timed at launch speed. warmup_steps = 3, 11 calls: 8 steps' tokens over the time from call 3 to
-        #                call 11.
+        """Record one training step that has just returned, of `tokens` tokens."""
+        # BEGIN SOLUTION The timed window starts at the moment the warmup_steps-th call returns and ends at the moment
+        #                the latest call returns; it counts the tokens of exactly the steps that ran inside it, no more,
+        #                no fewer (each call reports the step that finished just before it). Every moment is read once
+        #                the device has finished the work the step queued, else a GPU is timed at launch speed. Work one
+        #                example before you write it: warmup_steps = 2, five calls of 512 tokens each, the 2nd returning
+        #                at t = 1.0 s and the 5th at t = 1.3 s: how many tokens over how many seconds?
         # HINT 1         A meter lies by timing what is not steady training (a warm-up step's one-off costs; work still
         #                queued on the device) or by counting tokens that were not timed. Which call's timestamp opens
-        #                the window, and whose tokens belong inside it?
+        #                the window, and whose tokens belong inside it: did the step the opening call reports run
+        #                inside?
         # HINT 2         State on the meter: a call count, the window's start and latest time, a token sum. Before
         #                reading a monotonic clock (time.perf_counter) wait for the device:
-        #                cdist.synchronize(self.device).
+        #                cdist.synchronize(self.device). The example: steps 3, 4 and 5 ran inside, 1,536 tokens over 0.3
+        #                s, 5,120 tokens/s; the step the 2nd call reports ran before the window opened. With
+        #                warmup_steps = 3 and 11 calls: 8 steps' tokens over the time from call 3 to call 11.
         # HINT 3         synchronise, now = time.perf_counter(); count the call; at the warmup_steps-th call set the
         #                start to now; on every later call add tokens and set the window's end to now.
         cdist.synchronize(self.device)
@@ -58,13 +63,13 @@ class ThroughputMeter:
     @property
     def tokens_per_s(self) -> float:
         """nan until the window holds at least one step."""
-        # BEGIN SOLUTION The tokens counted inside the window divided by the window's length in seconds. Not a number
-        #                (nan) until the window holds a step, so a caller can tell 'no measurement yet' from a slow run.
-        #                8 steps of 1,024 tokens over 0.2 s: 40,960 tokens/s.
+        # BEGIN SOLUTION The rate over the window: the tokens it counts over its length in seconds, the same however
+        #                long after the last step it is read. Not a number (nan) until the window holds a step, so a
+        #                caller can tell 'no measurement yet' from a slow run.
         # HINT 1         A rate is an amount over a duration, both taken over the same steps. What should it be before
         #                any step has been timed, and why is zero the wrong answer?
         # HINT 2         Read what step keeps: the token sum and the window's start and end times; the window is empty
-        #                while its end is unset.
+        #                while its end is unset. The clock is not read here: the window ended at the last step.
         # HINT 3         if self.t_last is None: return float('nan'); return self.tokens / (self.t_last - self.t_start).
         if self.t_last is None:
             return float("nan")
@@ -75,25 +80,27 @@ class ThroughputMeter:
 def model_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
     """Bytes of model state held by this process, counted from the tensors themselves.
 
-    Returns {"params": ..., "grads": ..., "optimizer": ..., "total": ...}.
-    For fp32 AdamW expect 4 + 4 + 8 = 16 bytes per parameter, plus 4 bytes per parameter
-    *tensor* for AdamW's `step` counter. A tied weight is stored once and counts once.
+    Returns {"params": ..., "grads": ..., "optimizer": ..., "total": ...}, in bytes: the model's parameters, their
+    gradients, the optimizer's state, and the three together. This lab's README works out what fp32 AdamW must give
+    on `tiny`; the count must reach it from the tensors, never from that formula.
     """
-    # BEGIN SOLUTION This process's bytes, counted from the tensors (elements x bytes per element): params, each stored
-    #                tensor once (a tied weight counts once); grads, only those that exist (0 once freed); optimizer,
-    #                every tensor of its per-parameter state. fp32 AdamW: 4 + 4 + 8 B/param, plus 4 B per parameter
-    #                tensor for its step count; tiny: 16 x 120,576 + 4 x 28 = 1,929,328 B.
+    # BEGIN SOLUTION The bytes this process's model state occupies at the moment of the call, by kind and in total:
+    #                for each kind (the model's parameters; their gradients; the optimizer's per-parameter state),
+    #                what deleting that kind's tensors would free, read off the tensors that exist right then, never
+    #                assumed from a formula. The checker compares after real steps of fp32 AdamW on tiny (the README's
+    #                1,929,328 B), again once the gradients are freed, and on a bf16 copy of the model.
     # HINT 1         Count, don't compute: the formula is what your count is checked against. Which tensors exist right
     #                now, which one is reachable under two names, and what does the optimizer keep for each parameter?
     # HINT 2         Three sums of numel() * element_size(): over model.parameters() (it yields a shared tensor once),
     #                over each p.grad that is not None, and over every tensor value in optimizer.state (one dict per
-    #                parameter; not every value is a tensor).
+    #                parameter; not every value is a tensor: AdamW's step count is a 4-byte tensor, counted); the
+    #                total is their sum.
     # HINT 3         params = sum(p.numel() * p.element_size() for p in model.parameters()); grads: the same over p.grad
     #                where it is not None; opt: the same over v for state in optimizer.state.values() for v in
-    #                state.values() if torch.is_tensor(v).
+    #                state.values() if torch.is_tensor(v); return the dict with total = params + grads + opt.
     params = sum(p.numel() * p.element_size() for p in model.parameters())
     grads = sum(p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)
     opt = sum(v.numel() * v.element_size()
               for state in optimizer.state.values() for v in state.values() if torch.is_tensor(v))
-    # END SOLUTION
     return {"params": params, "grads": grads, "optimizer": opt, "total": params + grads + opt}
+    # END SOLUTION

@@ -23,9 +23,10 @@ def make_loader(dataset, batches, device):
     is no copy to hide.
     """
     # BEGIN SOLUTION The same batches, in the order the batches argument lists them, each (B, T) int64 on device, but
-    #                ready before the step asks: a batch costs 16 samples x 1 ms = 16 ms of CPU against a ~28 ms step,
-    #                so prepared by the training process the model waits 16 / (16 + 28) = 36% of the time; the check
-    #                allows 20%. Keep the transform as it is; change where and when it runs.
+    #                ready before the step asks, and none of their samples prepared on the training thread (work done
+    #                there stalls the model whenever it runs): a batch costs 16 samples x 1 ms = 16 ms of CPU against a
+    #                ~28 ms step, so prepared by the training process the model waits 16 / (16 + 28) = 36% of the time;
+    #                the check allows 20%. Keep the transform as it is; change where and when it runs.
     # HINT 1         Who prepares each batch, and when? If the process that trains also prepares, every batch's CPU time
     #                adds to the step. What could prepare in parallel with training, and how far ahead must it work to
     #                hide 16 ms a batch?

@@ -3,17 +3,16 @@
     torchrun --nproc_per_node 4 -m solutions.lab9_long_context.cp_checkpoint     # dp 2 x cp 2: save, resume, compare
     torchrun --nproc_per_node 2 -m solutions.lab9_long_context.cp_checkpoint --dp 1
 
-Context parallelism splits activations, not parameters: after a cp_dp_step every rank of the (dp, cp) mesh holds
-the whole model and the whole optimizer state, equal to the last bit on every rank (the gradients were averaged over
-the mesh before the update), and the data position is the global batch's, from which each rank takes its tokens
-(shard_batch). The state to keep: 12 bytes per parameter with AdamW (weights 4, two moments 8; gradients are made
-anew each step), the schedule's step count, the sampler's two integers and the step. Dropout is off under CP here
-(apply_context_parallel refuses it), so a step draws no random numbers: no RNG state is needed to repeat it.
+Context parallelism splits activations, not parameters. Which state a (dp, cp) mesh holds after a cp_dp_step,
+on which ranks, and whether any bit of it differs from one rank to another, is this file's question: the answer
+decides who must write, and what a rank must wait for. What a resume needs is lab 1's list, less what this job
+does not have: dropout is off under CP here (apply_context_parallel refuses it), so a step draws no random
+numbers.
 
 The checker kills a job inside a save's write and resumes it in fresh processes: the checkpoint that loads must be
-the last complete one, and the weights after every later step bit-identical to an uninterrupted job's. Whole
-tensors and a global data position carry no trace of the layout, so a job under another (dp, cp) could load the
-same checkpoint (equal within float rounding there, not bit for bit: its reductions sum in another order).
+the last complete one, and the weights after every later step bit-identical to an uninterrupted job's. A
+checkpoint that carries no trace of the layout could be loaded by a job under another (dp, cp) (equal within float
+rounding there, not bit for bit: its reductions sum in another order).
 """
 from __future__ import annotations
 
@@ -29,17 +28,19 @@ def save_cp_checkpoint(path, model, optimizer, scheduler, sampler, step: int, gr
     """Every rank of the mesh calls it after `step` completed steps (`group`: every rank of the dp x cp mesh; None:
     the world). When it returns on any rank, `path` holds what a fresh job needs to take step + 1 exactly as this
     one would; a kill at any moment during it leaves `path` holding the previous checkpoint, whole."""
-    # BEGIN SOLUTION When save returns on any rank, path holds the whole training state after `step` (weights,
-    #                AdamW's moments, the schedule's position, the data position, the step), and at no moment
-    #                does path hold half a file: a kill during the write leaves the previous checkpoint loadable.
-    #                Under CP x DP every rank holds the same state (CP splits tokens, not parameters), so one
-    #                copy is all of it.
+    # BEGIN SOLUTION When save returns on any rank, path holds everything a fresh job needs to take step + 1 exactly
+    #                as this job would (the checker resumes from it in fresh processes, initialised otherwise, and
+    #                compares every later step's weights bit for bit), and at no moment does path hold half a file: a
+    #                kill during the write leaves the previous checkpoint loadable. Every rank of the mesh calls it;
+    #                how many of them must write, you derive from what each rank holds.
     # HINT 1         Which of this state differs from one rank of the mesh to another, after a cp_dp_step? If none
     #                does, how many ranks need to write it, and what must the others wait for before they go on?
     #                Then lab 1's question: what does a kill halfway through an ordinary write leave on disk?
-    # HINT 2         Rank 0 of `group` writes one dict of every object's state_dict() and the step, with
-    #                labs.common.checkpoint.atomic_save (a temporary file, then a rename); then a barrier of the
-    #                group, so no rank goes on before the checkpoint is on disk.
+    # HINT 2         The state: weights and AdamW's moments (12 B/param; gradients are made anew each step), the
+    #                schedule's position, the sampler's, the step; no RNG (no dropout under CP). After cp_dp_step's
+    #                averaged update every rank holds the same bits, so rank 0 of `group` writes one dict of every
+    #                object's state_dict() and the step, with labs.common.checkpoint.atomic_save (a temporary file,
+    #                then a rename); then a barrier of the group, so no rank goes on before the checkpoint is on disk.
     # HINT 3         if dist.get_rank(group) == 0: ckpt.atomic_save({'model': model.state_dict(), 'optimizer':
     #                optimizer.state_dict(), 'scheduler': scheduler.state_dict(), 'sampler': sampler.state_dict(),
     #                'step': step}, path); then dist.barrier(group=group).
@@ -64,10 +65,10 @@ def load_cp_checkpoint(path, model, optimizer, scheduler, sampler, group=None) -
     #                wrote, and returns the saved step: the next step's weights must equal the uninterrupted run's
     #                bit for bit, on every rank of the mesh.
     # HINT 1         Resume is the save in reverse, on every rank: each piece back into the object it came from.
-    #                Which piece, left out, would change the next step? (moments: another update; schedule:
-    #                another learning rate; sampler: batches seen again.)
+    #                Which piece, left out, would change the next step, and how would the step differ?
     # HINT 2         Every rank reads the one file (labs.common.checkpoint.load: weights_only) and calls each
-    #                object's load_state_dict; the model's parameter names are unchanged by
+    #                object's load_state_dict (moments left out: another update; schedule: another learning rate;
+    #                sampler: batches seen again); the model's parameter names are unchanged by
     #                apply_context_parallel, so its state_dict loads as it was saved.
     # HINT 3         state = ckpt.load(path); model.load_state_dict(state['model']); the same for optimizer,
     #                scheduler and sampler; return state['step'].

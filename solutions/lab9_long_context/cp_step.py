@@ -5,22 +5,22 @@
 
 A 2-D mesh ("dp", "cp"): the ranks of a cp group hold the same sequences, each s/cp of their tokens (zig-zag
 chunks); the dp groups hold different sequences. Everything in a block but attention works token by token, so it
-runs on a rank's own tokens unchanged; attention runs as ring_attention over the cp group. The model
-(labs/common/model.py) is not edited: apply_context_parallel swaps, on the instances, each block's attention
-forward and the position embedding's (a rank's tokens sit at global positions, not at 0..s/cp-1), from outside,
-as lab 7 applied recomputation from outside.
+runs on a rank's own tokens unchanged; attention runs as ring_attention over the cp group (_cp_attention). The
+model (labs/common/model.py) is not edited: apply_context_parallel changes what these instances compute, from
+outside, as lab 7 applied recomputation from outside. Besides attention, the model assumes one thing that stops
+being true once a rank holds only some of a sequence's tokens: where in the sequence they sit.
 
-The loss of a rank is the mean over its own tokens; with equal token counts the global batch's mean loss is the
-mean of the ranks' means over the whole mesh, and so is its gradient: each rank's parameter gradient holds its
-tokens' share (the ring already sent every K/V gradient home), and one average over all dp x cp ranks gives the
-single-process gradient. Bytes per step: the ring's per layer (ring.py) + one all-reduce of the gradients,
-2(N-1)/N x 4P over N = dp x cp ranks (a real run reduces over dp and cp at once, as here, or in two steps).
+The loss of a rank is the mean over its own tokens, and every rank holds as many tokens. The step must still be
+one process's step on the global batch: every rank's gradient equal to the gradient of the global batch's mean
+loss (once the ring has sent every K/V gradient home, a rank's parameter gradient holds its own tokens'
+contribution only). Which ranks' gradients must be combined, and how, is cp_dp_step's to derive. Bytes per
+step: the ring's per layer (ring.py), plus what combining the gradients costs over N = dp x cp ranks (lab 2's
+arithmetic).
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 
 import torch
 import torch.distributed as dist
@@ -44,19 +44,26 @@ def apply_context_parallel(model: torch.nn.Module, group, seq_len: int, layout: 
     rank's global positions (under `layout`) of a sequence of seq_len. Parameters and names unchanged."""
     if model.cfg.dropout:
         raise ValueError("context parallelism here needs dropout 0 (attention dropout would need the ring's RNG)")
+    # BEGIN SOLUTION In place, on these instances, the model's code and parameters untouched: every block's attention
+    #                computes what _cp_attention computes (the ring over group, under layout), and the embedding of
+    #                this rank's i-th token is that of the token's GLOBAL position in the sequence of seq_len (under
+    #                the layout: contiguous rows or zig-zag chunks), whatever local positions the model asks for. With
+    #                local positions every rank would embed its first token as position 0 and the loss would be
+    #                another network's. The checker compares one step with one process's on the global batch.
+    # HINT 1         The model calls each block's attention and asks for positions 0..T-1 of the tokens it sees. Which
+    #                positions do this rank's T tokens really have, and where can you change what a module instance
+    #                computes without touching its class?
+    # HINT 2         An instance's forward attribute shadows its class's: set each block.attn.forward to _cp_attention
+    #                with the attention, group and layout bound (functools.partial); zigzag.positions gives this rank's
+    #                global positions; wrap the position embedding's forward on its instance so it looks them up.
+    # HINT 3         for block in model.blocks: block.attn.forward = functools.partial(_cp_attention, block.attn, group,
+    #                layout); rank, world = rank and size of group; glob = positions(seq_len, rank, world, layout,
+    #                device); orig = model.pos_emb.forward; model.pos_emb.forward = lambda pos: orig(glob[pos]).
+    import functools
+
     for block in model.blocks:
         block.attn.forward = functools.partial(_cp_attention, block.attn, group, layout)
     rank, world = dist.get_rank(group), dist.get_world_size(group)
-    # BEGIN SOLUTION The embedding of this rank's i-th token is that of the token's GLOBAL position in the sequence
-    #                of seq_len (under the layout: contiguous rows or zig-zag chunks), whatever local positions the
-    #                model asks for; the model's code is not edited. With local positions every rank would embed
-    #                its first token as position 0 and the loss would be another network's.
-    # HINT 1         The model asks for positions 0..T-1 of the tokens it sees. Which positions do this rank's T
-    #                tokens really have, and where can you translate one into the other without touching the model?
-    # HINT 2         zigzag.positions gives this rank's global positions; wrap the position embedding's forward on
-    #                its instance so it looks them up instead.
-    # HINT 3         glob = positions(seq_len, rank, world, layout, device); pos_emb = model.pos_emb; orig =
-    #                pos_emb.forward; pos_emb.forward = lambda pos: orig(glob[pos]).
     glob = positions(seq_len, rank, world, layout, model.pos_emb.weight.device)
     embed = model.pos_emb.forward
     model.pos_emb.forward = lambda pos: embed(glob[pos])
@@ -86,8 +93,9 @@ def cp_dp_step(model: torch.nn.Module, optimizer, batch, group=None) -> float:
     _, loss = model(x, y)
     loss.backward()
     # BEGIN SOLUTION Every rank's .grad equals the gradient of the global batch's mean loss (every sequence of every
-    #                dp group, every token of every cp rank), so the update is one process's; the loss returned is
-    #                that global mean. Each rank's loss is the mean over its own tokens, and token counts are equal.
+    #                dp group, every token of every cp rank), so the update is one process's, to 2e-5; the loss
+    #                returned is that global mean. What you have to start from: each rank's loss is the mean over its
+    #                own tokens, and every rank holds as many tokens.
     # HINT 1         Each rank's gradient is its own tokens' share of the mean. Over which ranks must the shares be
     #                combined (those that hold other tokens of the same sequences, and those with other sequences),
     #                and is it a sum or an average?

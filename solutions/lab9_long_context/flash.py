@@ -5,25 +5,24 @@
 Softmax needs a row's maximum and sum before any output, which is why naive attention materialises
 S = q k^T / sqrt(d) (b*h*s*s floats) and keeps P = softmax(S) for backward: at s = 32k, h = 32 that is
 128 GiB per sequence in fp32. The online softmax (Milakov & Gimelshein 2018; Dao 2023) walks the keys one
-tile at a time and keeps, per query row, three running quantities:
-    m   the largest score seen so far          ell  sum of exp(score - m) so far
-    acc sum of exp(score - m) * v so far
-When a tile raises the maximum from m to m', everything accumulated so far was scaled by exp(-m) and must
-now be scaled by exp(-m'): multiply ell and acc by exp(m - m'). After the last tile, o = acc / ell, exactly
-softmax(S) v. What backward needs of the whole row is one number, the log-sum-exp lse = m + log ell:
-P = exp(S - lse) is recomputed tile by tile from q, k and lse. So forward keeps q, k, v, o (the output,
-which the caller holds anyway) and lse: 4*b*h*s*d + b*h*s floats instead of b*h*s*s.
+tile at a time instead, keeping per query row a few running numbers from which the exact softmax-weighted sum
+is finished after the last tile. Which numbers, and what a tile that raises the row's largest score must do to
+what was accumulated before it, is attend's to derive. What backward needs of the whole row is one number, its
+log-sum-exp lse = log(sum over the row's keys of exp(score)): P = exp(S - lse) is recomputed tile by tile from
+q, k and lse. So forward keeps q, k, v, o (the output, which the caller holds anyway) and lse: 4*b*h*s*d + b*h*s
+floats instead of b*h*s*s.
 
 Backward gets the gradient of o and must give those of q, k and v. Derive it for one row of P = softmax(S) first
 (the softmax's Jacobian reduces to one number per query row, computable from dO and O alone), then see that every
 term is a sum over tiles that needs only that tile's P, rebuilt from lse.
 
 Causal: a query at position i sees keys at positions <= i. Positions are GLOBAL (a tensor per side), so the
-same tile loop serves ring attention, where a rank's queries meet keys from elsewhere in the sequence: a tile
-whose smallest key position is past its largest query position is skipped whole (about half of them at
-s >> tile: the FLOPs of causal attention are half of full attention's); only tiles on the diagonal are masked.
+same tile loop serves ring attention, where a rank's queries meet keys from elsewhere in the sequence, in any
+order the layout gives. A tile in which no query sees any key is never computed (about half of them at
+s >> tile: the FLOPs of causal attention are half of full attention's); in the others, a key after its query
+is masked.
 A query row that sees no key at all in this call (a whole block above the diagonal, in the ring) gets o = 0
-and lse = -inf: the merge rule (merge) then gives it weight 0.
+and lse = -inf, so that merge gives it no weight.
 """
 from __future__ import annotations
 
@@ -39,27 +38,33 @@ def attend(q, k, v, q_pos, k_pos, causal: bool, block_q: int = BLOCK, block_k: i
     q_pos (sq,) and k_pos (sk,) global positions; lse (b, h, sq) fp32, -inf for a row that sees no key."""
     b, h, sq, d = q.shape
     sk = k.shape[2]
+    # BEGIN SOLUTION Returns (o, lse): for every query row, o is the softmax-weighted sum of v over the keys that
+    #                row sees (scores q.k / √d) and lse the natural log of the sum of e^score over those keys, both
+    #                as if the row had been computed whole (the checker compares with torch's attention to 2e-5, at
+    #                lengths no tile divides); a row that sees no key gets o = 0 and lse = -inf. Yet no more than
+    #                block_q x block_k scores exist at any time per batch and head: the s x s matrix never does, and a
+    #                row's largest score is known only once its last tile has been seen. Causal: a key at a later
+    #                global position than its query is invisible, and a tile in which no query sees any key is never
+    #                computed (the checker counts matmul FLOPs).
+    # HINT 1         Softmax of a row whose maximum you learn only tile by tile: what must you keep per row, and
+    #                what happens to everything summed so far when a new tile raises the maximum? And what is the
+    #                row's log-sum-exp, in terms of what you kept?
+    # HINT 2         Query tiles outside, key tiles inside. Per query row keep m (running max), ell (running sum of
+    #                exp(score - m)) and acc (running exp(score - m) @ v); rescale ell and acc by exp(m_old - m_new)
+    #                before adding a tile; after the last tile o = acc / ell and lse = m + log ell. Skip a tile when
+    #                min(key positions) > max(query positions); masked scores are -inf.
+    # HINT 3         scale = 1/sqrt(d); o = zeros_like(q); lse = full((b,h,sq), -inf). For each query tile i: qi =
+    #                q tile * scale, qp its positions; m = -inf, ell = 0, acc = 0 (shapes (b,h,bq), (b,h,bq),
+    #                (b,h,bq,d)). For each key tile j: skip if causal and k_pos tile min > qp max; s = qi @ kj^T;
+    #                causal: fill -inf where k_pos[None, :] > q_pos[:, None]; m_new = max(m, s.amax(-1)); use 0
+    #                instead of m_new where it is -inf (rows that saw nothing yet); p = exp(s - m_new); alpha = exp(m
+    #                - m_new); ell = ell*alpha + p.sum(-1); acc = acc*alpha + p @ vj; m = m_new. Then o tile = acc /
+    #                ell (0 where ell = 0) and lse tile = m + log(ell).
     scale = 1.0 / math.sqrt(d)
     o = torch.zeros_like(q)
     lse = torch.full((b, h, sq), -math.inf, dtype=torch.float32, device=q.device)
     for i in range(0, sq, block_q):
         qi, qp = q[:, :, i:i + block_q] * scale, q_pos[i:i + block_q]
-        # BEGIN SOLUTION Rows i..i+block_q of o hold the softmax of the scaled scores times v over the visible keys,
-        #                and lse the log of each row's sum of exponentiated scores, as if the whole row had been seen
-        #                at once; yet no more than block_q x block_k scores exist at a time (the s x s matrix never
-        #                does). Causal: a key at a later global position than the query is invisible; a tile entirely
-        #                so is never computed.
-        # HINT 1         Softmax of a row whose maximum you learn only tile by tile: what must you keep per row, and
-        #                what happens to everything summed so far when a new tile raises the maximum?
-        # HINT 2         Per query row keep m (running max), ell (running sum of exp(score - m)) and acc
-        #                (running exp(score - m) @ v); rescale ell and acc by exp(m_old - m_new) before adding a
-        #                tile; skip a tile when min(key positions) > max(query positions); masked scores are -inf.
-        # HINT 3         m = -inf, ell = 0, acc = 0 (shapes (b,h,bq), (b,h,bq), (b,h,bq,d)). For each key tile j:
-        #                skip if causal and k_pos tile min > q_pos tile max; s = qi @ kj^T; causal: fill -inf where
-        #                k_pos[None, :] > q_pos[:, None]; m_new = max(m, s.amax(-1)); use 0 instead of m_new where
-        #                it is -inf (rows that saw nothing yet); p = exp(s - m_new); alpha = exp(m - m_new);
-        #                ell = ell*alpha + p.sum(-1); acc = acc*alpha + p @ vj; m = m_new. Then o = acc / ell
-        #                (0 where ell = 0) and lse = m + log(ell).
         m = torch.full((b, h, qi.shape[2]), -math.inf, dtype=torch.float32, device=q.device)
         ell = torch.zeros_like(m)
         acc = torch.zeros_like(qi)
@@ -79,7 +84,7 @@ def attend(q, k, v, q_pos, k_pos, causal: bool, block_q: int = BLOCK, block_k: i
             m = m_new
         o[:, :, i:i + block_q] = acc / torch.where(ell == 0, 1.0, ell)[..., None]
         lse[:, :, i:i + block_q] = m + torch.log(ell)
-        # END SOLUTION
+    # END SOLUTION
     return o, lse
 
 
@@ -138,16 +143,17 @@ def merge(o1, lse1, o2, lse2):
 
 
 class FlashAttention(torch.autograd.Function):
-    """softmax(q k^T / sqrt(d)) v with O(s*d) memory: forward keeps q, k, v, o and lse; backward recomputes."""
+    """softmax(q k^T / sqrt(d)) v with O(s*d) memory kept for backward, which recomputes the rest."""
 
     @staticmethod
     def forward(ctx, q, k, v, causal, block_q, block_k):
         pos_q = torch.arange(q.shape[2], device=q.device)
         pos_k = pos_q if k.shape[2] == q.shape[2] else torch.arange(k.shape[2], device=q.device)
         o, lse = attend(q, k, v, pos_q, pos_k, causal, block_q, block_k)
-        # BEGIN SOLUTION Backward can run from what is saved here, and what is saved grows as s*d, not s*s: the three
-        #                inputs, the output and one fp32 number per query row (4*b*h*s*d + b*h*s floats); nothing of
-        #                size s*s survives forward. Keep the settings backward needs too.
+        # BEGIN SOLUTION Backward (yours too) can run from what is kept here alone, and what is kept grows as s*d, not
+        #                s*s: the three inputs, the output and one fp32 number per query row (4*b*h*s*d + b*h*s floats),
+        #                held where autograd can free them with the graph; nothing of size s*s survives forward (the
+        #                checker measures every storage the graph holds after it). Keep the settings backward needs too.
         # HINT 1         Which tensors does backward's tile loop read, and which of forward's intermediates can it
         #                rebuild from them instead of keeping?
         # HINT 2         Save q, k, v, o and lse on ctx (the mechanism that lets autograd free them at the right
@@ -160,11 +166,23 @@ class FlashAttention(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, do):
+        # BEGIN SOLUTION Returns one gradient per input of forward, in its order: the exact gradients of q, k and v
+        #                for the upstream gradient do, then nothing for causal and the two tile sizes. Computed from
+        #                what forward kept alone, tile by tile: no s x s tensor now either (the checker compares the
+        #                gradients with torch's attention's to 2e-5).
+        # HINT 1         Which of forward's quantities does the tile backward read, and where did forward leave them?
+        #                Which global positions do this call's query and key rows have?
+        # HINT 2         Unpack what forward saved and its settings from ctx; the positions as forward made them (0..s-1
+        #                on each side); attend_backward on a contiguous do; None for each input that is not a tensor.
+        # HINT 3         q, k, v, o, lse = ctx.saved_tensors; pos_q, pos_k as in forward; dq, dk, dv =
+        #                attend_backward(q, k, v, o, lse, do.contiguous(), pos_q, pos_k, ctx.causal, *ctx.blocks);
+        #                return dq, dk, dv, None, None, None.
         q, k, v, o, lse = ctx.saved_tensors
         pos_q = torch.arange(q.shape[2], device=q.device)
         pos_k = pos_q if k.shape[2] == q.shape[2] else torch.arange(k.shape[2], device=q.device)
         dq, dk, dv = attend_backward(q, k, v, o, lse, do.contiguous(), pos_q, pos_k, ctx.causal, *ctx.blocks)
         return dq, dk, dv, None, None, None
+        # END SOLUTION
 
 
 def flash_attention(q, k, v, causal: bool = False, block_q: int = BLOCK, block_k: int = BLOCK):
