@@ -286,9 +286,8 @@ def memory_reported(c: Check, runs) -> CheckResult:
 @check("input_pipeline", "over your make_loader (samples that cost CPU time), the checker's own steps wait "
        "for data <= 20% of the time; batches in order",
        f"The model sits waiting for every batch ({WHERE}/pipeline.py): its samples are prepared in the "
-       "training process, after the step asks. At stake: preparation that runs ahead of training, in "
-       "DataLoader worker processes with batches prefetched, so each is ready before the step asks; the "
-       "transform itself stays as it is (checker hint lab1 pipeline.make_loader)",
+       "training process, after the step asks. Where else could that work run, and when, so that each batch is "
+       "ready before the step asks? The transform itself stays as it is (checker hint lab1 pipeline.make_loader)",
        starter_runs=True,
        runs={"pipeline"})
 def input_pipeline(c: Check, runs) -> CheckResult:
