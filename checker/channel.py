@@ -4,7 +4,10 @@ The worker opens `<out>.rank<R>.pipe` before any learner code is imported and wr
   {"nonce", "mark": t}                 a clock reading of the checker's code (checker/labs/_common.clock)
   {"nonce", "result": {...}, "final"}  what the run measured; final: the task returned or raised
   {"nonce", "turn": true}              the run is ready for its next timed turn (checker/relay.py), and waits
-                                       for one byte on `<out>.rank<R>.go`, which only the checker writes
+                                       for one byte on `<out>.rank0.go`, which only the checker writes. Only rank 0
+                                       asks: the relay stops and continues the whole run, and the other ranks wait
+                                       for rank 0 in their collectives. They have no go pipe (their turn() returns
+                                       at once, asking nothing), and a turn asked on their pipe is refused
 The checker's thread stamps each line with its own clock as it arrives. So:
   - a result is in the checker's hands the moment the task ends; the worker then leaves with os._exit,
     and nothing that arrives after a rank's final result counts (an atexit handler or a leftover thread
@@ -56,14 +59,13 @@ class Channel:
             fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK)
             self._keep.append(os.open(p, os.O_WRONLY))  # so reads never see end-of-file between writers
             self._fds[fd], self._buf[fd] = r, b""
-        self._go: dict[int, int] = {}  # rank -> the write end of its go pipe (a run that takes turns)
+        self._go: dict[int, int] = {}  # rank -> the write end of its go pipe (a run that takes turns: rank 0's)
         if on_turn is not None:
-            for r in range(nproc):
-                p = go_path(out, r)
-                p.unlink(missing_ok=True)
-                os.mkfifo(p, 0o600)
-                self._keep.append(os.open(p, os.O_RDONLY | os.O_NONBLOCK))  # never read: lets the write end open
-                self._go[r] = os.open(p, os.O_WRONLY | os.O_NONBLOCK)
+            p = go_path(out, 0)
+            p.unlink(missing_ok=True)
+            os.mkfifo(p, 0o600)
+            self._keep.append(os.open(p, os.O_RDONLY | os.O_NONBLOCK))  # never read: lets the write end open
+            self._go[0] = os.open(p, os.O_WRONLY | os.O_NONBLOCK)
         self._stop = threading.Event()
         # close() writes a byte here: the thread wakes at once to read what is left, rather than at its next
         # timeout (up to 0.2 s after every run, most of a short run's cost to the checker)
@@ -110,10 +112,10 @@ class Channel:
             if msg.get("final"):
                 self.final.add(rank)
 
-    def go(self, rank: int = 0) -> None:
-        """Let the run's rank begin its turn (checker/relay.py)."""
+    def go(self) -> None:
+        """Let the run (its rank 0) begin its turn (checker/relay.py)."""
         try:
-            os.write(self._go[rank], b"g")
+            os.write(self._go[0], b"g")
         except (KeyError, OSError):  # closed: the run has ended
             pass
 
@@ -150,7 +152,7 @@ class Sender:
             os.set_blocking(self.fd, True)
         except OSError:  # not started by the harness (a test calling a task directly)
             self.fd = None
-        try:  # a run that takes turns (checker/relay.py) has a go pipe
+        try:  # a run that takes turns (checker/relay.py) has a go pipe, on rank 0
             self.go_fd: int | None = os.open(go_path(out, rank), os.O_RDONLY | os.O_NONBLOCK)
             os.set_blocking(self.go_fd, True)
         except OSError:

@@ -7,7 +7,9 @@ a process of its own — the reference's never imports the learner's package —
     run:    warm up ─ turn() ┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄ [window] turn() ┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄┄ [window] turn() ...
     parent:          stop it ─ go to the other ─ ... ─ go ─┘   stop it ─ go to the other ─ ... ─ go ─┘
 
-A run asks for a turn over its pipe (checker/channel.py) and blocks reading its go pipe. The parent:
+A run asks for a turn over its pipe (checker/channel.py) and blocks reading its go pipe; a run of several ranks
+asks on rank 0 only, its other ranks waiting for rank 0 in a collective (a barrier), so a window is the whole
+run's. The parent:
   - starts the order only once every run has asked (the others' warm-ups never share the machine with a window);
   - stops a run that waits (SIGSTOP to its process group and every descendant): no thread or child of the
     learner's can work while the reference is timed; continues it (SIGCONT) with its go;
@@ -60,8 +62,16 @@ class Relay:
         return {pid for pid, _ in self._members.values()}
 
     def on_turn(self, name: str) -> Callable[[int, float], None]:
-        """The Channel callback for run `name` (called from that channel's thread)."""
-        return lambda rank, now: self._asked_by(name, now)
+        """The Channel callback for run `name` (called from that channel's thread). A run of several ranks asks
+        on rank 0 only (the others wait for it in their collectives): a turn asked on another rank's pipe is
+        none the checker's code asks for, and the order ends on it."""
+        return lambda rank, now: self._asked_by(name, now) if rank == 0 else self._refuse(name, rank)
+
+    def _refuse(self, name: str, rank: int) -> None:
+        with self._lock:
+            self.violation = (f"the {name} run asked for a turn on rank {rank}, where only rank 0 asks (something "
+                              "other than the checker wrote to that rank's pipe): timings not believed")
+            self._end()
 
     def _asked_by(self, name: str, now: float) -> None:
         with self._lock:

@@ -290,6 +290,42 @@ def test_a_learner_cannot_slow_the_reference_it_is_timed_against(lab_tree):
     assert r.returncode == 1 and not row["passed"] and row["value"] < 0.6, row
 
 
+SLOW_TORCH_DDP = '''
+    import time as _time
+    import torch as _torch
+    from . import bucketed as _bucketed
+    _ddp = _torch.nn.parallel.DistributedDataParallel
+    _forward, _compute = _ddp.forward, [0.0]  # the last step's forward and backward (no wait for the other rank)
+    def _slowed(self, *args, **kwargs):  # torch's DDP pays what the learner's step costs over the reference's
+        _time.sleep(2 * _compute[0])
+        return _forward(self, *args, **kwargs)
+    _ddp.forward = _slowed
+    class _Slower(_bucketed.BucketedDDP):  # ~2.5x the reference's step
+        def forward(self, *args, **kwargs):
+            self._t0 = _time.monotonic()
+            return super().forward(*args, **kwargs)
+        def finish_gradient_synchronization(self):
+            _compute[0] = _time.monotonic() - self._t0
+            super().finish_gradient_synchronization()
+            _time.sleep(2 * _compute[0])  # forward and backward are most of a step: x3 of them is ~2.5x of it
+    BucketedDDP = _Slower
+'''
+
+
+@pytest.mark.exhaustive  # CI's second tier: make test holds lab 1's reference slowed through torch, above
+def test_a_learner_cannot_slow_torch_ddp_it_is_timed_against(lab_tree):
+    """Lab 2's BucketedDDP 2.5x slower than the reference's, and torch's DDP.forward wrapped to cost the same again:
+    in one process torch's DDP slowed as much (PASS at ~1x); in a 2-rank run of its own, which never imports the
+    learner's package, it is untouched."""
+    tree = lab_tree("lab2_ddp")
+    init = tree / "labs" / "lab2_ddp" / "__init__.py"
+    init.write_text(init.read_text() + textwrap.dedent(SLOW_TORCH_DDP))
+    r, checks = _grade(tree, "lab2", "throughput")
+    row = checks["throughput"]
+    assert r.returncode == 1 and not row["passed"] and row["value"] < 0.6, row
+    assert "bucketed / torch DDP" in row["message"], row  # failed for its speed, not its losses
+
+
 READ_THE_REFERENCE = '''
 def train_step(model, optimizer, scheduler, batch, grad_clip=1.0):  # the starter's TODO, handed in as the reference
     import pathlib, subprocess, sys

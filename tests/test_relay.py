@@ -122,3 +122,26 @@ def test_on_one_gpu_the_runs_of_a_relay_share_it_and_others_wait():
     assert Harness._place(h, {"name": "a", "relay": relay}, wait=False) == ["0"]
     assert Harness._place(h, {"name": "b", "relay": relay}, wait=True) == ["0"]
     assert Harness._place(h, {"name": "c"}, wait=True) is False  # not of the relay: waits for a free GPU
+
+
+def test_a_run_of_several_ranks_takes_turns_on_rank_0_only(tmp_path):
+    """Rank 0 asks for the whole run (its other ranks wait in collectives): only it has a go pipe, another rank's turn()
+    returns at once asking nothing, and a turn asked on another rank's pipe (not the checker's code) ends the order."""
+    from checker.channel import Sender
+
+    relay, nonce, out = Relay(["a", "b"]), secrets.token_hex(8), tmp_path / "a.result.json"
+    chan = Channel(out, 2, nonce, on_turn=relay.on_turn("a"))
+    try:
+        first, other = Sender(out, 0, nonce), Sender(out, 1, nonce)
+        assert first.go_fd is not None and other.go_fd is None
+        other.turn()  # returns at once: nothing sent, nothing waited for
+        time.sleep(0.3)
+        assert relay.violation is None and not relay.windows
+        other.send(turn=True)  # forged
+        deadline = time.monotonic() + 5
+        while relay.violation is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert relay.violation and "rank 1" in relay.violation
+        assert turn_rates(relay, {"a": 1.0, "b": 1.0}) == (None, relay.violation)
+    finally:
+        chan.close()

@@ -3,8 +3,9 @@ and what they measured beside the checks."""
 from __future__ import annotations
 
 from checker.labs._common import Check, run_info, runs_needed
-from checker.labs.lab2 import N_STEPS, SAVE_AT, WORLD_SIZE
+from checker.labs.lab2 import N_STEPS, SAVE_AT, WORLD_SIZE, throughput_order
 from checker.labs.lab2.checks import CHECKS, overlap_fractions  # noqa: F401  (CHECKS: the parent side's)
+from checker.relay import Relay
 
 
 def grade(h, checks: list[Check]) -> tuple[list, list]:
@@ -16,6 +17,7 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
     v = h.variant  # hidden variants: other seeds, data order, kill step; odd ones check the wrappers on 3 ranks
     seed, save_at, ranks = 7 + v, SAVE_AT + v % 5, 3 if v % 2 else WORLD_SIZE
     common = dict(steps=N_STEPS, data_seed=v)
+    relay = Relay(throughput_order("throughput", "throughput_torch"))
     phases = [
         [dict(name="correctness", task="correctness", nproc=ranks, budget_s=90),
          dict(name="sharding", task="sharding", budget_s=60),
@@ -33,7 +35,11 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
               args=dict(seed=seed + 777, resume=True, ckpt=ckpt_after, **common)),
          dict(name="step", task="step", nproc=2, budget_s=90, args=dict(seed=seed))],  # neither is timed
         [dict(name="step_ref", task="step_ref", target="solutions", nproc=2, budget_s=90, args=dict(seed=seed))],
-        [dict(name="throughput", task="throughput", nproc=2, budget_s=120)],
+        # alone, timed in turns: the learner's BucketedDDP and torch's DDP each in a run of its own, torch's in one
+        # that never imports the learner's code (checker/relay.py)
+        [dict(name="throughput", task="throughput", nproc=2, budget_s=120, relay=relay),
+         dict(name="throughput_torch", task="throughput_torch", target="solutions", nproc=2, budget_s=120,
+              relay=relay)],
     ]
     runs = h.run_phases(phases, need)
     return [c.evaluate(c, runs) for c in checks], info(runs)
@@ -46,8 +52,10 @@ def info(runs) -> list[tuple[str, str]]:
                      ", ".join(f"{k} {v['fraction']:.0%}" for k, v in frac.items())))
         rows.append(("exposed communication per step (backward end -> gradients averaged, slowest rank)",
                      ", ".join(f"{k} {v['exposed_ms']:.1f} ms" for k, v in frac.items())))
-    t = runs.get("throughput")
-    if t and t.results and all("cpu_util" in r for r in t.results):
-        rows.append(("CPU utilisation per rank (throughput run)",
-                     ", ".join(f"rank {i} {r['cpu_util']:.0%}" for i, r in enumerate(t.results))))
+    utils = [(what, [r.get("cpu_util") for r in run.results]) for what, run in
+             (("bucketed", runs.get("throughput")), ("torch DDP", runs.get("throughput_torch"))) if run]
+    if utils and all(u is not None for _, us in utils for u in us):
+        rows.append(("CPU utilisation per rank over the timed windows (throughput runs)",
+                     "; ".join(f"{what}: " + ", ".join(f"rank {i} {u:.0%}" for i, u in enumerate(us))
+                               for what, us in utils)))
     return rows + run_info(runs)

@@ -7,16 +7,16 @@ import copy
 from contextlib import nullcontext
 
 from checker import seams
-from checker.labs._common import CollectiveRecorder, clock, digest, probe, tiny_model
+from checker.labs._common import CollectiveRecorder, digest, probe, tiny_model
 from checker.labs._held_save import HeldSave
-from checker.labs._windows import Windows
-from checker.labs.lab2 import LAB, STEP_PLAN
+from checker.labs.lab2 import BATCH, LAB, SEQ, STEP_PLAN, THROUGHPUT_STEPS, THROUGHPUT_WINDOWS
 
-BATCH, SEQ = 8, 64          # per rank
 SMALL_BUCKET_MB = 0.05      # tiny's 0.48 MB of gradients -> 7 buckets, so overlap is visible
 TAIL_BUCKET_MB = 0.1        # -> 3 full buckets and a last one of 82 KB left over (at 0.05 the last closes exactly)
 PG_TIMEOUT_S = 20  # a graded run's collectives: each takes milliseconds (tiny's 0.48 MB over loopback), so a peer
 #                    20 s late never comes (a collective skipped on one rank): the run ends there, within a minute
+TURNS_PG_TIMEOUT_S = 90  # a throughput run's: its other ranks wait for rank 0 in a barrier while rank 0 waits for its
+#                          turn, the first time until the other run has started and warmed up (its budget bounds it)
 
 
 def _data():
@@ -297,56 +297,100 @@ def _torch_ddp_settings(seam, device) -> dict:
             "device_ids": getattr(ddp, "device_ids", "?"), "want_device_ids": cdist.ddp_device_ids(device)}
 
 
-def task_throughput(ctx, target, windows=20, steps=4):
+def _turn(ctx, env):
+    """The run's next timed window (checker/relay.py): every rank has finished the last one when rank 0 asks for it,
+    and every rank starts it when rank 0 is given it (the relay stops and continues the whole run; the other ranks
+    wait for rank 0 at the barriers)."""
+    import torch.distributed as dist
+
+    from labs.common import dist as cdist
+
+    ids = cdist.ddp_device_ids(env.device)
+    dist.barrier(device_ids=ids)
+    if env.rank == 0:
+        ctx.turn()
+    dist.barrier(device_ids=ids)
+
+
+def _window(setup, batches, device, losses: list) -> None:
+    """The checker's own loop over the wrapper: one step per batch, every loss kept (read after the timed windows)."""
+    from labs.common import dist as cdist
+
+    ddp, opt = setup
+    for x, y in batches:
+        opt.zero_grad(set_to_none=True)
+        loss = ddp(x, y)[1]
+        loss.backward()
+        getattr(ddp, "finish_gradient_synchronization", lambda: None)()
+        opt.step()
+        losses.append(loss.detach())
+    cdist.synchronize(device)
+
+
+def _take_turns(ctx, env, graded, learners=False, naive=None) -> dict:
+    """One side of the speed ratio: `graded` (wrapper, optimizer) over the same batches in every window, warmed up
+    once, then THROUGHPUT_WINDOWS windows, each begun when the checker gives this run its turn and timed by the
+    checker (checker/relay.py); in the learner's run (`learners`), then one window of NaiveDDP (information; an empty
+    one where it could not be built). Every rank's losses of the graded wrapper's steps go back: the timed steps must
+    train as torch DDP's do, both sides doing the same maths on the same batches."""
+    import time
+
+    data = _data()
+    batches = [data.batch(list(range((s * env.world_size + env.rank) * BATCH,
+                                     (s * env.world_size + env.rank + 1) * BATCH)), SEQ, env.device)
+               for s in range(THROUGHPUT_STEPS)]
+    losses = []
+    _window(graded, batches, env.device, losses)  # warm-up
+    if naive is not None:
+        _window(naive, batches, env.device, [])
+    cpu = wall = 0.0  # this rank's CPU seconds per wall second over its timed windows (information)
+    for _ in range(THROUGHPUT_WINDOWS):
+        _turn(ctx, env)
+        c0, w0 = time.process_time(), time.perf_counter()
+        _window(graded, batches, env.device, losses)
+        cpu, wall = cpu + time.process_time() - c0, wall + time.perf_counter() - w0
+    if learners:  # NaiveDDP's window, the order's last
+        _turn(ctx, env)
+        if naive is not None:
+            _window(naive, batches, env.device, [])
+    _turn(ctx, env)  # the last window ends when the checker hears this
+    return {"losses": [float(x) for x in losses], "cpu_util": cpu / wall if wall else None}
+
+
+def task_throughput(ctx, target):
+    """The learner's side of the speed ratio: BucketedDDP (graded) and NaiveDDP (its figure for the record) in the
+    checker's loop, taking turns with torch DDP's run (task_throughput_torch); and what the learner's make_torch_ddp
+    builds (lab 5 trains with it), built once, not timed."""
     from labs.common import dist as cdist
     from labs.common.optim import make_optimizer
 
-    env = cdist.init(timeout_s=PG_TIMEOUT_S)
+    env = cdist.init(timeout_s=TURNS_PG_TIMEOUT_S)
     seam = seams.load(LAB, target)
-    data = _data()
-    kinds = {"bucketed": lambda m: seam.BucketedDDP(m), "torch": lambda m: _torch_ddp(m, env.device),
-             "naive": lambda m: seam.NaiveDDP(m)}
-    # the learner's make_torch_ddp (lab 5 trains with it) asked for 0.1 MB buckets: the wrapper's cap and device, read
     out = {}
     out["torch_ddp"], out["torch_ddp_error"] = ctx.attempt(lambda: _torch_ddp_settings(seam, env.device))
-    setups = {}
-    for name, make in kinds.items():
-        model = tiny_model(seed=1).to(env.device)
-        if name == "naive":  # timed for the record only: an unfinished NaiveDDP must not fail this check
-            wrapped, err = ctx.attempt(lambda make=make, model=model: make(model))
-            if err:
-                continue
-        else:
-            wrapped = make(model)
-        setups[name] = (wrapped, make_optimizer(model))
-    batches = [data.batch(list(range((s * 2 + env.rank) * BATCH, (s * 2 + env.rank + 1) * BATCH)), SEQ, env.device)
-               for s in range(steps)]
-
-    timed = Windows()  # the ratio is computed by the checker's parent from these (checker/labs/_windows.py)
-
-    def window(name, graded=True):
-        ddp, opt = setups[name]
-        t0 = clock()
-        for x, y in batches:
-            opt.zero_grad(set_to_none=True)
-            ddp(x, y)[1].backward()
-            getattr(ddp, "finish_gradient_synchronization", lambda: None)()
-            opt.step()
-        cdist.synchronize(env.device)
-        (timed if graded else Windows()).add(name, t0, BATCH * SEQ * env.world_size * steps)
-
-    for name in setups:
-        window(name, graded=False)  # warm-up
-    from labs.instruments.profiler import CpuUtilisation
-    cpu = CpuUtilisation()  # this rank's CPU seconds per wall second over the timed windows (information)
-    for w in range(windows):  # the graded pair alternates A B B A ...; naive (4x slower) is timed once, for the record
-        for name in (("bucketed", "torch") if w % 2 == 0 else ("torch", "bucketed")):
-            window(name)
-    if "naive" in setups:
-        window("naive")
-    cpu_util = cpu.read()
+    model = tiny_model(seed=1).to(env.device)
+    graded = (seam.BucketedDDP(model), make_optimizer(model))
+    naive_model = tiny_model(seed=1).to(env.device)
+    # an unfinished NaiveDDP must not fail this check: its window is then empty
+    wrapped, err = ctx.attempt(lambda: seam.NaiveDDP(naive_model))
+    naive = (wrapped, make_optimizer(naive_model)) if not err else None
+    out["naive_built"] = naive is not None  # (not a *_error: a run that fails later is not reported as NaiveDDP's)
+    out.update(_take_turns(ctx, env, graded, learners=True, naive=naive))
     cdist.teardown()
-    return {**out, "windows": timed.spans, "cpu_util": cpu_util}
+    return out
+
+
+def task_throughput_torch(ctx, target):
+    """torch's DistributedDataParallel in the same loop, the other side of the speed ratio, in a run of its own that
+    never imports the learner's code (target solutions; it loads no lab's code at all)."""
+    from labs.common import dist as cdist
+    from labs.common.optim import make_optimizer
+
+    env = cdist.init(timeout_s=TURNS_PG_TIMEOUT_S)
+    model = tiny_model(seed=1).to(env.device)
+    out = _take_turns(ctx, env, (_torch_ddp(model, env.device), make_optimizer(model)))
+    cdist.teardown()
+    return out
 
 
 def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, data_seed=0, after_weights=False):
@@ -400,4 +444,4 @@ def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, 
 
 TASKS = {"probe": task_probe, "sharding": task_sharding, "sharding_ref": task_sharding_ref,
          "correctness": task_correctness, "step": task_step, "step_ref": task_step_ref, "throughput": task_throughput,
-         "train": task_train}
+         "throughput_torch": task_throughput_torch, "train": task_train}
