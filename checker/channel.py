@@ -4,7 +4,9 @@ The worker opens `<out>.rank<R>.pipe` before any learner code is imported and wr
   {"nonce", "mark": t}                 a clock reading of the checker's code (checker/labs/_common.clock)
   {"nonce", "result": {...}, "final"}  what the run measured; final: the task returned or raised
   {"nonce", "turn": true}              the run is ready for its next timed turn (checker/relay.py), and waits
-                                       for one byte on `<out>.rank<R>.go`, which only the checker writes
+                                       for one byte on `<out>.rank0.go`, which only the checker writes: rank 0
+                                       alone takes a run's turns (the others have no go pipe: their turn() returns
+                                       at once, and a turn line on their pipes is ignored)
 The checker's thread stamps each line with its own clock as it arrives. So:
   - a result is in the checker's hands the moment the task ends; the worker then leaves with os._exit,
     and nothing that arrives after a rank's final result counts (an atexit handler or a leftover thread
@@ -57,13 +59,12 @@ class Channel:
             self._keep.append(os.open(p, os.O_WRONLY))  # so reads never see end-of-file between writers
             self._fds[fd], self._buf[fd] = r, b""
         self._go: dict[int, int] = {}  # rank -> the write end of its go pipe (a run that takes turns)
-        if on_turn is not None:
-            for r in range(nproc):
-                p = go_path(out, r)
-                p.unlink(missing_ok=True)
-                os.mkfifo(p, 0o600)
-                self._keep.append(os.open(p, os.O_RDONLY | os.O_NONBLOCK))  # never read: lets the write end open
-                self._go[r] = os.open(p, os.O_WRONLY | os.O_NONBLOCK)
+        if on_turn is not None:  # rank 0 alone takes a run's turns: the relay stops and continues the whole group
+            p = go_path(out, 0)
+            p.unlink(missing_ok=True)
+            os.mkfifo(p, 0o600)
+            self._keep.append(os.open(p, os.O_RDONLY | os.O_NONBLOCK))  # never read: lets the write end open
+            self._go[0] = os.open(p, os.O_WRONLY | os.O_NONBLOCK)
         self._stop = threading.Event()
         # close() writes a byte here: the thread wakes at once to read what is left, rather than at its next
         # timeout (up to 0.2 s after every run, most of a short run's cost to the checker)
@@ -103,7 +104,7 @@ class Channel:
             return
         if "mark" in msg:
             self.marks.setdefault(rank, []).append((float(msg["mark"]), now))
-        if msg.get("turn") is True and self.on_turn is not None:
+        if msg.get("turn") is True and self.on_turn is not None and rank == 0:  # another rank has no turns to ask
             self.on_turn(rank, now)
         if isinstance(msg.get("result"), dict):
             self.results[rank] = msg["result"]
