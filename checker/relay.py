@@ -20,6 +20,9 @@ run's. The parent:
     its own go gains only the moment between its request and its stop (~1 ms here; under load, tens);
   - before each of the reference's windows, ends what a run moved out of its process tree (before_go).
 When a run ends, the others are released and the order is over (a run that died leaves nothing to compare).
+A run of several ranks takes its turns through rank 0 alone (checker/channel.py: the other ranks have no go pipe,
+and a turn asked on their pipes ends the order as a violation): its ranks finish a window together (a barrier)
+before rank 0 asks, and wait in a barrier for rank 0's go; stopping the run stops its whole process group.
 """
 from __future__ import annotations
 

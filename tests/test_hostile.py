@@ -326,6 +326,41 @@ def test_a_learner_cannot_slow_torch_ddp_it_is_timed_against(lab_tree):
     assert "bucketed / torch DDP" in row["message"], row  # failed for its speed, not its losses
 
 
+SLOW_DDP = '''
+    import time as _time
+    import torch as _torch
+    _backward, _inside, _last, _t0 = _torch.Tensor.backward, [False], [0.0], [0.0]
+    def _slowed(self, *args, **kwargs):  # whoever else runs backward pays what the learner's step costs over DDP's
+        if not _inside[0]:
+            _time.sleep(1.5 * _last[0])
+        return _backward(self, *args, **kwargs)
+    _torch.Tensor.backward = _slowed
+    _zero_grad, _step = Zero2Optimizer.zero_grad, Zero2Optimizer.step
+    def _zg(self, *args, **kwargs):  # an iteration of the learner's: from its zero_grad to the end of its step
+        _inside[0], _t0[0] = True, _time.monotonic()
+        return _zero_grad(self, *args, **kwargs)
+    def _st(self, *args, **kwargs):  # 2.5x the reference's iteration
+        out = _step(self, *args, **kwargs)
+        _last[0], _inside[0] = _time.monotonic() - _t0[0], False
+        _time.sleep(1.5 * _last[0])
+        return out
+    Zero2Optimizer.zero_grad, Zero2Optimizer.step = _zg, _st
+'''
+
+
+@pytest.mark.exhaustive  # CI's second tier: two 2-rank speed runs, ~35 s
+def test_a_learner_cannot_slow_lab3s_ddp_it_is_timed_against(lab_tree):
+    """Lab 3's ZeRO-2 against torch DDP: Tensor.backward, which both call, wrapped to slow every caller but the
+    learner's iterations, which are 2.5x the reference's. Timed in one process, DDP slowed as much (PASS at ~1x); in
+    a process group of its own, which never imports the learner's code, it is untouched."""
+    tree = lab_tree("lab3_sharding")
+    zero2 = tree / "labs" / "lab3_sharding" / "zero2.py"
+    zero2.write_text(zero2.read_text() + textwrap.dedent(SLOW_DDP))
+    r, checks = _grade(tree, "lab3", "zero2_throughput")
+    row = checks["zero2_throughput"]  # ~0.4x; up to 0.65x measured with other grades loading the 2 cores
+    assert r.returncode == 1 and not row["passed"] and row["value"] < 0.75, row
+
+
 READ_THE_REFERENCE = '''
 def train_step(model, optimizer, scheduler, batch, grad_clip=1.0):  # the starter's TODO, handed in as the reference
     import pathlib, subprocess, sys

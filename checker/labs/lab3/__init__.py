@@ -13,3 +13,20 @@ GLOBAL = 16          # sequences per step in the resume runs, at any world size
 DROPOUT, RNG_SEED = 0.1, 4242  # the same-world-size resume trains with dropout, every rank its own stream
 N_STEPS, SAVE_AT = 12, 5
 RESHARD_STEPS = 2    # steps after resuming at another world size, compared between 1 rank and 4
+# The speed runs (tasks.task_speed): the learner's FSDP2 and ZeRO-2 in one run, torch DDP in another that never
+# imports the learner's code, taking turns (checker/relay.py). Each round: a learner window, two of DDP's, a learner
+# window (FSDP2 first, ZeRO-2 first in odd rounds); each learner window runs back to back with a DDP window of its own
+# size. Sizes per strategy (sequences per rank per step, steps per window): FSDP2's price is per collective call, so
+# its windows are small steps (one FSDP unit per layer shows there); ZeRO-2's and DDP's bytes are alike, so its windows
+# are the lab's steps, where a loaded machine's delays on each call weigh less.
+SPEED_ROUNDS = 10
+SPEED_SIZES = {"fsdp": (2, 8), "zero2": (BATCH, 6)}
+
+
+def speed_order(learner: str, ddp: str) -> list[str]:
+    return [learner, ddp, ddp, learner] * SPEED_ROUNDS
+
+
+def speed_slots(k: int) -> tuple[str, str]:
+    """Round k's two sizes, in order (a strategy's name stands for its size)."""
+    return ("fsdp", "zero2") if k % 2 == 0 else ("zero2", "fsdp")

@@ -2,24 +2,32 @@
 from __future__ import annotations
 
 from checker.labs._common import Check, run_info, runs_needed
-from checker.labs._windows import checked_rates, medians
+from checker.labs._windows import medians
 from checker.labs.lab3 import (
     DROPOUT,
     N_STEPS,
     RESHARD_STEPS,
     SAVE_AT,
     WORLD_SIZE,  # noqa: F401  (the parent side's)
+    speed_order,
 )
-from checker.labs.lab3.checks import CHECKS  # noqa: F401  (the parent side's)
+from checker.labs.lab3.checks import CHECKS, speed_pairs  # noqa: F401  (the parent side's)
+from checker.relay import Relay
 
 
 def grade(h, checks: list[Check]) -> tuple[list, list]:
     need = runs_needed(checks)
     ckpt = str(h.workdir / "ckpt")
     save_at = SAVE_AT + h.variant % 4  # hidden variants move the kill step
+    relay = Relay(speed_order("speed", "speed_ddp"))
     phases = [
         [dict(name="correctness", task="correctness", nproc=2, budget_s=90),
          dict(name="deepspeed", task="deepspeed", nproc=2, budget_s=120)],
+        # the speed ratios: each side in a process group of its own, alone on the machine, timed in turns; torch DDP
+        # in a run of the reference's server, which never imports the learner's code (checker/relay.py)
+        [dict(name="speed", task="speed", nproc=2, budget_s=120, args=dict(side="learner"), relay=relay),
+         dict(name="speed_ddp", task="speed", nproc=2, budget_s=120, args=dict(side="ddp"), target="solutions",
+              relay=relay)],
         # dropout on: the same-world-size resume must replay every rank's masks (each rank's RNG state)
         [dict(name="full", task="train", nproc=2, budget_s=90, args=dict(steps=N_STEPS, dropout=DROPOUT)),
          dict(name="resume_1", task="train", nproc=2, budget_s=90, kill_on="saved",
@@ -39,19 +47,19 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
 
 
 def info(runs) -> list[tuple[str, str]]:
-    """MFU and CPU utilisation of the throughput windows (correctness run): information, not graded."""
-    run, rows = runs.get("correctness"), []
-    parts = [r.get("windows") for r in (run.results if run else [])]
-    if parts and all(isinstance(x, dict) and x.get("peak_flops") for x in parts):
+    """MFU and CPU utilisation of the speed runs' windows: information, not graded."""
+    rows = []
+    pairs, _ = speed_pairs(runs)
+    parts = [r.get("speed") for r in (runs["speed"].results if pairs else [])]
+    if pairs and all(isinstance(x, dict) for x in parts) and parts[0].get("peak_flops"):
         r = parts[0]
-        rates, err = checked_rates(run, r["windows"])
-        if err:
-            return rows + run_info(runs)  # the throughput rows say why
-        tps = medians(rates)
+        tps = {k: v for name, ps in pairs.items()
+               for k, v in ((name, medians({0: [m for m, _ in ps]})[0]),
+                            (f"ddp at {name}'s size", medians({0: [d for _, d in ps]})[0]))}
         per_rank = {k: v / r["world_size"] * r["flops_per_token"] for k, v in tps.items()}
         rows.append(("MFU per rank (tiny; achieved / peak FLOP/s)", ", ".join(
             f"{k} {v / r['peak_flops']:.1%}" for k, v in per_rank.items())
             + f" of {r['peak_flops'] / 1e9:.1f} GFLOP/s"))
-        rows.append(("CPU utilisation per rank (throughput windows)",
+        rows.append(("CPU utilisation per rank (your FSDP2 and ZeRO-2 windows)",
                      ", ".join(f"rank {i} {x['cpu_util']:.0%}" for i, x in enumerate(parts))))
     return rows + run_info(runs)

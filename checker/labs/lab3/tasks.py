@@ -1,14 +1,14 @@
-"""Lab 3's worker side: the ZeRO-1, ZeRO-2 (zero.py), FSDP2 and speed parts of the correctness run, DeepSpeed's
-stages, and FSDP2 + DCP training with its kill and resumes. The checks that read them are in checks.py."""
+"""Lab 3's worker side: the ZeRO-1, ZeRO-2 (zero.py) and FSDP2 parts of the correctness run, the speed runs (each
+side in a process group of its own, timed in turns), DeepSpeed's stages, and FSDP2 + DCP training with its kill and
+resumes. The checks that read them are in checks.py."""
 from __future__ import annotations
 
 import copy
 
 from checker import seams
-from checker.labs._common import clock, digest, probe, tiny_model
+from checker.labs._common import digest, probe, tiny_model
 from checker.labs._held_save import HeldDCPWrite, PublishWatch, SlowRank
-from checker.labs._windows import Windows
-from checker.labs.lab3 import BATCH, GLOBAL, LAB, RNG_SEED, SEQ
+from checker.labs.lab3 import BATCH, GLOBAL, LAB, RNG_SEED, SEQ, SPEED_ROUNDS, SPEED_SIZES, speed_slots
 
 
 def _batches(env, steps, same_on_all_ranks=False):
@@ -118,52 +118,82 @@ def _fsdp(ctx, seam, env, comm, steps=4):
     return out
 
 
-def _windows(ctx, seam, env, fsdp_ok: bool, zero2_ok: bool, steps=4, windows=12):
-    """torch DDP, FSDP2 and Zero2Optimizer timed in interleaved windows, each strategy whose own part ran (a TODO in
-    apply_fsdp leaves ZeRO-2's ratio to DDP measurable, and the other way round)."""
+def _speed_step(model, opt, batches, env):
+    from labs.common import dist as cdist
+
+    for x, y in batches:
+        opt.zero_grad(set_to_none=True)
+        loss = model(x, y)[1]
+        loss.backward()
+        opt.step()
+    cdist.synchronize(env.device)
+
+
+def task_speed(ctx, target, side):
+    """One side of the speed ratios, in a process group of its own, timed in turns by the checker (checker/relay.py):
+    side "learner" the learner's FSDP2 and Zero2Optimizer (a window of each a round, at its own size, SPEED_SIZES; a
+    strategy whose code does not build gives its window to the other), side "ddp" torch DDP (a window at each size a
+    round), in a run of the reference's server that never imports the learner's code. Every rank finishes its window
+    before rank 0 asks for the next turn (the relay stops and continues the whole group; the other ranks wait in a
+    barrier), and every rank starts the next window once rank 0 has its go."""
     import torch
+    import torch.distributed as dist
 
     from labs.common import dist as cdist
     from labs.common.metrics import device_peak_flops, flops_per_token
     from labs.common.optim import ADAMW, make_optimizer, param_groups
     from labs.instruments.profiler import CpuUtilisation
 
-    ddp_model = tiny_model(0).to(env.device)
-    ddp = torch.nn.parallel.DistributedDataParallel(copy.deepcopy(ddp_model),
-                                                    device_ids=cdist.ddp_device_ids(env.device))
-    opts = {"ddp": (ddp, make_optimizer(ddp.module))}
-    if fsdp_ok:
-        fsdp = seam.apply_fsdp(copy.deepcopy(ddp_model))
-        opts["fsdp"] = (fsdp, make_optimizer(fsdp))
-    if zero2_ok:
-        zero2_model = copy.deepcopy(ddp_model)
-        opts["zero2"] = (zero2_model, seam.Zero2Optimizer(param_groups(zero2_model), torch.optim.AdamW, lr=3e-3,
-                                                          **ADAMW))
-    batches = _batches(env, steps)
-    timed = Windows()  # the ratios are computed by the checker's parent from these (checker/labs/_windows.py)
+    env = cdist.init(timeout_s=120)  # a rank waits in a barrier while the other run takes its turns
+    out = ctx.partial
+    base = tiny_model(0).to(env.device)
+    opts = {}
+    if side == "ddp":
+        ddp = torch.nn.parallel.DistributedDataParallel(copy.deepcopy(base),
+                                                        device_ids=cdist.ddp_device_ids(env.device))
+        opts["ddp"] = (ddp, make_optimizer(ddp.module))
+    else:
+        seam = seams.load(LAB, target)
 
-    def run(name, graded=True):
-        model, opt = opts[name]
-        t0 = clock()
-        for x, y in batches:
-            opt.zero_grad(set_to_none=True)
-            loss = model(x, y)[1]
-            loss.backward()
-            opt.step()
-        cdist.synchronize(env.device)
-        (timed if graded else Windows()).add(name, t0, BATCH * SEQ * env.world_size * len(batches))
+        def fsdp():
+            model = seam.apply_fsdp(copy.deepcopy(base))
+            return model, make_optimizer(model)
 
-    for name in opts:
-        run(name, graded=False)  # warm-up: first gradient buffers, FSDP2's first gathers
-    cpu = CpuUtilisation()  # this rank's CPU seconds per wall second over the timed windows (information)
-    # DDP in the middle: each ratio pairs windows run back to back, whichever side of DDP goes first
-    order = [n for n in ("fsdp", "ddp", "zero2") if n in opts]
-    for w in range(windows):
-        for name in (order if w % 2 == 0 else order[::-1]):
-            run(name)
-    return {"windows": timed.spans, "cpu_util": cpu.read(), "world_size": env.world_size,
-            "peak_flops": device_peak_flops(env.device, cdist.device_name(env.device)),
-            "flops_per_token": flops_per_token(ddp_model.cfg, SEQ)}
+        def zero2():
+            model = copy.deepcopy(base)
+            return model, seam.Zero2Optimizer(param_groups(model), torch.optim.AdamW, lr=3e-3, **ADAMW)
+        for name, build in (("fsdp", fsdp), ("zero2", zero2)):
+            opts[name], out[f"{name}_error"] = ctx.attempt(build)
+            if opts[name] is None:
+                del opts[name]
+        if not opts:
+            raise RuntimeError("neither apply_fsdp nor Zero2Optimizer could be built: nothing to time")
+    batches = {size: [(x[:n], y[:n]) for x, y in _batches(env, steps)] for size, (n, steps) in SPEED_SIZES.items()}
+    # each window: (what is timed, at whose size)
+    windows = [(("ddp", s) if side == "ddp" else (s, s) if s in opts else (next(iter(opts)),) * 2)
+               for k in range(SPEED_ROUNDS) for s in speed_slots(k)]
+    for name, size in dict.fromkeys(windows):  # warm-up, untimed: first gradient buffers, FSDP2's first gathers
+        _speed_step(*opts[name], batches[size], env)
+    cpu, util = CpuUtilisation(), []
+
+    def turn():
+        dist.barrier()  # every rank's window is done
+        if env.rank == 0:
+            ctx.turn()  # the checker times from its go to this request
+        dist.barrier()  # every rank begins the next window together
+        cpu.read()
+
+    for name, size in windows:
+        turn()
+        _speed_step(*opts[name], batches[size], env)
+        util.append(cpu.read())
+    turn()  # the last window ends when the checker hears this
+    out["speed"] = {"windows": windows, "world_size": env.world_size, "cpu_util": sum(util) / len(util),
+                    "work": {size: n * SEQ * env.world_size * steps for size, (n, steps) in SPEED_SIZES.items()},
+                    "peak_flops": device_peak_flops(env.device, cdist.device_name(env.device)),
+                    "flops_per_token": flops_per_token(base.cfg, SEQ)}
+    cdist.teardown()
+    return out
 
 
 def task_correctness(ctx, target):
@@ -180,8 +210,6 @@ def task_correctness(ctx, target):
     out["zero1"], out["zero1_error"] = ctx.attempt(lambda: zero.zero1(seam, env, batches, comm))
     out["zero2"], out["zero2_error"] = ctx.attempt(lambda: zero.zero2(seam, env, batches, comm))
     out["fsdp"], out["fsdp_error"] = ctx.attempt(lambda: _fsdp(ctx, seam, env, comm))
-    out["windows"], out["windows_error"] = ctx.attempt(lambda: _windows(ctx, seam, env, out["fsdp"] is not None,
-                                                                         out["zero2"] is not None))
     cdist.teardown()
     return out
 
@@ -369,4 +397,5 @@ def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False, dropou
     return out
 
 
-TASKS = {"probe": task_probe, "correctness": task_correctness, "deepspeed": task_deepspeed, "train": task_train}
+TASKS = {"probe": task_probe, "correctness": task_correctness, "speed": task_speed, "deepspeed": task_deepspeed,
+         "train": task_train}
