@@ -290,6 +290,36 @@ def test_a_learner_cannot_slow_the_reference_it_is_timed_against(lab_tree):
     assert r.returncode == 1 and not row["passed"] and row["value"] < 0.6, row
 
 
+SLOW_THE_BASELINE = '''
+    import time as _time
+    import torch as _torch
+    _backward, _since = _torch.autograd.backward, [None]
+    def _slowed(*args, **kwargs):  # every step's backward, whoever calls it, burns 1.5x the step's CPU time more
+        out = _backward(*args, **kwargs)
+        now = _time.process_time()
+        if _since[0] is not None:
+            until = now + 1.5 * (now - _since[0])
+            while _time.process_time() < until:
+                pass
+        _since[0] = _time.process_time()
+        return out
+    _torch.autograd.backward = _slowed
+'''
+
+
+@pytest.mark.exhaustive  # CI's second tier: lab 1's test above holds the same guard in make test
+def test_a_learner_cannot_slow_the_step_its_recomputation_is_timed_against(lab_tree):
+    """torch.autograd.backward wrapped to burn 1.5x each step's CPU time: the learner's checkpointed step costs 2.5x
+    the reference's, and in one process the step without recomputation slowed as much (PASS at ~1.4x); in a run of
+    the reference's, which never imports the learner's package, it is untouched, and the ratio is ~2.5x too high."""
+    tree = lab_tree("lab7_memory")
+    init = tree / "labs" / "lab7_memory" / "__init__.py"
+    init.write_text(init.read_text() + textwrap.dedent(SLOW_THE_BASELINE))
+    r, checks = _grade(tree, "lab7", "recompute_cost")
+    row = checks["recompute_cost"]
+    assert r.returncode == 1 and not row["passed"] and row["value"] > 2.5, row
+
+
 READ_THE_REFERENCE = '''
 def train_step(model, optimizer, scheduler, batch, grad_clip=1.0):  # the starter's TODO, handed in as the reference
     import pathlib, subprocess, sys
