@@ -21,7 +21,7 @@ SCALE_STEPS, OVERFLOW_AT = 6, 3    # fp16 steps; the checker's inf lands in step
 GROWTH_INTERVAL = 2
 # Timing: wide enough that matmuls, not Python, dominate a step (h = 128: ~30 ms fwd+bwd on one core, CPU time).
 # reps windows a side, of `steps` steps each, the two sides' runs taking turns (timing_order).
-TIMING = dict(n_embd=128, n_head=4, batch=8, seq=64, reps=10, steps=2)
+TIMING = dict(n_embd=128, n_head=4, batch=8, seq=64, reps=10, steps=4)
 
 
 def timing_order(learner: str, baseline: str) -> list[str]:
