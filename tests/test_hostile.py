@@ -308,12 +308,15 @@ SLOW_THE_BASELINE = '''
 
 
 @pytest.mark.exhaustive  # CI's second tier: lab 1's test above holds the same guard in make test
-def test_a_learner_cannot_slow_the_step_its_recomputation_is_timed_against(lab_tree):
+@pytest.mark.parametrize("where", ["lab7_memory/__init__.py", "__init__.py"])
+def test_a_learner_cannot_slow_the_step_its_recomputation_is_timed_against(lab_tree, where):
     """torch.autograd.backward wrapped to burn 1.5x each step's CPU time: the learner's checkpointed step costs 2.5x
     the reference's, and in one process the step without recomputation slowed as much (PASS at ~1.4x); in a run of
-    the reference's, which never imports the learner's package, it is untouched, and the ratio is ~2.5x too high."""
+    the reference's, which never imports the learner's package, it is untouched, and the ratio is ~2.5x too high.
+    The wrapper in the tree's labs/__init__.py, which a run of the reference's imported with the course's core
+    (labs.common): PASS at 1.58x; that file is no longer run there (checker/worker.py _course_labs_package)."""
     tree = lab_tree("lab7_memory")
-    init = tree / "labs" / "lab7_memory" / "__init__.py"
+    init = tree / "labs" / where
     init.write_text(init.read_text() + textwrap.dedent(SLOW_THE_BASELINE))
     r, checks = _grade(tree, "lab7", "recompute_cost")
     row = checks["recompute_cost"]
