@@ -18,7 +18,11 @@ run's. The parent:
   - refuses a request from a run that is neither the one timed nor one it stopped waiting (a helper moved out
     of the run's tree that wrote its go): `violation` says so, and the check fails on it. A run that writes
     its own go gains only the moment between its request and its stop (~1 ms here; under load, tens);
-  - before each of the reference's windows, ends what a run moved out of its process tree (before_go).
+  - before each of the reference's windows, ends what a run moved out of its process tree (before_go);
+  - with `cpu`, also reads each window's CPU seconds itself, from the kernel's accounting of the run's process tree
+    (every thread of every process in it, and the children it reaped: cpu_seconds), before the go and once the
+    run is stopped after its request: a check of the work done, which a busy neighbour does not stretch, that no
+    code in the run can under-report (it reads no number the run sends).
 When a run ends, the others are released and the order is over (a run that died leaves nothing to compare).
 A run of several ranks takes its turns through rank 0 alone (checker/channel.py: the other ranks have no go pipe,
 and a turn asked on their pipes ends the order as a violation): its ranks finish a window together (a barrier)
@@ -36,10 +40,13 @@ from labs.instruments import proctree
 
 
 class Relay:
-    def __init__(self, order: list[str], before_go: Callable[[str], None] = lambda name: None):
+    def __init__(self, order: list[str], before_go: Callable[[str], None] = lambda name: None, cpu: bool = False):
         self.order = list(order)  # who takes each window, e.g. learner, reference, reference, learner, ...
         self.before_go = before_go
         self.windows: list[list] = []  # [name, start, end] on the parent's clock, in order
+        self.cpu = cpu
+        self.cpu_windows: list[list] = []  # with `cpu`: [name, CPU seconds of its process tree], in order
+        self._cpu0 = 0.0
         self.violation: str | None = None
         self.gpus: list[str] | None = None  # on GPUs, the members share the first one's (the harness places them)
         self.gpu_owner: str | None = None
@@ -83,6 +90,9 @@ class Relay:
                 return
             if name == self._holder:
                 self.windows.append([name, self._start, now])
+                if self.cpu:  # read once it is stopped: the run's own time to the request, and no later work
+                    self._pause(name)
+                    self.cpu_windows.append([name, cpu_seconds(self._pids(name)) - self._cpu0])
                 self._holder, self._next = None, self._next + 1
             elif name in self._asked and name not in self._waiting:
                 self.violation = (f"the {name} run began a timed window it was not given (its go pipe was written "
@@ -102,6 +112,8 @@ class Relay:
         if self._holder is None and self._asked >= set(self.order) and who in self._waiting:
             self.before_go(who)
             self._waiting.discard(who)
+            if self.cpu:
+                self._cpu0 = cpu_seconds(self._pids(who))
             self._holder, self._start = who, time.monotonic()
             self._release(who)
 
@@ -141,15 +153,59 @@ def _signal_group(pid: int, sig: int) -> None:
         pass
 
 
-def turn_rates(relay: Relay, work: dict[str, float]) -> tuple[dict[str, list[float]] | None, str | None]:
+def turn_rates(relay: Relay, work: dict[str, float], clock: str = "wall") -> tuple[dict[str, list[float]] | None,
+                                                                                   str | None]:
     """Parent side: each side's work per second in each of its windows, in order ({name: [rate, ...]}), or
-    (None, why) where the turns cannot be believed or never all happened."""
+    (None, why) where the turns cannot be believed or never all happened. clock "cpu" (a Relay made with cpu=True):
+    work per CPU second of the run's process tree in the window, as the parent read it."""
     if relay.violation:
         return None, relay.violation
-    done = [w for w in relay.windows if w[0] in work]
+    if clock == "cpu":
+        done = [(name, 0.0, s) for name, s in relay.cpu_windows if name in work]
+        if any(s <= 0 for _, _, s in done):
+            return None, "a run's CPU time could not be read (the kernel's per-process clocks: Linux)"
+    else:
+        done = [w for w in relay.windows if w[0] in work]
     if len(done) < len(relay.order):
         return None, f"only {len(done)} of the {len(relay.order)} timed windows happened"
     rates: dict[str, list[float]] = {}
     for name, t0, t1 in done:
         rates.setdefault(name, []).append(work[name] / max(t1 - t0, 1e-9))
     return rates, None
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pids) -> float:
+    """CPU seconds of the processes `pids` (every thread: the kernel's process clock, in ns), plus what each one's
+    reaped children used (/proc/PID/stat cutime + cstime, in clock ticks): work moved into a child and waited for
+    still counts. A process that has gone counts 0 (it is not in the tree at either reading, or its time is in its
+    parent's children's time once reaped)."""
+    total = 0.0
+    for pid in pids:
+        try:
+            total += time.clock_gettime(_cpu_clock(pid))
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[13]) + int(fields[14])) / _TICK  # cutime, cstime (fields 16, 17 of stat)
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def _cpu_clock(pid: int) -> int:
+    """The clock id of process `pid`'s CPU time (clock_getcpuclockid(3); Linux lets any process read another's)."""
+    import ctypes
+
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    cid = ctypes.c_int()
+    err = _libc.clock_getcpuclockid(pid, ctypes.byref(cid))
+    if err:
+        raise OSError(err, os.strerror(err))
+    return cid.value
+
+
+_libc = None

@@ -117,6 +117,8 @@ def main(argv=None) -> int:
     faulthandler.enable(file=sys.stderr, all_threads=True)  # SIGSEGV/SIGBUS/SIGFPE/SIGABRT: where, in the log
     limits.apply()
     sys.path.insert(0, str(root))  # the graded tree's labs/ and solutions/ win over any installed copy
+    if a.target == "solutions":
+        _course_labs_package(root)
 
     # A fork of the run server inherits the server's Python and NumPy generator states: reseed them from the
     # OS as a fresh interpreter does, so that an unseeded generator differs between two runs here too.
@@ -149,6 +151,21 @@ def main(argv=None) -> int:
             raise
         return _leave(ctx, {**ctx.partial, "error": describe(exc, root)}, 3)
     return _leave(ctx, result or {}, 0)
+
+
+def _course_labs_package(root: Path) -> None:
+    """A run of the reference's imports the course's core from the graded tree (labs.common, labs.instruments), so
+    Python would first run that tree's labs/__init__.py: a learner's file (the course's is empty), code of the
+    learner's beside the reference it is timed against. The package is made here, its modules found under the
+    tree's labs/ as before, and that file is never run."""
+    import types
+
+    if "labs" in sys.modules:
+        return
+    pkg = types.ModuleType("labs")
+    pkg.__path__ = [str(root / "labs")]
+    pkg.__package__ = "labs"
+    sys.modules["labs"] = pkg
 
 
 def _watch(ctx: Context, lab: str, target: str, root: Path) -> None:

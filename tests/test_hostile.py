@@ -359,6 +359,37 @@ def test_a_learner_cannot_slow_lab3s_ddp_it_is_timed_against(lab_tree):
     r, checks = _grade(tree, "lab3", "zero2_throughput")
     row = checks["zero2_throughput"]  # ~0.4x; up to 0.65x measured with other grades loading the 2 cores
     assert r.returncode == 1 and not row["passed"] and row["value"] < 0.75, row
+SLOW_THE_BASELINE = '''
+    import time as _time
+    import torch as _torch
+    _backward, _since = _torch.autograd.backward, [None]
+    def _slowed(*args, **kwargs):  # every step's backward, whoever calls it, burns 1.5x the step's CPU time more
+        out = _backward(*args, **kwargs)
+        now = _time.process_time()
+        if _since[0] is not None:
+            until = now + 1.5 * (now - _since[0])
+            while _time.process_time() < until:
+                pass
+        _since[0] = _time.process_time()
+        return out
+    _torch.autograd.backward = _slowed
+'''
+
+
+@pytest.mark.exhaustive  # CI's second tier: lab 1's test above holds the same guard in make test
+@pytest.mark.parametrize("where", ["lab7_memory/__init__.py", "__init__.py"])
+def test_a_learner_cannot_slow_the_step_its_recomputation_is_timed_against(lab_tree, where):
+    """torch.autograd.backward wrapped to burn 1.5x each step's CPU time: the learner's checkpointed step costs 2.5x
+    the reference's, and in one process the step without recomputation slowed as much (PASS at ~1.4x); in a run of
+    the reference's, which never imports the learner's package, it is untouched, and the ratio is ~2.5x too high.
+    The wrapper in the tree's labs/__init__.py, which a run of the reference's imported with the course's core
+    (labs.common): PASS at 1.58x; that file is no longer run there (checker/worker.py _course_labs_package)."""
+    tree = lab_tree("lab7_memory")
+    init = tree / "labs" / where
+    init.write_text(init.read_text() + textwrap.dedent(SLOW_THE_BASELINE))
+    r, checks = _grade(tree, "lab7", "recompute_cost")
+    row = checks["recompute_cost"]
+    assert r.returncode == 1 and not row["passed"] and row["value"] > 2.5, row
 
 
 READ_THE_REFERENCE = '''

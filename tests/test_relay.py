@@ -36,8 +36,8 @@ def _side(tmp_path, name, nonce, windows, dies=False):
     return out, [sys.executable, "-c", SIDE, str(out), nonce, str(windows), "dies" if dies else "lives"]
 
 
-def _race(tmp_path, order, dies=()):
-    relay, procs, chans = Relay(order), {}, []
+def _race(tmp_path, order, dies=(), cpu=False):
+    relay, procs, chans = Relay(order, cpu=cpu), {}, []
     try:
         for name in dict.fromkeys(order):
             nonce = secrets.token_hex(8)
@@ -71,6 +71,19 @@ def test_turns_alternate_in_order_timed_by_the_parent_without_overlap(tmp_path):
         assert start >= end  # one window at a time
     rates, why = turn_rates(relay, {"a": 1.0, "b": 1.0})
     assert why is None and all(1 / r >= 0.045 for r in rates["a"] + rates["b"])  # each window held its 50 ms
+
+
+def test_the_parent_reads_each_windows_cpu_time_from_the_kernel(tmp_path):
+    """cpu=True: each window's CPU seconds of the run's process, read by the parent (lab 7's recompute_cost): a
+    50 ms busy loop shows as at most its wall window, and as more than nothing (the run reports no time itself)."""
+    order = ["a", "b", "b", "a"]
+    relay, codes = _race(tmp_path, order, cpu=True)
+    assert codes == {"a": 0, "b": 0} and relay.violation is None
+    assert [w[0] for w in relay.cpu_windows] == order
+    for (_, cpu), (_, t0, t1) in zip(relay.cpu_windows, relay.windows):
+        assert 0.005 < cpu <= t1 - t0 + 0.01, (cpu, t1 - t0)
+    rates, why = turn_rates(relay, {"a": 1.0, "b": 1.0}, clock="cpu")
+    assert why is None and len(rates["a"]) == len(rates["b"]) == 2
 
 
 def test_a_run_that_dies_mid_order_releases_the_other(tmp_path):

@@ -12,7 +12,9 @@ World size 1; the worker side's runs (tasks.py; the fast path's in fast_tasks.py
           gradients); fp16 with the learner's LossScaler and an overflow the checker injects (a gradient hook writes
           inf); the scale used is read from the gradient that reaches the loss (d(S*loss)/d loss = S), not asked of
           the scaler; and a LossScaler with a small growth_interval, driven by the checker on one parameter.
-  timing  steps with and without apply_recompute(model, "full"), interleaved; alone, as it times things.
+  timing, timing_ref  steps with apply_recompute(model, "full") (the learner's run) and without it (a run of the
+          reference's, which never imports the learner's package), each in a process of its own, taking their timed
+          windows in turn (checker/relay.py); the parent reads each window's CPU time from the kernel. Alone.
   fp8     the learner's to_fp8, DelayedScaler and Fp8Linear against the checker's own emulation (casts to torch's
           float8 dtypes, computed before the learner's code is imported): the bytes of every cast, every scale used,
           every history, and the outputs and gradients of a few steps of a linear layer.

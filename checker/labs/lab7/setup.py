@@ -19,8 +19,14 @@ SCALE_STEPS, OVERFLOW_AT = 6, 3    # fp16 steps; the checker's inf lands in step
 # kept across the overflow doubles it after 1 clean step; a count that must pass G doubles it a step late.
 # G: GROWTH_INTERVAL, moved by hidden variants (plan.grade).
 GROWTH_INTERVAL = 2
-# Timing: wide enough that matmuls, not Python, dominate a step (h = 128: 0.17 s fwd+bwd on one core).
-TIMING = dict(n_embd=128, n_head=4, batch=8, seq=64, reps=10)
+# Timing: wide enough that matmuls, not Python, dominate a step (h = 128: ~30 ms fwd+bwd on one core, CPU time).
+# reps windows a side, of `steps` steps each, the two sides' runs taking turns (timing_order).
+TIMING = dict(n_embd=128, n_head=4, batch=8, seq=64, reps=10, steps=4)
+
+
+def timing_order(learner: str, baseline: str) -> list[str]:
+    """recompute_cost's windows: pairs, the learner's first in every other one (a pair's two windows back to back)."""
+    return [w for k in range(TIMING["reps"]) for w in ((learner, baseline) if k % 2 == 0 else (baseline, learner))]
 # fp8: a stream of tensors whose amax rises, falls and starts at zero, a short history and a margin, so delayed
 # scaling differs from current scaling, from a history never rolled, and from one without its margin
 FP8 = dict(amax=(0.0, 3.0, 40.0, 2.0, 900.0, 5.0, 0.5, 70.0, 1.0), history=3, margin=1, rows=16, cols=24, steps=4)

@@ -2,8 +2,6 @@
 measures is in this package's docstring (__init__.py); the checks that read them are in checks.py."""
 from __future__ import annotations
 
-import time
-
 from checker import seams
 from checker.labs._common import StorageTracker, digest, grad_norm, probe
 from checker.labs.lab7 import LAB
@@ -328,35 +326,56 @@ def _loss_scaling(seam, seed):
     return {"scales": scales, "steps": steps, "dtypes": dtypes, "computed": sorted(computed)}
 
 
-def task_timing(ctx, target, reps=TIMING["reps"], seed=SEED):
-    import statistics
-
+def task_timing(ctx, target, mode="full", reps=TIMING["reps"], steps=TIMING["steps"], seed=SEED):
+    """One side of recompute_cost, in a process of its own, taking its timed windows in turn with the other side
+    (checker/relay.py): mode "full", the learner's apply_recompute(model, "full"); "none", the step with no
+    recomputation, torch's own code in a run of the reference's (target solutions) that never loads the learner's
+    package. Each of the `reps` windows, begun when the checker gives this run its turn, is `steps` steps, and the
+    checker reads its CPU seconds itself (the kernel's clock of this process): nothing here reports a time."""
     import torch
 
     from labs.common.model import build_model
 
-    seam = seams.load(LAB, target)
+    _keep_freed_memory()
     t = TIMING
     cfg = _cfg(t["n_embd"], t["n_head"], 0.1)
-    x = torch.randint(0, cfg.vocab_size, (t["batch"], t["seq"]))
-    models = {}
-    for mode in ("none", "full"):
-        torch.manual_seed(seed)
-        models[mode] = build_model(cfg).train()
-        if mode != "none":
-            seam.apply_recompute(models[mode], mode)
+    x = torch.randint(0, cfg.vocab_size, (t["batch"], t["seq"]), generator=torch.Generator().manual_seed(seed))
+    torch.manual_seed(seed)
+    model = build_model(cfg).train()
+    if mode != "none":
+        seams.load(LAB, target).apply_recompute(model, mode)
+    torch.manual_seed(seed + 1)  # the dropout masks: the same on both sides, whatever importing the package drew
+    losses = []
 
-    def step(model):  # CPU seconds of this process: the step's work, which a busy neighbour does not stretch
-        t0 = time.process_time()  # (wall time does: up to 1.80 beside another grade, against 1.31-1.45)
-        model(x, x)[1].backward()
-        return time.process_time() - t0
-    for m in models.values():  # warm-up: allocator, autograd, checkpoint's first call
-        step(m)
-    ratios = []
-    for _ in range(reps):  # interleaved: load on the machine hits both alike
-        a, b = step(models["none"]), step(models["full"])
-        ratios.append(b / a)
-    return {"ratio": statistics.median(ratios), "ratios": ratios, "cfg": dict(cfg.to_dict(), **t)}
+    def step():
+        loss = model(x, x)[1]
+        loss.backward()
+        losses.append(loss.detach())
+    for _ in range(2):  # warm-up: allocator, autograd, checkpoint's first call
+        step()
+    for _ in range(reps):
+        ctx.turn()
+        for _ in range(steps):
+            step()
+    ctx.turn()  # the last window ends when the checker hears this
+    # every step's loss: the same seed, weights and dropout masks on both sides, so the timed steps must give the
+    # losses of the step without recomputation (recomputation reruns the same ops: measured equal to the bit)
+    return {"mode": mode, "losses": [float(v) for v in losses], "cfg": dict(cfg.to_dict(), **t)}
+
+
+def _keep_freed_memory():
+    """glibc keeps what a step frees for the next one instead of handing it back to the kernel: alone in its process,
+    full recomputation's step (its backward allocates the rerun's activations) took ~1,400 fresh pages a step
+    (none's ~400), 3-5 ms of CPU time in page faults that grows with the machine's load; with this, ~15 each. The
+    band is about the work a step does, not the allocator's. Both sides alike; nothing where the libc is another."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(-1, 1 << 30)   # M_TRIM_THRESHOLD: never trim the heap's top
+        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD: blocks under 32 MiB (its maximum) from the heap, not mmap
+    except (OSError, AttributeError):
+        pass
 
 
 def _fp8_reference(fp8, seed):
