@@ -359,6 +359,8 @@ def test_a_learner_cannot_slow_lab3s_ddp_it_is_timed_against(lab_tree):
     r, checks = _grade(tree, "lab3", "zero2_throughput")
     row = checks["zero2_throughput"]  # ~0.4x; up to 0.65x measured with other grades loading the 2 cores
     assert r.returncode == 1 and not row["passed"] and row["value"] < 0.75, row
+
+
 SLOW_THE_BASELINE = '''
     import time as _time
     import torch as _torch
