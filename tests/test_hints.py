@@ -176,3 +176,13 @@ def test_the_notebook_panel_opens_nothing_until_pressed_then_one_tier_per_press(
 def test_every_notebook_offers_the_hints_of_its_own_lab(notebook):
     code = "".join("".join(c["source"]) for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code")
     assert f'hint_panel("{notebook.stem}", hint_tasks, open_hint)' in code
+
+
+def test_no_learners_hint_progress_ships_with_the_course():
+    """A .hints-opened.json committed with the course makes every newcomer's first `checker hint` skip a tier."""
+    import subprocess
+
+    tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files"], capture_output=True, text=True).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout")
+    assert not [f for f in tracked if f.endswith(hints.OPENED)]
