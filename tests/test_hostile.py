@@ -483,6 +483,26 @@ def test_a_step_that_skips_its_work_while_timed_fails(lab_tree):
     assert r.returncode == 1 and not row["passed"] and "did not train as the reference's" in row["message"], row
 
 
+
+@pytest.mark.exhaustive  # CI's second tier: two 2-rank speed runs, ~20 s
+def test_a_zero2_step_that_skips_its_work_while_timed_fails(lab_tree):
+    """Lab 3: a Zero2Optimizer whose step does nothing while timed (and everything in the correctness run): its
+    windows are fast, and caught by the timed steps' losses, which must be DDP's twin's."""
+    tree = lab_tree("lab3_sharding")
+    zero2 = tree / "labs" / "lab3_sharding" / "zero2.py"
+    zero2.write_text(zero2.read_text() + textwrap.dedent('''
+        import sys as _sys
+        _real_step = Zero2Optimizer.step
+        def _step(self, *args, **kwargs):
+            if any(_sys._getframe(k).f_code.co_name == "task_speed" for k in range(1, 8)):
+                return None  # timed: skip the reduce-scatter, the update and the all-gather
+            return _real_step(self, *args, **kwargs)
+        Zero2Optimizer.step = _step
+    '''))
+    r, checks = _grade(tree, "lab3", "zero2_throughput")
+    row = checks["zero2_throughput"]
+    assert r.returncode == 1 and not row["passed"] and "did not train as DDP's" in row["message"], row
+
 REWRITE_FLOOR = '''
 import glob, json, os
 for _meta in glob.glob(os.path.join(os.environ["COURSE_DATA_DIR"], "markov-v256-s0", "meta.json")):

@@ -600,6 +600,29 @@ def speed_pairs(runs):
     return pairs, None
 
 
+# The timed steps' losses against DDP's twin (same weights, batches, AdamW): the reference's FSDP2 and ZeRO-2 differ
+# from DDP only by the rounding of another reduction order; a step that skips its work while timed is off at once.
+SPEED_LOSS_RTOL = 1e-3
+
+
+def _timed_losses(runs, strategy: str) -> tuple[str | None, float]:
+    """(why the learner's timed `strategy` steps did not train as DDP's twin at that size did, or None; the largest
+    relative difference of their losses)."""
+    worst = 0.0
+    for rank, (mine, ddp) in enumerate(zip(runs["speed"].results, runs["speed_ddp"].results)):
+        a = mine.get("speed", {}).get("losses", {}).get(strategy, [])
+        b = ddp.get("speed", {}).get("losses", {}).get(f"ddp_{strategy}", [])
+        if len(a) < len(b) or not b:
+            return f"rank {rank} ran {len(a)} timed {strategy} steps where DDP ran {len(b)}", worst
+        for k, (x, y) in enumerate(zip(a, b)):
+            if not abs(x - y) <= SPEED_LOSS_RTOL * abs(y):
+                return (f"the timed steps did not train as DDP's: rank {rank}, step {k + 1} of the speed run, loss "
+                        f"{x:.6g} vs DDP's {y:.6g} (same weights, batches and AdamW): a step timed for speed must do "
+                        "the whole step"), worst
+            worst = max(worst, abs(x - y) / abs(y))
+    return None, worst
+
+
 def _speed_ratio(c: Check, runs, strategy: str, minimum: float, what: str, tail: str = "") -> CheckResult:
     """The median over the rounds' window pairs of the learner's `strategy` tokens/s over torch DDP's, each pair run
     back to back, each side in a process group of its own (plan.py, checker/relay.py)."""
@@ -610,12 +633,17 @@ def _speed_ratio(c: Check, runs, strategy: str, minimum: float, what: str, tail:
         return error_result(c, err, unit="x DDP")
     rates = {strategy: [m for m, _ in pairs[strategy]], "ddp": [d for _, d in pairs[strategy]]}
     ratio, t = paired_ratio(rates, strategy, "ddp"), medians(rates)
+    why, worst = _timed_losses(runs, strategy)
+    if why:
+        return CheckResult(c.name, False, value=round(ratio, 3), threshold=minimum, unit="x DDP", hint=c.hint,
+                           message=why)
     tail = tail if ratio >= minimum else ""
     n, steps = SPEED_SIZES[strategy]
     return CheckResult(c.name, ratio >= minimum, value=round(ratio, 3), threshold=minimum, unit="x DDP", hint=c.hint,
                        message=f"{what} {t[strategy]:,.0f} vs DDP {t['ddp']:,.0f} tokens/s (2 ranks, {n} sequences "
                                f"per rank per step; median of the ratios of {len(rates['ddp'])} window pairs, each "
-                               "side in a process group of its own, taking turns)" + tail
+                               f"side in a process group of its own, taking turns; the timed steps' losses within "
+                               f"{worst:.1e} of DDP's)" + tail
                                + mixed_moments(ratio, t[strategy], t["ddp"]))
 
 

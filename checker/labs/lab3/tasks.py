@@ -118,15 +118,19 @@ def _fsdp(ctx, seam, env, comm, steps=4):
     return out
 
 
-def _speed_step(model, opt, batches, env):
+def _speed_step(model, opt, batches, env) -> list:
+    """Steps over `batches`; each step's loss, detached (read after the window: no extra wait inside it)."""
     from labs.common import dist as cdist
 
+    losses = []
     for x, y in batches:
         opt.zero_grad(set_to_none=True)
         loss = model(x, y)[1]
         loss.backward()
         opt.step()
+        losses.append(loss.detach())
     cdist.synchronize(env.device)
+    return losses
 
 
 def task_speed(ctx, target, side):
@@ -148,10 +152,11 @@ def task_speed(ctx, target, side):
     out = ctx.partial
     base = tiny_model(0).to(env.device)
     opts = {}
-    if side == "ddp":
-        ddp = torch.nn.parallel.DistributedDataParallel(copy.deepcopy(base),
-                                                        device_ids=cdist.ddp_device_ids(env.device))
-        opts["ddp"] = (ddp, make_optimizer(ddp.module))
+    if side == "ddp":  # one DDP model per size: each is the twin of the learner's strategy timed at that size
+        for size in SPEED_SIZES:
+            ddp = torch.nn.parallel.DistributedDataParallel(copy.deepcopy(base),
+                                                            device_ids=cdist.ddp_device_ids(env.device))
+            opts[f"ddp_{size}"] = (ddp, make_optimizer(ddp.module))
     else:
         seam = seams.load(LAB, target)
 
@@ -172,8 +177,14 @@ def task_speed(ctx, target, side):
     # each window: (what is timed, at whose size)
     windows = [(("ddp", s) if side == "ddp" else (s, s) if s in opts else (next(iter(opts)),) * 2)
                for k in range(SPEED_ROUNDS) for s in speed_slots(k)]
+    def model(name, size):  # the model a window trains: the learner's strategy, or DDP's twin at that size
+        return f"ddp_{size}" if name == "ddp" else name
+
+    # Every step's loss, by model: the learner's timed steps must train as DDP's twin does (same weights, batches and
+    # maths), so a step that skips its work when timed fails (checks.py: _timed_losses).
+    losses: dict[str, list] = {}
     for name, size in dict.fromkeys(windows):  # warm-up, untimed: first gradient buffers, FSDP2's first gathers
-        _speed_step(*opts[name], batches[size], env)
+        losses.setdefault(model(name, size), []).extend(_speed_step(*opts[model(name, size)], batches[size], env))
     cpu, util = CpuUtilisation(), []
 
     def turn():
@@ -185,13 +196,14 @@ def task_speed(ctx, target, side):
 
     for name, size in windows:
         turn()
-        _speed_step(*opts[name], batches[size], env)
+        losses[model(name, size)].extend(_speed_step(*opts[model(name, size)], batches[size], env))
         util.append(cpu.read())
     turn()  # the last window ends when the checker hears this
     out["speed"] = {"windows": windows, "world_size": env.world_size, "cpu_util": sum(util) / len(util),
                     "work": {size: n * SEQ * env.world_size * steps for size, (n, steps) in SPEED_SIZES.items()},
                     "peak_flops": device_peak_flops(env.device, cdist.device_name(env.device)),
-                    "flops_per_token": flops_per_token(base.cfg, SEQ)}
+                    "flops_per_token": flops_per_token(base.cfg, SEQ),
+                    "losses": {k: [float(x) for x in v] for k, v in losses.items()}}
     cdist.teardown()
     return out
 
