@@ -384,8 +384,9 @@ def test_a_learner_cannot_slow_the_step_its_recomputation_is_timed_against(lab_t
     """torch.autograd.backward wrapped to burn 1.5x each step's CPU time: the learner's checkpointed step costs 2.5x
     the reference's, and in one process the step without recomputation slowed as much (PASS at ~1.4x); in a run of
     the reference's, which never imports the learner's package, it is untouched, and the ratio is ~2.5x too high.
-    The wrapper in the tree's labs/__init__.py, which a run of the reference's imported with the course's core
-    (labs.common): PASS at 1.58x; that file is no longer run there (checker/worker.py _course_labs_package)."""
+    The wrapper in the tree's labs/__init__.py, which Python runs before labs.common unless told otherwise, would
+    slow the reference's run too (PASS at 1.58x): a run of the reference's never runs that file
+    (checker/worker.py _course_labs_package)."""
     tree = lab_tree("lab7_memory")
     init = tree / "labs" / where
     init.write_text(init.read_text() + textwrap.dedent(SLOW_THE_BASELINE))

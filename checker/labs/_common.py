@@ -217,6 +217,21 @@ def StorageTracker():  # noqa: N802  a class made on first use: the checker's ow
     return Track()
 
 
+def take_turn(ctx, env) -> None:
+    """The run's next timed window (checker/relay.py), on every rank of a run of several: every rank has finished the
+    last one when rank 0 asks for it, and every rank starts it when rank 0 is given it (the relay stops and continues
+    the whole run; the other ranks wait for rank 0 at the barriers). Worker side: imports torch."""
+    import torch.distributed as dist
+
+    from labs.common import dist as cdist
+
+    ids = cdist.ddp_device_ids(env.device)
+    dist.barrier(device_ids=ids)
+    if env.rank == 0:
+        ctx.turn()
+    dist.barrier(device_ids=ids)
+
+
 def grad_norm(model) -> float:
     """The 2-norm of every .grad of a model, in float64 (worker side: imports torch)."""
     import torch

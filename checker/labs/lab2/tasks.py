@@ -7,7 +7,7 @@ import copy
 from contextlib import nullcontext
 
 from checker import seams
-from checker.labs._common import CollectiveRecorder, digest, probe, tiny_model
+from checker.labs._common import CollectiveRecorder, digest, probe, take_turn, tiny_model
 from checker.labs._held_save import HeldSave
 from checker.labs.lab2 import BATCH, LAB, SEQ, STEP_PLAN, THROUGHPUT_STEPS, THROUGHPUT_WINDOWS
 
@@ -297,21 +297,6 @@ def _torch_ddp_settings(seam, device) -> dict:
             "device_ids": getattr(ddp, "device_ids", "?"), "want_device_ids": cdist.ddp_device_ids(device)}
 
 
-def _turn(ctx, env):
-    """The run's next timed window (checker/relay.py): every rank has finished the last one when rank 0 asks for it,
-    and every rank starts it when rank 0 is given it (the relay stops and continues the whole run; the other ranks
-    wait for rank 0 at the barriers)."""
-    import torch.distributed as dist
-
-    from labs.common import dist as cdist
-
-    ids = cdist.ddp_device_ids(env.device)
-    dist.barrier(device_ids=ids)
-    if env.rank == 0:
-        ctx.turn()
-    dist.barrier(device_ids=ids)
-
-
 def _window(setup, batches, device, losses: list) -> None:
     """The checker's own loop over the wrapper: one step per batch, every loss kept (read after the timed windows)."""
     from labs.common import dist as cdist
@@ -345,15 +330,15 @@ def _take_turns(ctx, env, graded, learners=False, naive=None) -> dict:
         _window(naive, batches, env.device, [])
     cpu = wall = 0.0  # this rank's CPU seconds per wall second over its timed windows (information)
     for _ in range(THROUGHPUT_WINDOWS):
-        _turn(ctx, env)
+        take_turn(ctx, env)
         c0, w0 = time.process_time(), time.perf_counter()
         _window(graded, batches, env.device, losses)
         cpu, wall = cpu + time.process_time() - c0, wall + time.perf_counter() - w0
     if learners:  # NaiveDDP's window, the order's last
-        _turn(ctx, env)
+        take_turn(ctx, env)
         if naive is not None:
             _window(naive, batches, env.device, [])
-    _turn(ctx, env)  # the last window ends when the checker hears this
+    take_turn(ctx, env)  # the last window ends when the checker hears this
     return {"losses": [float(x) for x in losses], "cpu_util": cpu / wall if wall else None}
 
 

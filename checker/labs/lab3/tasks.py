@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 
 from checker import seams
-from checker.labs._common import digest, probe, tiny_model
+from checker.labs._common import digest, probe, take_turn, tiny_model
 from checker.labs._held_save import HeldDCPWrite, PublishWatch, SlowRank
 from checker.labs.lab3 import BATCH, GLOBAL, LAB, RNG_SEED, SEQ, SPEED_ROUNDS, SPEED_SIZES, speed_slots
 
@@ -141,7 +141,6 @@ def task_speed(ctx, target, side):
     before rank 0 asks for the next turn (the relay stops and continues the whole group; the other ranks wait in a
     barrier), and every rank starts the next window once rank 0 has its go."""
     import torch
-    import torch.distributed as dist
 
     from labs.common import dist as cdist
     from labs.common.metrics import device_peak_flops, flops_per_token
@@ -188,10 +187,7 @@ def task_speed(ctx, target, side):
     cpu, util = CpuUtilisation(), []
 
     def turn():
-        dist.barrier()  # every rank's window is done
-        if env.rank == 0:
-            ctx.turn()  # the checker times from its go to this request
-        dist.barrier()  # every rank begins the next window together
+        take_turn(ctx, env)
         cpu.read()
 
     for name, size in windows:

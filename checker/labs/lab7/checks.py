@@ -16,11 +16,11 @@ EQUIV_TOL = 1e-6   # recomputation reruns the same ops on the same inputs: measu
 AMP_TOL = 0.01     # bf16 vs fp32 loss, relative, every step of 8 (measured max 5e-5 to 3e-4 here; bf16 eps 2^-8 = 0.4%)
 # recompute_cost: full/none CPU time per step = 1 + x, x = one forward of the blocks / a step. In FLOPs a step is
 # forward 1 + backward 2, so x = F_blocks / (3 F_model) (0.31 for TIMING's shape). On one CPU core backward costs
-# 1.5-2x a forward (not exactly 2x), so measured x runs higher. Each side now runs in a process of its own, taking
-# turns (checker/relay.py), its windows' CPU time read by the checker: the reference measured 1.46-1.53 there in
-# windows of 4 steps (7 grades, load 6-7.8 on 2 cores; x 0.46-0.53), 1.40-1.67 in windows of 2 steps. In one
-# process, interleaved step by step, it measured 1.30-1.45: each step found the cache full of the other model's, a
-# fixed cost on both sides that pulled the ratio down.
+# 1.5-2x a forward (not exactly 2x), so measured x runs higher. Each side runs in a process of its own, taking
+# turns (checker/relay.py), its windows' CPU time read by the checker: the reference measures 1.46-1.53 there in
+# windows of 4 steps (7 grades, load 6-7.8 on 2 cores; x 0.46-0.53), 1.40-1.67 in windows of 2 steps, and 1.39-1.68
+# over 10 grades beside another grade (bench/MARGINS.md). Two models interleaved step by step in one process
+# measure 1.30-1.45: each step finds the cache full of the other model's, a fixed cost on both sides.
 # The band is [1 + x/2, 1 + 2.5x] (1.15-1.77). Nested non-reentrant checkpoints do not rerun twice (torch recomputes
 # the inner one inside the outer rerun); checkpoint(debug=True), which traces every op, measures 4.6-4.9x here (3.3x in
 # one process); nothing recomputed 1.01x. A block rerun twice would cost ~1 + 2 x 0.5 = 2.0 (estimated, not measured).
