@@ -6,7 +6,7 @@ import math
 
 from checker.labs._common import Check, declare, diverged_at, error_result, first_error
 from checker.labs._held_save import TORN, last_complete, wrong_start
-from checker.labs._windows import medians, mixed_moments, paired_ratio
+from checker.labs._windows import departs_at, loss_at, medians, mixed_moments, paired_ratio
 from checker.labs.lab1 import WHERE
 from checker.labs.lab1.setup import N_STEPS, SAVE_AT
 from checker.relay import turn_rates
@@ -178,13 +178,12 @@ def throughput(c: Check, runs) -> CheckResult:
         return error_result(c, err, unit="x reference")
     rates = {"learner": rates["speed"], "reference": rates["speed_ref"]}
     ratio, tps = paired_ratio(rates, "learner", "reference"), medians(rates)
-    off = next((k for k, (a, b) in enumerate(zip(mine["losses"], ref["losses"]))
-                if not (math.isfinite(a) and abs(a - b) <= SPEED_LOSS_RTOL * abs(b))), None)
-    if off is not None or len(mine["losses"]) != len(ref["losses"]):
-        k = off if off is not None else min(len(mine["losses"]), len(ref["losses"]))
+    k = departs_at(mine["losses"], ref["losses"], SPEED_LOSS_RTOL)
+    if k is not None:
         return CheckResult(c.name, False, value=round(ratio, 3), threshold=THROUGHPUT_MIN, unit="x reference",
                            hint=c.hint, message=f"the timed steps did not train as the reference's: step {k + 1} of "
-                           f"the timed run, loss {_at(mine['losses'], k)} vs the reference's {_at(ref['losses'], k)} "
+                           f"the timed run, loss {loss_at(mine['losses'], k)} vs the reference's "
+                           f"{loss_at(ref['losses'], k)} "
                            "(same weights, batches and seed): a step timed for speed must do the whole step")
     return CheckResult(c.name, ratio >= THROUGHPUT_MIN, value=round(ratio, 3), threshold=THROUGHPUT_MIN,
                        unit="x reference", hint=c.hint,
@@ -192,10 +191,6 @@ def throughput(c: Check, runs) -> CheckResult:
                                f"a process of its own, taking turns); median tokens/s: yours {tps['learner']:,.0f}, "
                                f"reference {tps['reference']:,.0f}"
                                + mixed_moments(ratio, tps["learner"], tps["reference"]))
-
-
-def _at(losses: list, k: int) -> str:
-    return f"{losses[k]:.6g}" if k < len(losses) else "none (fewer steps)"
 
 
 @check("throughput_meter", "ThroughputMeter(warmup_steps=3) agrees with the checker's clock over the same steps "

@@ -2,11 +2,9 @@
 runs' measurements to pass/fail. Thresholds are stated once, here, each with its reason."""
 from __future__ import annotations
 
-import math
-
 from checker.labs._common import Check, declare, diverged_at, error_result, first_error, part
 from checker.labs._held_save import TORN, last_complete, wrong_start
-from checker.labs._windows import medians, mixed_moments, paired_ratio
+from checker.labs._windows import departs_at, loss_at, medians, mixed_moments, paired_ratio
 from checker.labs.lab2 import BATCH, SAVE_AT, SEQ, STEP_PLAN, THROUGHPUT_STEPS, THROUGHPUT_WINDOWS, WHERE
 from checker.relay import turn_rates
 from checker.report import CheckResult
@@ -269,18 +267,14 @@ def _losses_differ(mine: list[dict], theirs: list[dict]) -> str | None:
     """Where the timed run's losses leave torch DDP's run's (same model, optimizer, batches, rank by rank), or None."""
     for rank, (a, b) in enumerate(zip(mine, theirs)):
         a, b = a["losses"], b["losses"]
-        off = next((k for k, (x, y) in enumerate(zip(a, b))
-                    if not (math.isfinite(x) and abs(x - y) <= THROUGHPUT_LOSS_RTOL * abs(y))), None)
-        if off is not None or len(a) != len(b):
-            k = off if off is not None else min(len(a), len(b))
+        k = departs_at(a, b, THROUGHPUT_LOSS_RTOL)
+        if k is not None:
             return (f"the timed steps did not train as torch DDP's: rank {rank}, step {k + 1} of the run (the first "
-                    f"{THROUGHPUT_STEPS} untimed), loss {_loss_at(a, k)} vs torch DDP's {_loss_at(b, k)} (same "
+                    f"{THROUGHPUT_STEPS} untimed), loss {loss_at(a, k)} vs torch DDP's {loss_at(b, k)} (same "
                     "weights, optimizer and batches): a step timed for speed must average every gradient, every step")
     return None
 
 
-def _loss_at(losses: list, k: int) -> str:
-    return f"{losses[k]:.6g}" if k < len(losses) else "none (fewer steps)"
 
 
 def _torch_ddp_wrong(r: dict) -> str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 
 from checker.labs._common import Check, declare, error_result, first_error
-from checker.labs._windows import paired_ratio
+from checker.labs._windows import departs_at, loss_at, paired_ratio
 from checker.labs.lab7 import WHERE, fast
 from checker.labs.lab7.setup import FP8, OVERFLOW_AT, PLAN, TIMING, plan_cfg
 from checker.relay import turn_rates
@@ -256,15 +256,12 @@ def recompute_cost(c: Check, runs) -> CheckResult:
         return error_result(c, err, unit)
     mine, ref = runs["timing"].result.get("losses"), runs["timing_ref"].result["losses"]
     mine = mine if isinstance(mine, list) else []
-    off = next((k for k, (a, b) in enumerate(zip(mine, ref))
-                if not (isinstance(a, (int, float)) and abs(a - b) <= EQUIV_TOL * abs(b))), None)
-    if off is not None or len(mine) != len(ref):
-        k = off if off is not None else min(len(mine), len(ref))
-        got = f"{mine[k]:.6g}" if k < len(mine) and isinstance(mine[k], (int, float)) else "none"
+    k = departs_at(mine, ref, EQUIV_TOL)
+    if k is not None:
         return CheckResult(c.name, False, unit=unit, threshold=round(1 + COST_BAND[1] * _x(runs["timing_ref"].result[
             "cfg"]), 3), hint=c.hint, message=f"the timed steps did not compute the step without recomputation: step "
-                       f"{k + 1}'s loss {got} vs {ref[k]:.6g} (same weights, batch and seed): a step timed for its "
-                       "cost must do the whole step")
+                       f"{k + 1}'s loss {loss_at(mine, k)} vs {loss_at(ref, k)} (same weights, batch and seed): a "
+                       "step timed for its cost must do the whole step")
     ratio = paired_ratio(rates, "timing_ref", "timing")  # steps per CPU second: none's / full's = full's time / none's
     x = _x(runs["timing_ref"].result["cfg"])  # the reference's run's: the learner's run reports nothing graded
     lo, hi = 1 + COST_BAND[0] * x, 1 + COST_BAND[1] * x
