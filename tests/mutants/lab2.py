@@ -176,4 +176,10 @@ MUTANTS = [
     dist.barrier()
 """, "resume_exact", "rank 0 writes the main file before the ranks write their RNG files: a kill between the two "
            "leaves a main file naming a step whose RNG files do not exist", blind=True),
+    # blind, for tasks added to the starter: written from labs/ and solutions/, never checker/
+    Mutant("sampler_seeded_per_rank", "sharding.py",
+           "        super().__init__(num_windows, batch_size * world_size, seed)\n",
+           "        super().__init__(num_windows, batch_size * world_size, seed + rank)\n", "sharding",
+           "each rank seeds its sampler with seed + rank: the ranks shuffle differently, so their batches overlap",
+           blind=True),
 ]

@@ -232,4 +232,10 @@ MUTANTS = [
            'if self.owner[id(p)] == self.rank]}]', "zero1_equivalence",
            "one local group for all the outer groups: the second group's lr and weight decay never reach its "
            "parameters", blind=True),
+    # blind, for tasks added to the starter: written from labs/ and solutions/, never checker/
+    Mutant("added_group_dealt_round_robin", "zero1.py",
+           '"params": [q for q in group["params"] if self.owner[id(q)] == self.rank]}',
+           '"params": group["params"][self.rank::self.world_size]}', "zero1_equivalence",
+           "the late group's tensors dealt round-robin to the local optimizer, not by self.owner: a rank steps what "
+           "another rank broadcasts", blind=True),
 ]

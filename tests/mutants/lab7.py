@@ -227,4 +227,12 @@ MUTANTS = [
            '        return s / (s - saved)\n',
            "fast_path", "bf16's saving counted for forward's third of the matmuls (the replay times forward and "
            "backward's)", blind=True),
+    # blind, for tasks added to the starter: written from labs/ and solutions/, never checker/
+    Mutant("zero1_shards_grads", "planner.py",
+           '"grads": 4 * p // (n if stage >= 2 else 1)', '"grads": 4 * p // (n if stage >= 1 else 1)', "memory_plan",
+           "gradients divided by N from ZeRO-1 on, a stage early", blind=True),
+    Mutant("fp8_forward_full_precision", "fp8.py",
+           "        return from_fp8(qx, s_x) @ from_fp8(qw, s_w).t()\n", "        return x @ w.t()\n", "fp8_linear",
+           "forward casts x and w but multiplies the unquantised fp32 tensors: the output is not the fp8 matmul's",
+           blind=True),
 ]

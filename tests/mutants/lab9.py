@@ -129,4 +129,15 @@ MUTANTS = [
            "cp_dp_equivalence", "the position embedding at contiguous positions on zig-zag tokens", blind=True),
     Mutant("cp_returns_the_local_loss", "cp_step.py", "    dist.all_reduce(loss, group=group)\n    loss /= world\n",
            "", "cp_dp_equivalence", "the step returns this rank's loss, not the global batch's mean", blind=True),
+    # blind, for tasks added to the starter: written from labs/ and solutions/, never checker/
+    Mutant("shift_ring_reversed", "ring.py",
+           "ops = [dist.P2POp(dist.isend, send, to, group), dist.P2POp(dist.irecv, recv, frm, group)]",
+           "ops = [dist.P2POp(dist.isend, send, frm, group), dist.P2POp(dist.irecv, recv, to, group)]",
+           "ring_equivalence", "sends to the previous rank and receives from the next: the blocks go round the wrong "
+           "way, so each rank labels a K/V block with the wrong source", blind=True),
+    Mutant("flash_backward_unmasked", "flash.py",
+           "dq, dk, dv = attend_backward(q, k, v, o, lse, do.contiguous(), pos_q, pos_k, ctx.causal,",
+           "dq, dk, dv = attend_backward(q, k, v, o, lse, do.contiguous(), pos_q, pos_k, False,",
+           "flash_equivalence", "backward recomputes the probabilities without the causal mask forward applied",
+           blind=True),
 ]
