@@ -33,6 +33,9 @@ class Context:
         self._nonce = nonce
         self._sender = channel.Sender(out, rank, nonce)
         self.partial: dict = {}  # what a task measured before it raised is still reported
+        self.run = out.name.removesuffix(".result.json")  # the run's name in the lab's plan
+        self.twin_of: str | None = None  # a run of the reference's judging that run's kept values (_crosscheck)
+        self.crosscheck: dict = {}  # check -> how far each value the learner's run kept is from this run's
 
     def attempt(self, fn):
         """(fn(), None), or (None, error) if the learner's code in fn raised: one part fails alone."""
@@ -132,14 +135,20 @@ def main(argv=None) -> int:
     ctx = Context(out, rank, Path(json.loads(a.args).get("workdir", out.parent)), root, nonce)
     channel.SENDER = ctx._sender  # checker/labs/_common.clock() reports its readings through it
     from checker import labs
+    from checker.labs import _crosscheck
     lab = labs.worker(a.lab)
     from checker import reach
     reach.guard(reach.hidden(root, a.lab, a.target))  # before the learner's code: no reading the reference
     kwargs = json.loads(a.args)
     kwargs.pop("workdir", None)
+    ctx.twin_of = kwargs.pop("twin_of", None)
     _watch(ctx, a.lab, a.target, root)
     try:
+        if ctx.twin_of is not None and not _crosscheck.anything_kept(ctx.workdir, ctx.twin_of):
+            return _leave(ctx, {"crosscheck": {}, "skipped": "the graded run kept nothing"}, 0)
         result = lab.TASKS[a.task](ctx, a.target, **kwargs)
+        if ctx.twin_of is not None:
+            result = {**(result or {}), "crosscheck": ctx.crosscheck}
         staged = sys.modules.get("labs.common.staging")  # the host-memory fallback's cost, shown under the run
         if staged is not None and staged.ACTIVE is not None and isinstance(result, dict):
             result = {**result, "host_staging": dict(staged.STATS)}

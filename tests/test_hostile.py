@@ -504,6 +504,29 @@ def test_a_zero2_step_that_skips_its_work_while_timed_fails(lab_tree):
     row = checks["zero2_throughput"]
     assert r.returncode == 1 and not row["passed"] and "did not train as DDP's" in row["message"], row
 
+DROP_DECAY = '''
+import torch as _torch
+_real_sgd_step = _torch.optim.SGD.step
+def _sgd_step(self, *args, **kwargs):  # every SGD in this process, the checker's truth included, loses its decay
+    for _g in self.param_groups:
+        _g["weight_decay"] = 0.0
+    return _real_sgd_step(self, *args, **kwargs)
+_torch.optim.SGD.step = _sgd_step
+'''
+
+
+def test_a_learner_cannot_change_the_truth_its_optimizer_is_compared_with(lab_tree):
+    """Lab 3: a ShardedOptimizer that drops weight decay, hidden by wrapping torch's SGD.step so that the checker's
+    own DDP + SGD drops it too: equal in the learner's run, caught by the reference's run of its own."""
+    tree = lab_tree("lab3_sharding")
+    zero1 = tree / "labs" / "lab3_sharding" / "zero1.py"
+    zero1.write_text(zero1.read_text() + DROP_DECAY)
+    r, checks = _grade(tree, "lab3", "zero1_equivalence")
+    row = checks["zero1_equivalence"]
+    assert r.returncode == 1 and not row["passed"], row
+    assert "never imported your code" in row["message"] and "[in your run:" in row["message"], row
+
+
 REWRITE_FLOOR = '''
 import glob, json, os
 for _meta in glob.glob(os.path.join(os.environ["COURSE_DATA_DIR"], "markov-v256-s0", "meta.json")):

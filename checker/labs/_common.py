@@ -2,6 +2,7 @@
 checks this machine cannot run (NOT RUN, with how to run them)."""
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from checker import channel, placement, slurm
+from checker.labs import _crosscheck
 from checker.report import CheckResult
 
 # Taken when the checker's lab module is imported, before any learner code: learner code that replaces
@@ -43,6 +45,9 @@ class Check:
     symptoms: tuple[tuple[str, str], ...] = ()
     # The runs (names in the lab's plan) whose results decide it: a grade with --only starts just those.
     runs: frozenset[str] = frozenset()
+    # Every value it compares in the learner's run is judged again in a run of the reference's that never imported
+    # the learner's code (checker/labs/_crosscheck.py): a PASS needs both.
+    crosscheck: bool = False
     # evaluate(check, runs) -> CheckResult: the function the declaration is written on (see `declare`).
     evaluate: Callable | None = field(default=None, repr=False, compare=False)
 
@@ -53,7 +58,10 @@ def declare(registry: list[Check]) -> Callable:
     why, in the body) read as one. Each decorated evaluator joins `registry` in the order written."""
     def check(name: str, what: str, hint: str, *, runs=(), **more) -> Callable:
         def wrap(fn: Callable) -> Callable:
-            registry.append(Check(name, what, hint, runs=frozenset(runs), evaluate=fn, **more))
+            @functools.wraps(fn)
+            def evaluate(c, got_runs, *rest):
+                return _crosscheck.judge(c, got_runs, fn(c, got_runs, *rest))
+            registry.append(Check(name, what, hint, runs=frozenset(runs), evaluate=evaluate, **more))
             return fn
         return wrap
     return check

@@ -12,6 +12,8 @@ BATCH, SEQ = 8, 64   # per rank
 GLOBAL = 16          # sequences per step in the resume runs, at any world size
 DROPOUT, RNG_SEED = 0.1, 4242  # the same-world-size resume trains with dropout, every rank its own stream
 N_STEPS, SAVE_AT = 12, 5
+SGD_TOL = 1e-6       # Zero2 / ShardedOptimizer + SGD vs DDP + SGD, weights: sums of N values in another order
+FSDP_TOL = 1e-5      # FSDP2 (and DeepSpeed's stages) vs DDP, losses: reduce-scatter and all-reduce sum in other orders
 RESHARD_STEPS = 2    # steps after resuming at another world size, compared between 1 rank and 4
 # The speed runs (tasks.task_speed): the learner's FSDP2 and ZeRO-2 in one run, torch DDP in another that never
 # imports the learner's code, taking turns (checker/relay.py). Each round: a learner window, two of DDP's, a learner

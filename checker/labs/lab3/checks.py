@@ -5,12 +5,11 @@ from __future__ import annotations
 from checker.labs._common import Check, declare, diverged_at, error_result, every_rank, first_error
 from checker.labs._held_save import last_complete
 from checker.labs._windows import departs_at, loss_at, medians, mixed_moments, paired_ratio
-from checker.labs.lab3 import SAVE_AT, SPEED_SIZES, WHERE
+from checker.labs.lab3 import FSDP_TOL, SAVE_AT, SGD_TOL, SPEED_SIZES, WHERE
 from checker.relay import turn_rates
 from checker.report import CheckResult
 
 BYTES_TOL = 0.03        # measured bytes within 3% of the formula
-FSDP_TOL = 1e-5         # FSDP2 vs DDP losses: reduce-scatter and all-reduce sum in different orders
 RESHARD_TOL = 1e-4      # losses after resuming at another world size
 THROUGHPUT_MIN = 0.25   # FSDP2 / DDP tokens/s, tiny on 2 CPU ranks (gloo), each in its own run taking turns, 2
                         # sequences per rank per step: the reference 0.30-0.50 with other grades on the 2 cores, one
@@ -18,7 +17,6 @@ THROUGHPUT_MIN = 0.25   # FSDP2 / DDP tokens/s, tiny on 2 CPU ranks (gloo), each
 ZERO2_MIN = 0.8         # Zero2Optimizer / DDP tokens/s: the same bytes as DDP's all-reduce; the reference
                         # measures 0.93-1.49 (each in its own run, taking turns, other grades on the 2 cores), one
                         # bucket per tensor 0.48
-SGD_TOL = 1e-6          # Zero2 / ShardedOptimizer + SGD vs DDP + SGD: sums of N values in another order
 SLICE_TOL = 0.002       # bytes per rank vs 8Ψ/N, 4Ψ/N: padding is <= N-1 elements per bucket (tiny: 0.1%/100 buckets)
 COMM_TOL = 0.01         # bytes sent per rank per step vs DDP's 2·4Ψ(N-1)/N; all-reduce + slice sends 1.5x
 
@@ -166,7 +164,7 @@ def memory_model(c: Check, runs) -> CheckResult:
        f"Only a parameter's owner can update it: does every rank end the step with every owner's new values, and "
        f"do the local groups follow the outer groups' learning rates? ({WHERE}/zero1.py) "
        "(checker hint lab3 zero1.step)",
-       runs={"correctness"})
+       runs={"correctness"}, crosscheck=True)
 def zero1_equivalence(c: Check, runs) -> CheckResult:
     return _equivalence(c, runs, "zero1", "ShardedOptimizer(SGD) on DDP's gradients")
 
@@ -220,7 +218,7 @@ def zero1_memory(c: Check, runs) -> CheckResult:
                   "the reduce-scatter's output must be exactly 1/N of its input: every rank's slice [lo, hi) is P/N "
                   "elements of the padded bucket, the last rank's padding included "
                   f"({WHERE}/zero2.py) (checker hint lab3 zero2.FlatBucket)."),),
-       runs={"correctness"})
+       runs={"correctness"}, crosscheck=True)
 def zero2_equivalence(c: Check, runs) -> CheckResult:
     return _equivalence(c, runs, "zero2", "Zero2Optimizer(SGD)")
 
@@ -299,7 +297,7 @@ def zero_comm_bytes(c: Check, runs) -> CheckResult:
 @check("fsdp_equivalence", "FSDP2 losses equal torch DDP's on the same data (4 steps, atol 1e-5)",
        f"Sharding must not change the computation: is every parameter (blocks and root) sharded exactly once, "
        f"and is the same model returned, unchanged? ({WHERE}/fsdp.py) (checker hint lab3 fsdp.apply_fsdp)",
-       runs={"correctness"})
+       runs={"correctness"}, crosscheck=True)
 def fsdp_equivalence(c: Check, runs) -> CheckResult:
     r, err = _part(runs, "fsdp")
     if err:
@@ -374,7 +372,7 @@ def fsdp_structure(c: Check, runs) -> CheckResult:
        f"DeepSpeed trains from its config: anything that changes the stage, the precision, accumulation or "
        f"AdamW's hyperparameters (or the parameter groups the engine gets) changes the losses or the bytes "
        f"({WHERE}/deepspeed_zero.py) (checker hint lab3 deepspeed_zero.ds_config)",
-       runs={"deepspeed"})
+       runs={"deepspeed"}, crosscheck=True)
 def deepspeed_stages(c: Check, runs) -> CheckResult:
     err = first_error(runs, "deepspeed")
     if err:

@@ -1,6 +1,7 @@
 """Lab 3's parent side: the runs a grade starts, in phases, and what they measured beside the checks."""
 from __future__ import annotations
 
+from checker.labs import _crosscheck
 from checker.labs._common import Check, run_info, runs_needed
 from checker.labs._windows import medians
 from checker.labs.lab3 import (
@@ -16,13 +17,13 @@ from checker.relay import Relay
 
 
 def grade(h, checks: list[Check]) -> tuple[list, list]:
-    need = runs_needed(checks)
+    need = _crosscheck.needed(runs_needed(checks))
     ckpt = str(h.workdir / "ckpt")
     save_at = SAVE_AT + h.variant % 4  # hidden variants move the kill step
     relay = Relay(speed_order("speed", "speed_ddp"))
     phases = [
-        [dict(name="correctness", task="correctness", nproc=2, budget_s=90),
-         dict(name="deepspeed", task="deepspeed", nproc=2, budget_s=120)],
+        [dict(name="correctness", task="correctness", nproc=2, budget_s=90, crosscheck=True),
+         dict(name="deepspeed", task="deepspeed", nproc=2, budget_s=120, crosscheck=True)],
         # the speed ratios: each side in a process group of its own, alone on the machine, timed in turns; torch DDP
         # in a run of the reference's server, which never imports the learner's code (checker/relay.py)
         [dict(name="speed", task="speed", nproc=2, budget_s=120, args=dict(side="learner"), relay=relay),
@@ -42,6 +43,7 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
          dict(name="resume_ws1", task="train", nproc=1, group=True, budget_s=90,
               args=dict(steps=save_at + RESHARD_STEPS, resume=True, ckpt=ckpt, resave=str(h.workdir / "resave")))],
     ]
+    phases.insert(1, _crosscheck.twins(phases))  # what the first phase compared, judged again by the reference
     runs = h.run_phases(phases, need)
     return [c.evaluate(c, runs) for c in checks], info(runs)
 

@@ -8,7 +8,18 @@ import copy
 from checker import seams
 from checker.labs._common import digest, probe, take_turn, tiny_model
 from checker.labs._held_save import HeldDCPWrite, PublishWatch, SlowRank
-from checker.labs.lab3 import BATCH, GLOBAL, LAB, RNG_SEED, SEQ, SPEED_ROUNDS, SPEED_SIZES, speed_slots
+from checker.labs.lab3 import (
+    BATCH,
+    FSDP_TOL,
+    GLOBAL,
+    LAB,
+    RNG_SEED,
+    SEQ,
+    SGD_TOL,
+    SPEED_ROUNDS,
+    SPEED_SIZES,
+    speed_slots,
+)
 
 
 def _batches(env, steps, same_on_all_ranks=False):
@@ -105,6 +116,7 @@ def _fsdp(ctx, seam, env, comm, steps=4):
             loss.backward()
             opt.step()
             losses[name].append(loss.item())
+    _keeper(ctx, "fsdp_equivalence", FSDP_TOL)("fsdp.losses", losses["fsdp"])
     fsdp_opt = opts["fsdp"][1]
     mine = {"params": sum(_local_bytes(p) for p in fsdp.parameters()),
             "grads": sum(_local_bytes(p.grad) for p in fsdp.parameters() if p.grad is not None),
@@ -204,6 +216,14 @@ def task_speed(ctx, target, side):
     return out
 
 
+def _keeper(ctx, check: str, tol: float):
+    """keep(key, value) for `check`: the reference's own run allows twice the check's tolerance against the truth
+    (both sides within it of the same deterministic truth)."""
+    from checker.labs import _crosscheck
+
+    return lambda key, value: _crosscheck.keep(ctx, check, key, value, atol=2 * tol)
+
+
 def task_correctness(ctx, target):
     from checker.labs.lab3 import zero
     from labs.common import dist as cdist
@@ -215,8 +235,10 @@ def task_correctness(ctx, target):
     out = ctx.partial
     batches = _batches(env, 4)
     out["memory_model"], out["memory_model_error"] = ctx.attempt(lambda: zero.memory_model(seam))
-    out["zero1"], out["zero1_error"] = ctx.attempt(lambda: zero.zero1(seam, env, batches, comm))
-    out["zero2"], out["zero2_error"] = ctx.attempt(lambda: zero.zero2(seam, env, batches, comm))
+    out["zero1"], out["zero1_error"] = ctx.attempt(lambda: zero.zero1(seam, env, batches, comm,
+                                                                      _keeper(ctx, "zero1_equivalence", SGD_TOL)))
+    out["zero2"], out["zero2_error"] = ctx.attempt(lambda: zero.zero2(seam, env, batches, comm,
+                                                                      _keeper(ctx, "zero2_equivalence", SGD_TOL)))
     out["fsdp"], out["fsdp_error"] = ctx.attempt(lambda: _fsdp(ctx, seam, env, comm))
     cdist.teardown()
     return out
@@ -264,6 +286,7 @@ def task_deepspeed(ctx, target, steps=3):
             # what a rank holds between steps: stage 3's partition (ds_tensor) and any parameter kept whole
             weights = sum(4 * (p.data.numel() + (p.ds_tensor.numel() if hasattr(p, "ds_tensor") else 0))
                           for p in model.parameters())
+            _keeper(ctx, "deepspeed_stages", FSDP_TOL)(f"stage{stage}.losses", losses)
             return {"losses": losses, "psi": psi, "weights": weights, "master": master, "moments": moments,
                     "world_size": env.world_size,
                     "stage_seen": engine.zero_optimization_stage()}

@@ -91,9 +91,10 @@ def _ddp_reference(model, env, find_unused=False):
                                                      find_unused_parameters=find_unused)
 
 
-def equivalence(make_opt, env, batches, steps=4, replicated_grads=False) -> dict:
+def equivalence(make_opt, env, batches, steps=4, replicated_grads=False, keep=None) -> dict:
     """The learner's optimizer vs torch DDP + SGD on tiny (perturbed), on the odd-sized toy and on toy2 (float64, a
-    parameter unused in one step, a group added after construction), with a schedule."""
+    parameter unused in one step, a group added after construction), with a schedule. keep(key, value): the weights
+    after each step, for the reference's own run to judge (checker/labs/_crosscheck.py)."""
     import torch
     import torch.distributed as dist
 
@@ -131,6 +132,8 @@ def equivalence(make_opt, env, batches, steps=4, replicated_grads=False) -> dict
                 s.step()
             per = {n: (p - q).abs().max().item() for (n, p), q in zip(model.named_parameters(), ref.parameters())}
             diffs.append(max(per.values()))
+            if keep is not None:
+                keep(f"{name}.step{i}", [p.detach() for p in model.parameters()])
         digests = [None] * env.world_size
         dist.all_gather_object(digests, digest(model.named_parameters()))
         out[name] = {"max_diff": max(diffs[-steps:]), "in_sync": len(set(digests)) == 1, "worst": max(per, key=per.get)}
@@ -188,7 +191,7 @@ def partitions(seam) -> list[dict]:
     return rows
 
 
-def zero1(seam, env, batches, comm) -> dict:
+def zero1(seam, env, batches, comm, keep=None) -> dict:
     """Equivalence (SGD), then AdamW on tiny: local groups per outer group, state bytes held after a step and the
     bytes the step itself sends (DDP's all-reduce is not in it: the gradients here are this rank's own)."""
     import torch
@@ -197,7 +200,7 @@ def zero1(seam, env, batches, comm) -> dict:
     from labs.instruments.comm_bytes import sent
 
     out = equivalence(lambda params: seam.ShardedOptimizer(params, torch.optim.SGD, **SGD), env, batches,
-                      replicated_grads=True)
+                      replicated_grads=True, keep=keep)
     out["kwargs"] = kwargs_reach(lambda params, cls: seam.ShardedOptimizer(params, cls, **SGD), env)
     model = tiny_model(0).to(env.device)  # memory: AdamW, after a step
     opt = seam.ShardedOptimizer(groups(model), torch.optim.AdamW, lr=3e-3, **ADAMW)
@@ -228,7 +231,7 @@ def padding(model, world_size: int) -> list[int]:
     return [n - used for n, used in held.values()]
 
 
-def zero2(seam, env, batches, comm) -> dict:
+def zero2(seam, env, batches, comm, keep=None) -> dict:
     """Equivalence (SGD), then AdamW: bytes held after a step, bytes sent in one step, when its handles were waited."""
     import torch
 
@@ -237,7 +240,7 @@ def zero2(seam, env, batches, comm) -> dict:
     from labs.instruments.comm_bytes import sent
 
     out = equivalence(lambda params: seam.Zero2Optimizer(params, torch.optim.SGD, bucket_cap_mb=BUCKET_MB, **SGD),
-                      env, batches)
+                      env, batches, keep=keep)
     out["kwargs"] = kwargs_reach(lambda params, cls: seam.Zero2Optimizer(params, cls, bucket_cap_mb=BUCKET_MB, **SGD),
                                  env)
     model = tiny_model(0).to(env.device)

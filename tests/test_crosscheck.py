@@ -1,0 +1,61 @@
+"""checker/labs/_crosscheck.py: what the reference's own run counts as a difference, and when the parent turns a
+PASS into a FAIL."""
+from pathlib import Path
+
+import torch
+
+from checker.labs import _crosscheck
+from checker.labs._common import Check
+from checker.report import CheckResult
+from checker.run import Run
+
+
+class Ctx:
+    def __init__(self, workdir: Path, run: str, twin_of=None):
+        self.workdir, self.run, self.rank, self.twin_of, self.crosscheck = workdir, run, 0, twin_of, {}
+
+
+def _judged(tmp_path, mine, ref, **tol):
+    _crosscheck.keep(Ctx(tmp_path, "correctness"), "c", "k", mine)
+    twin = Ctx(tmp_path, "correctness@ref", twin_of="correctness")
+    _crosscheck.keep(twin, "c", "k", ref, **tol)
+    return twin.crosscheck["c"][0]
+
+
+def test_values_within_tolerance_pass_and_beyond_it_do_not(tmp_path):
+    ref = [torch.ones(3), 2.0]
+    near = _judged(tmp_path, [torch.ones(3) + 1e-7, 2.0], ref, atol=1e-6)
+    assert near["problem"] == "" and near["gap"] <= near["tol"]
+    far = _judged(tmp_path, [torch.ones(3) + 1e-3, 2.0], ref, atol=1e-6)
+    assert far["gap"] > far["tol"]
+
+
+def test_shape_count_and_non_finite_differences_are_problems(tmp_path):
+    assert "shape" in _judged(tmp_path, [torch.ones(4)], [torch.ones(3)])["problem"]
+    assert "values kept" in _judged(tmp_path, [torch.ones(3)], [torch.ones(3), torch.ones(1)])["problem"]
+    assert "not finite" in _judged(tmp_path, [torch.tensor([float("nan"), 1.0])], [torch.ones(2)])["problem"]
+
+
+def test_a_key_the_learners_run_never_kept_is_a_problem(tmp_path):
+    twin = Ctx(tmp_path, "correctness@ref", twin_of="correctness")
+    _crosscheck.keep(twin, "c", "missing", torch.ones(2))
+    assert twin.crosscheck["c"][0]["problem"] == "not kept by your run"
+
+
+def _runs(notes):
+    return {"correctness@ref": Run("correctness@ref", 0, 1.0, results=[{"crosscheck": {"c": notes}}])}
+
+
+def test_judge_fails_a_pass_only_when_the_reference_disagrees_or_nothing_was_kept():
+    c = Check("c", "", "", runs=frozenset({"correctness"}), crosscheck=True)
+    ok = CheckResult("c", True, message="equal in your run")
+    good = {"key": "k", "rank": 0, "gap": 0.0, "tol": 1e-6, "problem": ""}
+    bad = {**good, "gap": 1.0}
+    assert _crosscheck.judge(c, _runs([good]), ok).passed
+    failed = _crosscheck.judge(c, _runs([good, bad]), ok)
+    assert not failed.passed and "1 of 2 values differ" in failed.message and "equal in your run" in failed.message
+    assert not _crosscheck.judge(c, _runs([]), ok).passed
+    # a FAIL stays the learner's own message; a check not declared crosscheck is left alone
+    assert _crosscheck.judge(c, _runs([bad]), CheckResult("c", False, message="own")).message == "own"
+    plain = Check("c", "", "", runs=frozenset({"correctness"}))
+    assert _crosscheck.judge(plain, _runs([bad]), ok).passed
