@@ -527,6 +527,33 @@ def test_a_learner_cannot_change_the_truth_its_optimizer_is_compared_with(lab_tr
     assert "never imported your code" in row["message"] and "[in your run:" in row["message"], row
 
 
+ONLY_WHEN_COMPARED = '''
+import sys as _sys
+_real_train_step = train_step
+def train_step(model, optimizer, scheduler, batch, grad_clip=1.0):
+    compared = any(_sys._getframe(k).f_code.co_name in ("task_step", "task_speed") for k in range(1, 8))
+    loss = _real_train_step(model, optimizer, scheduler, batch, grad_clip)
+    if not compared:  # everywhere else: a second update with the same gradients (still learns, still reproducible)
+        optimizer.step()
+    return loss
+'''
+
+
+@pytest.mark.exhaustive  # CI's second tier: five lab-1 runs and a reference run, ~60 s
+def test_a_step_that_is_right_only_where_it_is_compared_fails(lab_tree):
+    """Lab 1: a train_step that is the reference's in the differential and timed runs, and updates twice with the
+    same gradients everywhere else: the training runs agree with each other (reproducible, resumable) and learn,
+    but the uninterrupted one's losses are judged by the reference's own run of it."""
+    tree = lab_tree()
+    step = tree / "labs" / "lab1_baseline" / "step.py"
+    step.write_text(step.read_text() + ONLY_WHEN_COMPARED)
+    r, checks = _grade(tree, "lab1", "loss_decreases", "reproducible", "resume_exact", "step_matches_reference")
+    assert checks["reproducible"]["passed"] and checks["resume_exact"]["passed"], checks
+    assert checks["step_matches_reference"]["passed"], checks["step_matches_reference"]
+    row = checks["loss_decreases"]
+    assert r.returncode == 1 and not row["passed"] and "never imported your code" in row["message"], row
+
+
 REWRITE_FLOOR = '''
 import glob, json, os
 for _meta in glob.glob(os.path.join(os.environ["COURSE_DATA_DIR"], "markov-v256-s0", "meta.json")):

@@ -119,7 +119,7 @@ def resume_exact(c: Check, runs) -> CheckResult:
        "the data's entropy floor",
        "The model is not learning: its updates never happen, use a stale or wrong gradient, or are undone; "
        f"watch the loss your train_step returns step by step ({WHERE}/step.py) (checker hint lab1 step.train_step)",
-       runs={"run_a"})
+       runs={"run_a"}, crosscheck=True)
 def loss_decreases(c: Check, runs) -> CheckResult:
     err = first_error(runs, "run_a")
     if err:

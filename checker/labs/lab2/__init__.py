@@ -14,6 +14,8 @@ WHERE = "labs/lab2_ddp"
 N_STEPS, SAVE_AT = 16, 6
 STEP_PLAN = [(3, 1.0), (1, 1.0), (3, 5.0), (2, 1.0)]  # (micro-batches, logit scale: x5 forces the clip)
 BATCH, SEQ = 8, 64          # per rank
+TRAIN_LOSS_RTOL = 1e-3  # the uninterrupted run's losses, rank by rank, against the reference's own run of it
+#                         (checker/labs/_crosscheck.py): 0.0 for the reference; slack for other reduction orders
 
 # The speed ratio: the learner's BucketedDDP and torch's DDP, each in a 2-rank run of its own, take THROUGHPUT_WINDOWS
 # windows of THROUGHPUT_STEPS steps each (~0.2 s a window on tiny, 2 ranks on 2 idle cores) in turn, A B B A ...

@@ -322,7 +322,7 @@ def _resumed(full, r1, r2, after: bool) -> tuple[str | None, str, int | None]:
                   "folder and rename it over the old one once complete (ckpt.atomic_save does both), and write "
                   "the main file last: a kill then leaves the previous checkpoint whole "
                   "(checker hint lab2 state.save_checkpoint)."),),
-       runs={"full", "resume_1", "resume_2", "after_1", "after_2"})
+       runs={"full", "resume_1", "resume_2", "after_1", "after_2"}, crosscheck=True)
 def resume_exact(c: Check, runs) -> CheckResult:
     err = first_error(runs, "full", "resume_1", "resume_2", "after_1")
     if err:

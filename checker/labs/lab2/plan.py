@@ -2,6 +2,7 @@
 and what they measured beside the checks."""
 from __future__ import annotations
 
+from checker.labs import _crosscheck
 from checker.labs._common import Check, run_info, runs_needed
 from checker.labs.lab2 import N_STEPS, SAVE_AT, WORLD_SIZE, throughput_order
 from checker.labs.lab2.checks import CHECKS, overlap_fractions  # noqa: F401  (CHECKS: the parent side's)
@@ -9,7 +10,7 @@ from checker.relay import Relay
 
 
 def grade(h, checks: list[Check]) -> tuple[list, list]:
-    need = runs_needed(checks)
+    need = _crosscheck.needed(runs_needed(checks))
     # the second killed run's checkpoint in a folder of its own: a save that removes files by a pattern removes none
     # of the first's
     (h.workdir / "after").mkdir(exist_ok=True)
@@ -23,7 +24,7 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
          dict(name="sharding", task="sharding", budget_s=60),
          # the reference in runs of its own, which never import the learner's code (checker/reach.py)
          dict(name="sharding_ref", task="sharding_ref", target="solutions", budget_s=60)],
-        [dict(name="full", task="train", nproc=2, budget_s=90, args=dict(seed=seed, **common)),
+        [dict(name="full", task="train", nproc=2, budget_s=90, args=dict(seed=seed, **common), crosscheck=True),
          dict(name="resume_1", task="train", nproc=2, budget_s=90, kill_on="saved",
               args=dict(seed=seed, save_at=save_at, ckpt=ckpt, **common)),
          # the other kill point: the weights' file complete, the kill inside the next write
@@ -41,6 +42,7 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
          dict(name="throughput_torch", task="throughput_torch", target="solutions", nproc=2, budget_s=120,
               relay=relay)],
     ]
+    phases[3] += _crosscheck.twins(phases)  # the uninterrupted run again, on the reference, beside its step
     runs = h.run_phases(phases, need)
     return [c.evaluate(c, runs) for c in checks], info(runs)
 

@@ -508,7 +508,7 @@ def _resume_error(c: Check, runs, names) -> CheckResult | None:
        f"A resume needs all the state the next step reads, at any world size (sharded model and optimizer, "
        f"scheduler, sampler, step, each rank's RNG), and latest may only ever name a complete checkpoint "
        f"({WHERE}/dcp_state.py) (checker hint lab3 dcp_state.save_sharded)",
-       runs={"full", "resume_1", "resume_2", "resume_grow", "resume_ws1"})
+       runs={"full", "resume_1", "resume_2", "resume_grow", "resume_ws1"}, crosscheck=True)
 def sharded_resume(c: Check, runs) -> CheckResult:
     # a run that raised gets the hint of the side it raised on, save or load (_resume_error: SAVE_SYMPTOMS,
     # LOAD_SYMPTOMS), not the declaration's

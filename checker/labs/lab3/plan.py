@@ -30,7 +30,8 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
          dict(name="speed_ddp", task="speed", nproc=2, budget_s=120, args=dict(side="ddp"), target="solutions",
               relay=relay)],
         # dropout on: the same-world-size resume must replay every rank's masks (each rank's RNG state)
-        [dict(name="full", task="train", nproc=2, budget_s=90, args=dict(steps=N_STEPS, dropout=DROPOUT)),
+        [dict(name="full", task="train", nproc=2, budget_s=90, args=dict(steps=N_STEPS, dropout=DROPOUT),
+              crosscheck=True),
          dict(name="resume_1", task="train", nproc=2, budget_s=90, kill_on="saved",
               args=dict(steps=N_STEPS, save_at=save_at, ckpt=ckpt, dropout=DROPOUT))],
         [dict(name="resume_2", task="train", nproc=2, budget_s=90,
@@ -43,7 +44,7 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
          dict(name="resume_ws1", task="train", nproc=1, group=True, budget_s=90,
               args=dict(steps=save_at + RESHARD_STEPS, resume=True, ckpt=ckpt, resave=str(h.workdir / "resave")))],
     ]
-    phases.insert(1, _crosscheck.twins(phases))  # what the first phase compared, judged again by the reference
+    phases.append(_crosscheck.twins(phases))  # what the runs compared, judged again by runs of the reference's
     runs = h.run_phases(phases, need)
     return [c.evaluate(c, runs) for c in checks], info(runs)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 
 from checker import seams
+from checker.labs import _crosscheck
 from checker.labs._common import digest, probe, take_turn, tiny_model
 from checker.labs._held_save import HeldDCPWrite, PublishWatch, SlowRank
 from checker.labs.lab3 import (
@@ -18,6 +19,7 @@ from checker.labs.lab3 import (
     SGD_TOL,
     SPEED_ROUNDS,
     SPEED_SIZES,
+    TRAIN_LOSS_RTOL,
     speed_slots,
 )
 
@@ -219,8 +221,6 @@ def task_speed(ctx, target, side):
 def _keeper(ctx, check: str, tol: float):
     """keep(key, value) for `check`: the reference's own run allows twice the check's tolerance against the truth
     (both sides within it of the same deterministic truth)."""
-    from checker.labs import _crosscheck
-
     return lambda key, value: _crosscheck.keep(ctx, check, key, value, atol=2 * tol)
 
 
@@ -415,6 +415,9 @@ def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False, dropou
         ctx.await_kill(out, lambda: run(save_at + 2, steps))
     full = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in model.state_dict().items()}
     out["digest"] = digest(full.items())
+    if not (save_at or resume):  # the uninterrupted run, judged again by the reference's own run of it
+        _crosscheck.keep(ctx, "sharded_resume", "the uninterrupted run's losses, step by step",
+                         [float.fromhex(x) for x in out["losses"]], rtol=TRAIN_LOSS_RTOL)
     if resave:
         import os
         from pathlib import Path
