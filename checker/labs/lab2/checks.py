@@ -5,7 +5,7 @@ from __future__ import annotations
 from checker.labs._common import Check, declare, diverged_at, error_result, first_error, part
 from checker.labs._held_save import TORN, last_complete, wrong_start
 from checker.labs._windows import departs_at, loss_at, medians, mixed_moments, paired_ratio
-from checker.labs.lab2 import BATCH, SAVE_AT, SEQ, STEP_PLAN, THROUGHPUT_STEPS, THROUGHPUT_WINDOWS, WHERE
+from checker.labs.lab2 import BATCH, SAVE_AT, SEQ, STEP_PLAN, THROUGHPUT_STEPS, THROUGHPUT_WINDOWS, TOL, WHERE
 from checker.relay import turn_rates
 from checker.report import CheckResult
 
@@ -21,7 +21,6 @@ THROUGHPUT_LOSS_RTOL = 1e-3  # the timed steps' losses against torch DDP's, rank
 OVERLAP_MIN = 0.5       # fraction of the all-reduced bytes whose all-reduce started before backward returned
 HIDDEN_MIN = 0.05       # fraction of all-reduce time hidden behind backward: reference 0.25-0.5 on 2 busy cores,
                         # naive 0, launched from the hook but waited for there ~0.01 (the geometric middle: 0.05)
-TOL = 1e-5              # max abs difference of gradients and weights from one process on the global batch (fp32)
 
 CHECKS: list[Check] = []
 check = declare(CHECKS)
@@ -106,7 +105,7 @@ def _first_other_ids(mine: list, ref: list, tail: int) -> dict | None:
        "result never came back into .grad, or came back as a copy (checker hint lab2 "
        "naive.finish_gradient_synchronization; for "
        "BucketedDDP: checker hint lab2 bucketed.finish_gradient_synchronization)",
-       runs={"correctness"})
+       runs={"correctness"}, crosscheck=True)
 def grad_equivalence(c: Check, runs) -> CheckResult:
     worst, notes = 0.0, []
     for name in ("naive", "bucketed", "bucketed_tail"):
@@ -149,7 +148,7 @@ def ranks_in_sync(c: Check, runs) -> CheckResult:
        f"BucketedDDP ({WHERE}/bucketed.py): communication inside no_sync(), or an update that is not one big "
        "batch's: micro-steps before the last must stay local, and the last one's backward must carry all "
        "that was accumulated (checker hint lab2 bucketed.grad_ready)",
-       runs={"correctness"})
+       runs={"correctness"}, crosscheck=True)
 def no_sync_accumulation(c: Check, runs) -> CheckResult:
     r, err = part(runs, "correctness", "no_sync")
     if err:

@@ -20,7 +20,7 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
     common = dict(steps=N_STEPS, data_seed=v)
     relay = Relay(throughput_order("throughput", "throughput_torch"))
     phases = [
-        [dict(name="correctness", task="correctness", nproc=ranks, budget_s=90),
+        [dict(name="correctness", task="correctness", nproc=ranks, budget_s=90, crosscheck=True),
          dict(name="sharding", task="sharding", budget_s=60),
          # the reference in runs of its own, which never import the learner's code (checker/reach.py)
          dict(name="sharding_ref", task="sharding_ref", target="solutions", budget_s=60)],
@@ -42,7 +42,7 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
          dict(name="throughput_torch", task="throughput_torch", target="solutions", nproc=2, budget_s=120,
               relay=relay)],
     ]
-    phases[3] += _crosscheck.twins(phases)  # the uninterrupted run again, on the reference, beside its step
+    phases[3] += _crosscheck.twins(phases)  # the compared runs again, on the reference, beside its step
     runs = h.run_phases(phases, need)
     return [c.evaluate(c, runs) for c in checks], info(runs)
 

@@ -10,7 +10,7 @@ from checker import seams
 from checker.labs import _crosscheck
 from checker.labs._common import CollectiveRecorder, digest, probe, take_turn, tiny_model
 from checker.labs._held_save import HeldSave
-from checker.labs.lab2 import BATCH, LAB, SEQ, STEP_PLAN, THROUGHPUT_STEPS, THROUGHPUT_WINDOWS, TRAIN_LOSS_RTOL
+from checker.labs.lab2 import BATCH, LAB, SEQ, STEP_PLAN, THROUGHPUT_STEPS, THROUGHPUT_WINDOWS, TOL, TRAIN_LOSS_RTOL
 
 SMALL_BUCKET_MB = 0.05      # tiny's 0.48 MB of gradients -> 7 buckets, so overlap is visible
 TAIL_BUCKET_MB = 0.1        # -> 3 full buckets and a last one of 82 KB left over (at 0.05 the last closes exactly)
@@ -105,7 +105,7 @@ def task_sharding(ctx, target):
     return out
 
 
-def _equivalence(ctx, seam, rec, make, env, steps=3):
+def _equivalence(ctx, seam, rec, make, env, name, steps=3):
     """Wrapped model on N ranks vs rank 0's copy trained alone on the concatenated global batch."""
     import torch
     import torch.distributed as dist
@@ -140,6 +140,8 @@ def _equivalence(ctx, seam, rec, make, env, steps=3):
         grads = [p.grad.detach().clone() for p in model.parameters()]
         res["copied"] = _grads_copied(ddp)
         opt.step()
+        _crosscheck.keep(ctx, "grad_equivalence", f"{name}: step {s + 1}'s gradients and weights",
+                         [grads, [p.detach() for p in model.parameters()]], atol=2 * TOL)
         digests = [None] * world
         dist.all_gather_object(digests, digest(model.named_parameters()))
         res["in_sync"].append(len(set(digests)) == 1)
@@ -189,6 +191,8 @@ def _no_sync(ctx, seam, rec, env, k=3):
             ddp.finish_gradient_synchronization()
         calls.append(len(rec.stop()))
     out = {"calls": calls}
+    _crosscheck.keep(ctx, "no_sync_accumulation", "the accumulated gradients", [p.grad for p in model.parameters()],
+                     atol=2 * TOL)
     if ref is not None:
         x, y = data.batch(list(range(k * BATCH * world)), SEQ, env.device)
         _, loss = ref(x, y)
@@ -208,7 +212,8 @@ def task_correctness(ctx, target):
     for name, make in (("naive", seam.NaiveDDP),
                        ("bucketed", lambda m: seam.BucketedDDP(m, bucket_cap_mb=SMALL_BUCKET_MB)),
                        ("bucketed_tail", lambda m: seam.BucketedDDP(m, bucket_cap_mb=TAIL_BUCKET_MB))):
-        out[name], out[f"{name}_error"] = ctx.attempt(lambda make=make: _equivalence(ctx, seam, rec, make, env))
+        out[name], out[f"{name}_error"] = ctx.attempt(lambda make=make, name=name: _equivalence(ctx, seam, rec, make,
+                                                                                                 env, name))
     out["no_sync"], out["no_sync_error"] = ctx.attempt(lambda: _no_sync(ctx, seam, rec, env))
     cdist.teardown()
     return out
