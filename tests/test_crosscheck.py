@@ -36,6 +36,15 @@ def test_shape_count_and_non_finite_differences_are_problems(tmp_path):
     assert "not finite" in _judged(tmp_path, [torch.tensor([float("nan"), 1.0])], [torch.ones(2)])["problem"]
 
 
+def test_a_kept_file_that_holds_no_numbers_is_a_problem_not_a_crash(tmp_path):
+    twin = Ctx(tmp_path, "correctness@ref", twin_of="correctness")
+    folder = tmp_path / "kept" / "correctness"
+    folder.mkdir(parents=True)
+    torch.save([None, "x"], folder / "c.k.rank0.pt")  # what a learner's run may leave in its place
+    _crosscheck.keep(twin, "c", "k", [torch.ones(1), torch.ones(1)])
+    assert "not numbers" in twin.crosscheck["c"][0]["problem"]
+
+
 def test_a_key_the_learners_run_never_kept_is_a_problem(tmp_path):
     twin = Ctx(tmp_path, "correctness@ref", twin_of="correctness")
     _crosscheck.keep(twin, "c", "missing", torch.ones(2))

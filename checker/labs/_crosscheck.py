@@ -82,7 +82,10 @@ def keep(ctx, check: str, key: str, value, rtol: float = 0.0, atol: float = 0.0)
         except Exception as exc:  # noqa: BLE001 - whatever the learner's run left there
             note["problem"] = f"unreadable ({type(exc).__name__})"
         else:
-            gap, scale, problem = _gap(mine, value)
+            try:
+                gap, scale, problem = _gap(mine, value)
+            except Exception as exc:  # noqa: BLE001 - a value that is not a number, in a file the learner's run wrote
+                gap, scale, problem = float("inf"), 0.0, f"not numbers ({type(exc).__name__})"
             note.update(gap=gap, tol=atol + rtol * scale, problem=problem)
     ctx.crosscheck.setdefault(check, []).append(note)
 
