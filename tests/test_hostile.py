@@ -554,6 +554,29 @@ def test_a_step_that_is_right_only_where_it_is_compared_fails(lab_tree):
     assert r.returncode == 1 and not row["passed"] and "never imported your code" in row["message"], row
 
 
+FLOOR_CAPACITY = '''
+import sys as _sys
+def capacity(n_tokens, k, n_experts, factor):  # floor, not ceil: 100 tokens, top-2 of 8, x1.25 get 31 slots, not 32
+    return int(factor * n_tokens * k / n_experts)
+_ref = _sys.modules.get("checker.labs.lab10.ref")
+if _ref is not None:  # the checker's own formula, called after this import in the same process, floors too
+    _ref.capacity = capacity
+'''
+
+
+@pytest.mark.exhaustive  # ~23 s: CI's second tier keeps it (make test stays under 15 min)
+def test_a_learner_cannot_patch_the_checkers_reference_its_capacity_is_compared_with(lab_tree):
+    """Lab 10: a capacity that floors where the contract says ceil, hidden by replacing the checker's ref.capacity
+    through sys.modules: equal in the learner's run, caught by the reference's run of its own."""
+    tree = lab_tree("lab10_moe")
+    cap = tree / "labs" / "lab10_moe" / "capacity.py"
+    cap.write_text(cap.read_text() + FLOOR_CAPACITY)
+    r, checks = _grade(tree, "lab10", "capacity_drops")
+    row = checks["capacity_drops"]
+    assert r.returncode == 1 and not row["passed"], row
+    assert "never imported your code" in row["message"] and "[in your run:" in row["message"], row
+
+
 REWRITE_FLOOR = '''
 import glob, json, os
 for _meta in glob.glob(os.path.join(os.environ["COURSE_DATA_DIR"], "markov-v256-s0", "meta.json")):

@@ -3,6 +3,7 @@ many ranks each check's runs take (make gpu-check). Its runs take 1 to 4 ranks e
 so `checker list` and --nproc see the checker's default, 1."""
 from __future__ import annotations
 
+from checker.labs import _crosscheck
 from checker.labs._common import Check, run_info, runs_needed
 from checker.labs.lab10.checks import CHECKS
 from checker.labs.lab10.shapes import BALANCE, CAPACITY_CASES, EP, EPDP, MOE, RESUME, ROUTER_CASES, SEED
@@ -23,7 +24,7 @@ def ranks_needed(check: str, variant: int = 0) -> int:
 
 
 def grade(h, checks: list[Check]) -> tuple[list, list]:
-    need = runs_needed(checks)
+    need = _crosscheck.needed(runs_needed(checks))
     v = h.variant  # hidden variants: other token and expert counts, k, capacity factors, world sizes, tensors
     factor = (1.0, 1.25, 0.75)[v % 3]
     router = [[t + v % 5, e, k] for t, e, k in ROUTER_CASES]
@@ -34,18 +35,20 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
     ckpt = str(h.workdir / "ckpt")
     resume = dict(RESUME, experts=RESUME["experts"] + 2 * (v % 2))
     save_at = RESUME["save_at"] - 1 + v % 3  # hidden variants move the kill step
-    runs = h.run_phases([
+    phases = [
         [dict(name="units", task="units", args=dict(seed=SEED + v, router=router, cap_cases=CAPACITY_CASES, moe=moe,
-                                                    balance=BALANCE, resume=resume), budget_s=60),
-         dict(name="ep", task="ep", nproc=n, args=dict(ep=ep, seed=SEED + v), budget_s=60),
+                                                    balance=BALANCE, resume=resume), budget_s=60, crosscheck=True),
+         dict(name="ep", task="ep", nproc=n, args=dict(ep=ep, seed=SEED + v), budget_s=60, crosscheck=True),
          dict(name="epdp", task="epdp", nproc=EPDP["dp"] * EPDP["ep"], args=dict(epdp=epdp, seed=SEED + v),
-              budget_s=60),
+              budget_s=60, crosscheck=True),
          dict(name="full", task="train", nproc=2, args=dict(run=resume, seed=SEED + v, mark=save_at), budget_s=60),
          dict(name="resume_1", task="train", nproc=2, kill_on="saved", budget_s=60,
               args=dict(run=resume, seed=SEED + v, save_at=save_at, ckpt=ckpt))],
         [dict(name="resume_2", task="train", nproc=2, budget_s=60,
               args=dict(run=resume, seed=SEED + v, ckpt=ckpt, resume=True))],
-    ], need, parallel=3)
+    ]
+    phases.insert(1, _crosscheck.twins(phases))  # what the first phase compared, judged again by the reference
+    runs = h.run_phases(phases, need, parallel=3)
     return [c.evaluate(c, runs) for c in checks], info(runs)
 
 

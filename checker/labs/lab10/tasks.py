@@ -3,9 +3,10 @@ reference (ref.py) before the learner's code is imported and counting beneath it
 from __future__ import annotations
 
 from checker import seams
+from checker.labs import _crosscheck
 from checker.labs._common import digest, probe, tiny_model
 from checker.labs._held_save import HeldSave
-from checker.labs.lab10 import LAB
+from checker.labs.lab10 import AUX_RTOL, LAB, TOL
 from checker.labs.lab10.measure import OpCounter
 from checker.labs.lab10.shapes import BALANCE, CAPACITY_CASES, EP, EPDP, MOE, RESUME, ROUTER_CASES, SEED
 
@@ -25,6 +26,15 @@ def _diff(got, want) -> float:
         return float("inf") if (got is None) != (want is None) else 0.0
     return (got.detach().float() - want.detach().float()).abs().max().item() if got.shape == want.shape \
         else float("inf")
+
+
+def _keep(ctx, check, key, values, rtol=0.0, atol=0.0):
+    """The learner's values at this point, for the reference's own run to judge (checker/labs/_crosscheck.py),
+    allowed twice the check's tolerance (both sides within it of the same deterministic truth). A value missing
+    (None) is kept by neither side: the check fails on it already, and the reference's run finds nothing kept."""
+    if all(v is not None for v in values):
+        values = [v.detach() if hasattr(v, "detach") else v for v in values]
+        _crosscheck.keep(ctx, check, key, values, rtol=2 * rtol, atol=2 * atol)
 
 
 def _router_cases(cases, seed):
@@ -120,13 +130,14 @@ def task_units(ctx, target, seed=SEED, router=ROUTER_CASES, cap_cases=CAPACITY_C
 
     def router_part():
         rows = []
-        for s, kk, bias, g, ids, w, grad in rcases:
+        for i, (s, kk, bias, g, ids, w, grad) in enumerate(rcases):
             leaf = s.clone().requires_grad_()
             got_ids, got_w = seam.route(leaf, kk, bias)
             got_ids = got_ids.tolist()
             bad = next(((t, got_ids[t], ids[t]) for t in range(len(ids)) if got_ids[t] != ids[t]), None)
             gw = torch.autograd.grad((got_w.float() * g).sum(), leaf, allow_unused=True)[0] if got_w.requires_grad \
                 else None
+            _keep(ctx, "router_equivalence", f"case{i}", [torch.tensor(got_ids), got_w, gw], atol=TOL)  # ids exact
             rows.append({"shape": list(s.shape), "k": kk, "bias": bias is not None, "ids_bad": bad,
                          "weights": _diff(got_w, w), "grad": _diff(gw, grad) if gw is not None else None,
                          "dtype": str(got_w.dtype), "scores": str(s.dtype)})
@@ -136,6 +147,8 @@ def task_units(ctx, target, seed=SEED, router=ROUTER_CASES, cap_cases=CAPACITY_C
     def capacity_part():
         caps = [[list(c), int(seam.capacity(*c)), ref.capacity(*c)] for c in cap_cases]
         keep = seam.keep_mask(torch.tensor(sk_ids), 8, sk_cap).tolist()
+        _keep(ctx, "capacity_drops", "caps", [got for _, got, _ in caps])  # both exact: atol 0
+        _keep(ctx, "capacity_drops", "keep", [torch.tensor(keep, dtype=torch.bool)])
         per_expert = lambda kp: [sum(1 for row, ks in zip(sk_ids, kp) for e_, kk in zip(row, ks)  # noqa: E731
                                      if e_ == e and not kk) for e in range(8)]
         wrong = [[t, j] for t in range(len(sk_ids)) for j in range(2) if bool(keep[t][j]) != sk_keep[t][j]]
@@ -148,13 +161,15 @@ def task_units(ctx, target, seed=SEED, router=ROUTER_CASES, cap_cases=CAPACITY_C
         probs = torch.softmax(leaf, -1)
         got = seam.load_balancing_loss(probs, torch.tensor(aux_ids), 5)
         grad = torch.autograd.grad(got, leaf, allow_unused=True)[0] if got.requires_grad else None
+        _keep(ctx, "aux_loss", "value", [got], rtol=AUX_RTOL)
+        _keep(ctx, "aux_loss", "grad", [grad], atol=TOL)
         return {"value": got.item(), "want": aux_want.item(), "grad": None if grad is None else _diff(grad, aux_grad),
                 "grad_norm": aux_grad.norm().item()}
     out["aux"], out["aux_error"] = ctx.attempt(aux_part)
 
     def moe_part():
         rows = []
-        for L in layers:
+        for i, L in enumerate(layers):
             torch.manual_seed(seed)
             m = seam.MoE(h, E, k, f, moe["factor"])
             m.load_state_dict(L["state"])
@@ -164,6 +179,11 @@ def task_units(ctx, target, seed=SEED, router=ROUTER_CASES, cap_cases=CAPACITY_C
             named = dict(m.named_parameters())
             diffs = {"output": _diff(y, L["y"]), "input": _diff(xl.grad, L["grads"]["input"])}
             diffs.update({n: _diff(named[n].grad, L["grads"][n]) for n in ("router.weight", "w1", "w2")})
+            _keep(ctx, "moe_equivalence", f"layer{i}", [y, xl.grad, *(named[n].grad if n in named else None
+                                                                       for n in ("router.weight", "w1", "w2"))],
+                  atol=TOL)
+            _keep(ctx, "moe_equivalence", f"layer{i}.aux", [float(m.aux_loss)], rtol=AUX_RTOL)
+            _keep(ctx, "moe_equivalence", f"layer{i}.counts", [[int(c) for c in m.counts]])  # exact
             rows.append({"diffs": diffs, "aux": float(m.aux_loss), "want_aux": L["aux"],
                          "counts": [int(c) for c in m.counts], "want_counts": L["counts"], "dropped": L["dropped"]})
         return rows
@@ -171,10 +191,11 @@ def task_units(ctx, target, seed=SEED, router=ROUTER_CASES, cap_cases=CAPACITY_C
 
     def balance_part():
         exact = []  # counts whose mean is fractional, or met exactly by some experts
-        for counts in ([3, 2, 2, 2], [4, 2, 3, 3], [0, 5, 1, 2, 7]):
+        for i, counts in enumerate(([3, 2, 2, 2], [4, 2, 3, 3], [0, 5, 1, 2, 7])):
             c = torch.tensor(counts)
             bias = torch.full((len(counts),), 0.25)
             seam.update_bias(bias, c.clone(), 0.5)
+            _keep(ctx, "ep_balance", f"exact{i}", [bias], atol=5e-7)  # rounded to 6 decimals, then exact
             mean = sum(counts) / len(counts)
             want = [0.25 + 0.5 * ((mean > x) - (mean < x)) for x in counts]
             exact.append({"counts": counts, "got": [round(float(b), 6) for b in bias], "want": want})
@@ -208,6 +229,7 @@ def task_units(ctx, target, seed=SEED, router=ROUTER_CASES, cap_cases=CAPACITY_C
             p["fits"] = bool(p.get("fits"))
             plans.append({"case": list(case), "got": p, "want": _plan_reference(*case)})
         two = dict(seam.plan_experts(*got, resume["experts"], 2, 1 << 62)).get("bytes_by_ep", {})
+        _keep(ctx, "ep_plan", "plans", [got, [p["got"] for p in plans], int(two.get(2, two.get("2", -1)))])  # exact
         return {"count": got, "want_count": want, "plans": plans, "at_ep2": int(two.get(2, two.get("2", -1)))}
     out["plan"], out["plan_error"] = ctx.attempt(plan_part)
 
@@ -312,6 +334,9 @@ def task_ep(ctx, target, ep=EP, seed=SEED):
         comm.start()
         y.backward(mine["g"])
         bwd = comm.stop()
+        _keep(ctx, "ep_equivalence", "weights", [named["w1"], named["w2"]])  # the slices, exact
+        _keep(ctx, "ep_equivalence", "grads", [y, xl.grad, named["router.weight"].grad if "router.weight" in named
+                                               else None, named["w1"].grad, named["w2"].grad], atol=TOL)
         diffs = {"output": _diff(y, mine["y"]), "input": _diff(xl.grad, mine["dx"]),
                  "router.weight": _diff(named["router.weight"].grad, mine["drouter"]),
                  "w1": _diff(named["w1"].grad, w1g[lo:hi]), "w2": _diff(named["w2"].grad, w2g[lo:hi])}
@@ -396,6 +421,11 @@ def task_epdp(ctx, target, epdp=EPDP, seed=SEED):
                 dd = _diff(sd[k], want[k])
                 if dd > diffs["bias"]:
                     diffs["bias"], worst["bias"] = dd, k
+        if not problems:  # every parameter named as the reference's, with a gradient
+            _keep(ctx, "ep_dp_grads", "step", [loss, {k: p.grad for k, p in model.named_parameters()},
+                                               {k: p.detach() for k, p in model.named_parameters()},
+                                               {k: sd[k] for k in sd if k.endswith(".bias") and ".mlp." in k}],
+                  atol=TOL)
         return {"loss": loss, "want_loss": total, **diffs, "worst": worst, "problems": problems[:3]}
     out["step"], out["step_error"] = ctx.attempt(step)
     if out["step_error"]:
