@@ -169,8 +169,9 @@ def zero1_equivalence(c: Check, runs) -> CheckResult:
     return _equivalence(c, runs, "zero1", "ShardedOptimizer(SGD) on DDP's gradients")
 
 
-@check("zero1_memory", "per-rank optimizer-state bytes within 3% of 8Ψ/N; partition() on sizes whose largest "
-       "comes last loads no rank more than the largest-first greedy, and on ties gives the contract's owners",
+@check("zero1_memory", "per-rank optimizer-state bytes within 3% of 8 B x the elements the partition deals the rank "
+       "(~8Ψ/N); partition() on sizes whose largest comes last loads no rank more than the largest-first greedy, and "
+       "on ties gives the contract's owners",
        f"An optimizer keeps state for every parameter it is handed: which parameters does this rank's local "
        f"optimizer see? ({WHERE}/zero1.py) (checker hint lab3 zero1.ShardedOptimizer)",
        runs={"correctness"})
@@ -197,13 +198,13 @@ def zero1_memory(c: Check, runs) -> CheckResult:
                                message=f"partition({row['sizes']}, {row['n']}) loads the ranks with {row['loads']} "
                                        f"elements; dealt largest first, each to the least-loaded rank: "
                                        f"{row['greedy']}. A large tensor dealt late lands on an already loaded rank")
-    for res in results:
-        formula = 8 * res["psi"] / res["world_size"]
-        ratios.append(res["state_bytes"] / formula)
+    for res in results:  # 8 B of AdamW moments per element the contract's partition deals the rank (~Ψ/N)
+        ratios.append(res["state_bytes"] / (8 * res["dealt"]))
     worst = max(ratios, key=lambda x: abs(x - 1))
     return CheckResult(c.name, abs(worst - 1) <= BYTES_TOL, value=round(worst, 4), threshold=1 + BYTES_TOL,
                        unit="x formula", hint=c.hint,
-                       message="optimizer state per rank / (8Ψ/N): " + ", ".join(f"rank {i} {r:.3f}"
+                       message="optimizer state per rank / (8 B x the elements the partition deals it, ~Ψ/N): "
+                               + ", ".join(f"rank {i} {r:.3f}"
                                                                                for i, r in enumerate(ratios)))
 
 
