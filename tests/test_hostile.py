@@ -575,6 +575,30 @@ def test_a_learner_cannot_patch_the_checkers_reference_its_capacity_is_compared_
     row = checks["capacity_drops"]
     assert r.returncode == 1 and not row["passed"], row
     assert "never imported your code" in row["message"] and "[in your run:" in row["message"], row
+SDPA_UNSCALED = '''
+import torch.nn.functional as _F
+_real_sdpa = _F.scaled_dot_product_attention
+def _sdpa(q, k, v, *args, **kwargs):  # every attention in this process, the checker's truth included, unscaled
+    kwargs["scale"] = 1.0
+    return _real_sdpa(q, k, v, *args, **kwargs)
+_F.scaled_dot_product_attention = _sdpa
+'''
+
+
+@pytest.mark.exhaustive  # CI's second tier: 11-20 s; lab 3's test above holds the same guard in make test
+def test_a_learner_cannot_change_the_attention_its_flash_attention_is_compared_with(lab_tree):
+    """Lab 9: a flash_attention that forgets the 1/sqrt(d) scale, hidden by the tree's labs/__init__.py (run before
+    labs.common, so before the checker computes its truth) wrapping torch's scaled_dot_product_attention to drop it
+    too: equal in the learner's run, caught by the reference's run of its own, which never runs that file."""
+    tree = lab_tree("lab9_long_context")
+    for old in ("scale = 1.0 / math.sqrt(d)\n", "scale = 1.0 / math.sqrt(q.shape[-1])\n"):
+        _edit(tree, "lab9_long_context", "flash.py", old, "scale = 1.0\n")
+    init = tree / "labs" / "__init__.py"
+    init.write_text(init.read_text() + SDPA_UNSCALED)
+    r, checks = _grade(tree, "lab9", "flash_equivalence")
+    row = checks["flash_equivalence"]
+    assert r.returncode == 1 and not row["passed"], row
+    assert "never imported your code" in row["message"] and "[in your run: vs SDPA" in row["message"], row
 
 
 REWRITE_FLOOR = '''

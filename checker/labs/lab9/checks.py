@@ -4,11 +4,10 @@ measurements are held to are the checker's own (formulas.py)."""
 from __future__ import annotations
 
 from checker.labs._common import Check, declare, error_result, every_rank, first_error
-from checker.labs.lab9 import WHERE
+from checker.labs.lab9 import TOL, WHERE
 from checker.labs.lab9.formulas import flash_bytes, ring_bytes_expected, ulysses_bytes_expected
 from checker.report import CheckResult
 
-TOL = 2e-5  # fp32: a tiled softmax sums in another order than SDPA's kernel; measured <= 4e-6 here (3 ranks)
 BALANCE = 1.10     # zig-zag: per-rank FLOPs max/min. Tile-aligned chunks give exactly 1.00; the plain split N-1/2 : 1/2
 CAUSAL_SHARE = 0.75  # causal FLOPs / the same code's non-causal ones, forward and backward each: 1/2 + O(tile/s)
 P2P = ("send", "isend")
@@ -24,7 +23,7 @@ check = declare(CHECKS)
        f"The online softmax ({WHERE}/flash.py): when a tile raises a row's maximum, what was summed so far must be "
        "rescaled; backward rebuilds probabilities from the row's full log-sum-exp; the last tile of a row is "
        "shorter than the others; causal compares positions, key after query is masked.",
-       runs={"flash"})
+       runs={"flash"}, crosscheck=True)
 def flash_equivalence(c: Check, runs) -> CheckResult:
     rs, err = every_rank(runs, "flash", "equiv")
     if err:
@@ -71,7 +70,7 @@ def flash_memory(c: Check, runs) -> CheckResult:
        "positions (whose block is it at this step?); partial outputs merge by their log-sum-exp; K and V travel "
        "together; each block's dK, dV must end on the rank that owns it. Zig-zag: chunks r then 2N-1-r "
        f"({WHERE}/zigzag.py).",
-       runs={"ring"})
+       runs={"ring"}, crosscheck=True)
 def ring_equivalence(c: Check, runs) -> CheckResult:
     notes, worst = [], 0.0
     for part, label in (("contiguous", "contiguous causal"), ("zigzag", "zig-zag causal"), ("full", "not causal")):
@@ -195,7 +194,7 @@ def zigzag_balance(c: Check, runs) -> CheckResult:
        f"The re-shard ({WHERE}/ulysses.py): peer j must receive its own heads of your rows and put them at "
        "sequence position j*s/N; the way back is the inverse, and each is the other's gradient. Check "
        "heads % N before any communication.",
-       runs={"ulysses"})
+       runs={"ulysses"}, crosscheck=True)
 def ulysses_equivalence(c: Check, runs) -> CheckResult:
     rs, err = every_rank(runs, "ulysses", "equiv")
     if err:
@@ -252,7 +251,7 @@ def ulysses_bytes(c: Check, runs) -> CheckResult:
        f"Each rank sees its own tokens ({WHERE}/cp_step.py): they sit at GLOBAL positions, which the position "
        "embedding must be given; each rank's gradient is its tokens' share of the mean, to be combined over "
        "every rank of both dimensions.",
-       runs={"cp"})
+       runs={"cp"}, crosscheck=True)
 def cp_dp_equivalence(c: Check, runs) -> CheckResult:
     rs, err = every_rank(runs, "cp", "step")
     if err:

@@ -2,6 +2,7 @@
 ranks each check's runs take (make gpu-check), and what was not graded here."""
 from __future__ import annotations
 
+from checker.labs import _crosscheck
 from checker.labs._common import Check, run_info, runs_needed
 from checker.labs.lab9 import WORLD_SIZE  # noqa: F401  (the parent side's)
 from checker.labs.lab9.checks import CHECKS, resume_decided
@@ -38,7 +39,7 @@ def resume_specs(h, variant: int, seed: int) -> list[list[dict]]:
 
 
 def grade(h, checks: list[Check]) -> tuple[list, list]:
-    need = runs_needed(checks)
+    need = _crosscheck.needed(runs_needed(checks))
     v = h.variant  # hidden variants: other sequence lengths and chunk sizes, other tensors, other world sizes
     cases = [[b, hh, s + 2 * (v % 5), d, c, bq, bk] for b, hh, s, d, c, bq, bk in FLASH_CASES]
     b, hh, s, d, tile = MEM_SHAPE
@@ -47,12 +48,16 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
     ring = dict(RING, chunk=RING["chunk"] + v % 3)
     ulysses = dict(ULYSSES, rows=ULYSSES["rows"] + v % 3)
     resume_first, resume_then = resume_specs(h, v, SEED)
-    runs = h.run_phases([
-        [dict(name="flash", task="flash", args=dict(cases=cases, mem=mem, seed=SEED + v), budget_s=60),
-         dict(name="ring", task="ring", nproc=n, args=dict(ring=ring, seed=SEED + v), budget_s=60),
-         dict(name="ulysses", task="ulysses", nproc=n, args=dict(ulysses=ulysses, seed=SEED + v), budget_s=60),
-         dict(name="cp", task="cp", nproc=CP["dp"] * CP["cp"], args=dict(seed=SEED + v), budget_s=60),
-         *resume_first]], need, parallel=3)
+    first = [
+        [dict(name="flash", task="flash", args=dict(cases=cases, mem=mem, seed=SEED + v), budget_s=60, crosscheck=True),
+         dict(name="ring", task="ring", nproc=n, args=dict(ring=ring, seed=SEED + v), budget_s=60, crosscheck=True),
+         dict(name="ulysses", task="ulysses", nproc=n, args=dict(ulysses=ulysses, seed=SEED + v), budget_s=60,
+              crosscheck=True),
+         dict(name="cp", task="cp", nproc=CP["dp"] * CP["cp"], args=dict(seed=SEED + v), budget_s=60, crosscheck=True),
+         *resume_first]]
+    # what the first phase compared, judged again by the reference in runs of its own, started after it: the ring
+    # run's overlap is measured in that phase, beside no more runs than before
+    runs = h.run_phases(first + [_crosscheck.twins(first)], need, parallel=3)
     if "cp_resumed" in need and resume_decided(runs) is None:  # fresh processes, after the kill
         runs.update(h.run_phases([resume_then], need))
     return [c.evaluate(c, runs) for c in checks], info(runs)

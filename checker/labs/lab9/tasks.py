@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from checker import seams
 from checker.labs._common import probe, tiny_model
-from checker.labs.lab9 import LAB, resume
+from checker.labs.lab9 import LAB, TOL, resume
 from checker.labs.lab9.measure import (
     FlopCounter,
     P2PTimeline,
@@ -17,6 +17,14 @@ from checker.labs.lab9.measure import (
     shard,
 )
 from checker.labs.lab9.shapes import CP, FLASH_CASES, MEM_SHAPE, RING, SEED, ULYSSES
+
+
+def _keeper(ctx, check: str):
+    """keep(key, value) for `check`: the reference's own run allows twice the check's tolerance against the truth
+    (both sides within TOL of the same deterministic truth, checker/labs/_crosscheck.py)."""
+    from checker.labs import _crosscheck
+
+    return lambda key, value: _crosscheck.keep(ctx, check, key, value, atol=2 * TOL)
 
 
 def task_probe(ctx, target):
@@ -37,10 +45,15 @@ def task_flash(ctx, target, cases=FLASH_CASES, mem=MEM_SHAPE, seed=SEED):
     seam = seams.load(LAB, target)
     out = ctx.partial
     out["cases"] = [list(c) for c in cases]
+    keep = _keeper(ctx, "flash_equivalence")
 
     def equivalence():
-        return [max_diff(grads(lambda *t, c=c: seam.flash_attention(*t, causal=c[4], block_q=c[5], block_k=c[6]),
-                                 q, k, v, g), want) for c, (q, k, v, g, want) in zip(cases, data)]
+        diffs = []
+        for i, (c, (q, k, v, g, want)) in enumerate(zip(cases, data)):
+            got = grads(lambda *t, c=c: seam.flash_attention(*t, causal=c[4], block_q=c[5], block_k=c[6]), q, k, v, g)
+            keep(f"case{i}", got)
+            diffs.append(max_diff(got, want))
+        return diffs
     out["equiv"], out["equiv_error"] = ctx.attempt(equivalence)
 
     b, h, s, d, tile = mem
@@ -62,8 +75,9 @@ def task_flash(ctx, target, cases=FLASH_CASES, mem=MEM_SHAPE, seed=SEED):
     return out
 
 
-def _ring_case(seam, env, full, want, layout, causal, block, comm=None):
-    """Max diff of this rank's rows of output and gradients; with comm, the bytes sent in forward and backward."""
+def _ring_case(seam, env, full, want, layout, causal, block, comm=None, keep=None):
+    """Max diff of this rank's rows of output and gradients; with comm, the bytes sent in forward and backward.
+    keep(value): those rows, for the reference's own run to judge."""
     import torch
 
     r, n = env.rank, env.world_size
@@ -79,6 +93,8 @@ def _ring_case(seam, env, full, want, layout, causal, block, comm=None):
     gs = torch.autograd.grad(out, leaves, g)
     bwd = comm.stop() if comm else []
     mine = [shard(w, r, n, layout) for w in want]
+    if keep:
+        keep([out.detach(), *gs])
     return {"diff": max_diff([out.detach(), *gs], mine),
             "fwd": [[op, size, sent] for op, size, sent in fwd], "bwd": [[op, size, sent] for op, size, sent in bwd]}
 
@@ -102,10 +118,13 @@ def task_ring(ctx, target, ring=RING, seed=SEED):
     seam = seams.load(LAB, target)
     out = ctx.partial
     out.update(world=n, shape=[1, h, s, d], balance_shape=[1, h, sb, d])
+    keep = _keeper(ctx, "ring_equivalence")
     for name, layout, causal, counted in (("contiguous", "contiguous", True, True), ("zigzag", "zigzag", True, False),
                                           ("full", "contiguous", False, False)):
-        out[name], out[f"{name}_error"] = ctx.attempt(lambda layout=layout, causal=causal, counted=counted: _ring_case(
-            seam, env, full, want[causal], layout, causal, ring["block"], comm if counted else None))
+        out[name], out[f"{name}_error"] = ctx.attempt(lambda name=name, layout=layout, causal=causal, counted=counted:
+                                                      _ring_case(seam, env, full, want[causal], layout, causal,
+                                                                 ring["block"], comm if counted else None,
+                                                                 lambda value: keep(name, value)))
         if out[f"{name}_error"]:
             return out  # a peer may be inside a send: stop here, and skip teardown's barrier
 
@@ -169,6 +188,7 @@ def task_ulysses(ctx, target, ulysses=ULYSSES, seed=SEED):
         gs = torch.autograd.grad(o, leaves, g)
         bwd = comm.stop()
         mine = [shard(w, env.rank, n, "contiguous") for w in want]
+        _keeper(ctx, "ulysses_equivalence")("causal", [o.detach(), *gs])
         return {"diff": max_diff([o.detach(), *gs], mine), "fwd": [list(r) for r in fwd],
                 "bwd": [list(r) for r in bwd]}
     out["equiv"], out["equiv_error"] = ctx.attempt(equivalence)
@@ -220,6 +240,7 @@ def task_cp(ctx, target, cp=CP, seed=SEED):
         model = seam.apply_context_parallel(model, groups[d], s, "zigzag") or model
         loss = float(seam.cp_dp_step(model, torch.optim.SGD(model.parameters(), lr=cp["lr"]), local))
         diffs, problems = {"grad": 0.0, "weight": 0.0}, []
+        kept = {"loss": loss}  # what is compared, for the reference's own run to judge
         for k, p in model.named_parameters():
             if k not in want:
                 problems.append(f"{k} is not a parameter of the model: keep the model's names")
@@ -228,6 +249,8 @@ def task_cp(ctx, target, cp=CP, seed=SEED):
             else:
                 diffs["grad"] = max(diffs["grad"], (p.grad - want_grads[k]).abs().max().item())
                 diffs["weight"] = max(diffs["weight"], (p.detach() - want[k].detach()).abs().max().item())
+                kept[f"grad.{k}"], kept[f"weight.{k}"] = p.grad, p.detach()
+        _keeper(ctx, "cp_dp_equivalence")("step", kept)
         return {"loss": loss, "want_loss": want_loss.item(), **diffs, "problems": problems[:3]}
     out["step"], out["step_error"] = ctx.attempt(step)
     if out["step_error"]:
