@@ -575,6 +575,8 @@ def test_a_learner_cannot_patch_the_checkers_reference_its_capacity_is_compared_
     row = checks["capacity_drops"]
     assert r.returncode == 1 and not row["passed"], row
     assert "never imported your code" in row["message"] and "[in your run:" in row["message"], row
+
+
 SDPA_UNSCALED = '''
 import torch.nn.functional as _F
 _real_sdpa = _F.scaled_dot_product_attention
