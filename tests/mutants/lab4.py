@@ -174,6 +174,15 @@ MUTANTS = [
             old.unlink()
 """ + _SAVE, "fixed_incident5", "older RNG files deleted before the new main file is in place: a kill inside its "
            "write leaves the previous main file without its RNG files", blind=True),
+    Mutant("rng_saved_after_main", "incident5.py",
+           '    ckpt.atomic_save(ckpt.rng_state(), _rng_path(path, rank, step))\n    dist.barrier()\n'
+           '    if rank == 0:\n        ckpt.atomic_save({"model": ddp.module.state_dict(), '
+           '"optimizer": optimizer.state_dict(), "step": step}, path)\n    dist.barrier()\n',
+           '    dist.barrier()\n    if rank == 0:\n        ckpt.atomic_save({"model": ddp.module.state_dict(), '
+           '"optimizer": optimizer.state_dict(), "step": step}, path)\n'
+           '    ckpt.atomic_save(ckpt.rng_state(), _rng_path(path, rank, step))\n    dist.barrier()\n',
+           "fixed_incident5", "the main file written before the ranks' RNG files: a kill between them leaves a main "
+           "file naming a step whose RNG files do not exist", blind=True),
     Mutant("load_returns_next_step", "incident5.py", "    return state[\"step\"]\n",
            "    return state[\"step\"] + 1\n", "fixed_incident5",
            "load returns the step to run next, where the job expects the last completed one", blind=True),

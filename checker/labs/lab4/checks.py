@@ -288,35 +288,57 @@ def fixed(c: Check, runs, facts: Facts) -> CheckResult:
 
 
 def _resume(c: Check, runs, sc) -> CheckResult:
-    for name in ("fixed5_full", "fixed5_preempted", "fixed5_resumed"):
+    for name in ("fixed5_full", "fixed5_preempted", "fixed5_resumed", "fixed5_after", "fixed5_after_resumed"):
         err = first_error(runs, name)
         if err:
+            if name == "fixed5_after_resumed":  # the second kill point: a resume that found a file missing
+                return CheckResult(c.name, False, hint=c.hint, message=(
+                    f"{_held_how(runs['fixed5_after'], sc, after=True)}; the resume failed: {err.get('type')}: "
+                    f"{err.get('message', '')[:300]}. A kill at any point of a save must leave a checkpoint whose "
+                    "every file exists: the file naming the step is written last"))
             return _job_error(c, err, runs.get(name))
-    full, resumed = runs["fixed5_full"].results, runs["fixed5_resumed"].results
-    held = [r for r in runs["fixed5_preempted"].results if r.get("held")]
-    # the kill landed inside the second checkpoint (save_every 2): the last complete one is the first
+    full = runs["fixed5_full"].results
+    hows = []
+    for killed, resumed, after in (("fixed5_preempted", "fixed5_resumed", False),
+                                   ("fixed5_after", "fixed5_after_resumed", True)):
+        wrong, how = _resumed_as_full(full, runs[killed], runs[resumed].results, sc, after)
+        if wrong:
+            return CheckResult(c.name, False, hint=c.hint, message=wrong)
+        hows.append(how)
+    return CheckResult(c.name, True, hint=c.hint, message=f"{hows[0]}; a second job {hows[1]}: losses and weights "
+                                                          "bit-identical on every rank after each resume")
+
+
+def _held_how(killed, sc, after: bool) -> str:
+    held = [r for r in killed.results if r.get("held")]
+    step = sc.job["save_at"] + 2
+    what = "the first write after the weights' file" if after else "the weights"
+    return (f"killed while rank {held[0].get('rank', 0)} wrote step {step}'s checkpoint, {what} (half of "
+            f"{held[0].get('held_path', '?')} written)" if held else
+            f"killed after step {step}'s checkpoint (no write of it for the checker to hold)")
+
+
+def _resumed_as_full(full, killed, resumed, sc, after: bool) -> tuple[str | None, str]:
+    """(what went wrong or None, how the kill landed) for one killed job and its resume, against the uninterrupted
+    one. The last complete checkpoint: the first (step save_at) where a write of the second was held, else the
+    second (the kill came after it)."""
+    held = any(r.get("held") for r in killed.results)
     save_at = sc.job["save_at"] + (0 if held else 2)
-    how = (f"killed while rank {held[0].get('rank', 0)} wrote step {save_at + 2}'s checkpoint (half of "
-           f"{held[0].get('held_path', '?')} written)" if held else
-           f"killed after step {save_at}'s checkpoint (no torch.save of the weights for the checker to hold)")
+    how = _held_how(killed, sc, after)
     for a, b in zip(sorted(full, key=lambda r: r["rank"]), sorted(resumed, key=lambda r: r["rank"])):
         if b.get("start") is not None and b["start"] != save_at:
-            return CheckResult(c.name, False, hint=c.hint, message=(
-                f"{how}: the last complete checkpoint is step {save_at}; rank {a['rank']} resumed at step "
-                f"{b['start']}"))
+            return (f"{how}: the last complete checkpoint is step {save_at}; rank {a['rank']} resumed at step "
+                    f"{b['start']}"), how
         want, got = a["losses"][save_at:], b["losses"]
         if want != got:
             first = next((i for i, (x, y) in enumerate(zip(want, got)) if x != y), min(len(want), len(got)))
             w = float.fromhex(want[first]) if first < len(want) else float("nan")
             g = float.fromhex(got[first]) if first < len(got) else float("nan")
-            return CheckResult(c.name, False, hint=c.hint, message=(
-                f"{how}; rank {a['rank']}: after resuming at step {save_at}, step {save_at + first + 1}'s loss is "
-                f"{g:.6f}, uninterrupted {w:.6f}"))
+            return (f"{how}; rank {a['rank']}: after resuming at step {save_at}, step {save_at + first + 1}'s loss is "
+                    f"{g:.6f}, uninterrupted {w:.6f}"), how
         if a["digest"] != b["digest"]:
-            return CheckResult(c.name, False, hint=c.hint,
-                               message=f"{how}; rank {a['rank']}: losses equal but final weights differ")
-    return CheckResult(c.name, True, hint=c.hint, message=f"{how}, resumed at step {save_at}: losses and weights "
-                                                          "bit-identical on every rank")
+            return f"{how}; rank {a['rank']}: losses equal but final weights differ", how
+    return None, f"{how}, resumed at step {save_at}"
 
 
 def checked_launch(run):

@@ -50,6 +50,8 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
                     args=dict(job=job(n, **over), parts=list(parts)))
 
     ckpt = str(h.workdir / "incident5.ckpt.pt")
+    (h.workdir / "after").mkdir(exist_ok=True)  # the second killed job's checkpoint, in a folder of its own
+    ckpt_after = str(h.workdir / "after" / "incident5.ckpt.pt")
     side = {4: ["shards"], 3: ["launch_args"] if 7 in fixed else [], 8: ["accum"]}
     phase1 = [job_spec(n, parts=side.get(n, ())) for n in sorted(fixed) if n not in (5, 7)]
     if 7 in fixed and 3 not in fixed:
@@ -58,6 +60,10 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
         phase1 += [job_spec(5, "fixed5_full", save_at=None),
                    dict(job_spec(5, "fixed5_preempted", ckpt=ckpt), kill_on="saved",
                         args=dict(job=job(5, ckpt=ckpt, save_every=2), on_saved_cue=True,
+                                  parts=[])),
+                   # the other kill point: the weights' file complete, the kill inside the save's next write
+                   dict(job_spec(5, "fixed5_after", ckpt=ckpt_after), kill_on="saved_after",
+                        args=dict(job=job(5, ckpt=ckpt_after, save_every=2), on_saved_cue=True, after_weights=True,
                                   parts=[]))]
     desync = course_module("desync") if "desync_found" in names else None
     # The course's faulty jobs run as the reference's runs do (target solutions): they import no learner code, and
@@ -94,7 +100,8 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
     runs = h.run_many(faulty + phase1, parallel=3)
     if faulty:
         keep_faulty_logs(h, logs, faulty, folder, key)
-    phase2 = [job_spec(5, "fixed5_resumed", ckpt=ckpt, save_at=None, resume=True)] if 5 in fixed else []
+    phase2 = [job_spec(5, "fixed5_resumed", ckpt=ckpt, save_at=None, resume=True),
+              job_spec(5, "fixed5_after_resumed", ckpt=ckpt_after, save_at=None, resume=True)] if 5 in fixed else []
     launch = checked_launch(runs.get("fixed3")) if 7 in fixed else None
     busy = None
     if isinstance(launch, list):

@@ -57,12 +57,14 @@ def _accum_case(train_step, device) -> dict:
             "rel_diff": float((got - want).abs().max() / want.abs().max())}
 
 
-def task_job(ctx, target, job, on_saved_cue=False, parts=()):
+def task_job(ctx, target, job, on_saved_cue=False, parts=(), after_weights=False):
     """The learner's job.run under this run's conditions; what the checker measures, per rank. `parts`: seam
     functions rank 0 also checks on the side first (each fails alone), so they cost no process of their own;
     "accum" (incident 8), train_step's gradient checked on every rank after the job (_accum_case).
     on_saved_cue (incident 5, a job that saves at save_at and every save_every steps after): the first checkpoint
-    completes, the second is killed while rank 0 writes the weights (_held_save.py: half the file, then the kill)."""
+    completes, the second is killed while rank 0 writes the weights (_held_save.py: half the file, then the kill); with
+    after_weights, killed instead inside the first write after the weights' file is complete, on the rank that makes
+    it (none where the weights' file is the save's last: the kill lands after the save)."""
     import time
 
     import torch
@@ -75,7 +77,8 @@ def task_job(ctx, target, job, on_saved_cue=False, parts=()):
         from labs.common.model import build_model, get_config
         # a file of at least half the weights' bytes holds the weights; a rank's RNG file is ~20 KB of 480 KB
         weights = sum(p.numel() * p.element_size() for p in build_model(get_config("tiny")).parameters())
-        held = HeldSave(ctx, out, min_bytes=weights // 2, together=False)
+        held = HeldSave(ctx, out, min_bytes=weights // 2, together=False,
+                        cue="saved_after" if after_weights else "saved", after=after_weights)
     seam = seams.load(LAB, target)
     if int(os.environ.get("RANK", 0)) == 0:
         if "shards" in parts:
@@ -124,10 +127,10 @@ def task_job(ctx, target, job, on_saved_cue=False, parts=()):
             ctx.write(out)  # a rank the kill finds in the learner's barrier reports no more
             held.armed = True  # the next torch.save of the weights is cut in half and the run killed inside it
             return
-        out["saved"], out["held"] = True, False  # no torch.save of the weights: the kill lands after the save
+        out["saved"], out["held"] = True, False  # no write held in this save: the kill lands after it
         ctx.write(out)
         dist.barrier()  # every rank has reported before rank 0 cues the kill
-        ctx.cue("saved")
+        ctx.cue(held.cue)
 
     try:
         res = seam.run(seam.Job(**job), on_saved=saved if on_saved_cue else None)
