@@ -573,6 +573,35 @@ def test_a_learner_cannot_patch_the_checkers_reference_its_capacity_is_compared_
     cap.write_text(cap.read_text() + FLOOR_CAPACITY)
     r, checks = _grade(tree, "lab10", "capacity_drops")
     row = checks["capacity_drops"]
+SCALED_TRUTH = '''
+import sys as _sys
+_live = []
+_init = LossScaler.__init__
+def _remember(self, *args, **kwargs):
+    _init(self, *args, **kwargs)
+    _live[:] = [self]
+LossScaler.__init__ = _remember
+_tasks = _sys.modules.get("checker.labs.lab7.tasks")  # the checker's worker side, imported before this package
+if _tasks is not None:
+    _norm = _tasks.grad_norm
+    def _scaled_truth(model):  # the checker's fp32 norm, taken S times as large where the truth asks for it
+        n = _norm(model)
+        return n * _live[0].get_scale() if _live and _sys._getframe(1).f_code.co_name == "_loss_scaling" else n
+    _tasks.grad_norm = _scaled_truth
+'''
+
+
+@pytest.mark.exhaustive  # 25-40 s (amp, then amp@ref): CI's second tier keeps it (make test stays under 15 min)
+def test_a_loss_scaler_cannot_scale_the_truth_its_gradients_are_compared_with(lab_tree):
+    """Lab 7: a LossScaler that never divides the scale out hands AdamW gradients 65,536x too large, hidden by
+    replacing the checker's grad_norm (through sys.modules) where the fp32 truth is taken, so the truth is as large:
+    a ratio of 1.00 in the learner's run, 65,536x in the reference's run of its own."""
+    tree = lab_tree("lab7_memory")
+    _edit(tree, "lab7_memory", "loss_scale.py", "            grad.mul_(inv)\n", "            pass\n")
+    scaler = tree / "labs" / "lab7_memory" / "loss_scale.py"
+    scaler.write_text(scaler.read_text() + SCALED_TRUTH)
+    r, checks = _grade(tree, "lab7", "loss_scaling")
+    row = checks["loss_scaling"]
     assert r.returncode == 1 and not row["passed"], row
     assert "never imported your code" in row["message"] and "[in your run:" in row["message"], row
 

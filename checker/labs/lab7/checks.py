@@ -7,13 +7,11 @@ import statistics
 
 from checker.labs._common import Check, declare, error_result, first_error
 from checker.labs._windows import departs_at, loss_at, paired_ratio
-from checker.labs.lab7 import WHERE, fast
+from checker.labs.lab7 import AMP_TOL, EQUIV_TOL, FP8_TOL, GRAD_BAND, GRAD_TOL, LOSS_BAND, WHERE, fast
 from checker.labs.lab7.setup import FP8, OVERFLOW_AT, PLAN, TIMING, plan_cfg
 from checker.relay import turn_rates
 from checker.report import CheckResult
 
-EQUIV_TOL = 1e-6   # recomputation reruns the same ops on the same inputs: measured 0.0 here
-AMP_TOL = 0.01     # bf16 vs fp32 loss, relative, every step of 8 (measured max 5e-5 to 3e-4 here; bf16 eps 2^-8 = 0.4%)
 # recompute_cost: full/none CPU time per step = 1 + x, x = one forward of the blocks / a step. In FLOPs a step is
 # forward 1 + backward 2, so x = F_blocks / (3 F_model) (0.31 for TIMING's shape). On one CPU core backward costs
 # 1.5-2x a forward (not exactly 2x), so measured x runs higher. Each side runs in a process of its own, taking
@@ -25,13 +23,6 @@ AMP_TOL = 0.01     # bf16 vs fp32 loss, relative, every step of 8 (measured max 
 # the inner one inside the outer rerun); checkpoint(debug=True), which traces every op, measures 4.6-4.9x here (3.3x in
 # one process); nothing recomputed 1.01x. A block rerun twice would cost ~1 + 2 x 0.5 = 2.0 (estimated, not measured).
 COST_BAND = (0.5, 2.5)
-# The gradient norm the optimizer is handed / the checker's fp32 one at the same weights and masks: fp16's forward
-# moves it by ~1e-3 (measured below); a scale never divided out moves it by the scale (2^16 at the start).
-GRAD_BAND = (0.5, 2.0)
-# amp_equivalence: step 1's gradients vs the checker's bf16 recipe on the same weights, batch and masks, relative to
-# the largest gradient. The same ops give the same bits on the CPU (measured 0.0); backward inside the region
-# autocasts its ops again (measured 2e-3 of the largest gradient: 2.4e-4 of 0.11).
-GRAD_TOL = 1e-5
 
 CHECKS: list[Check] = []
 check = declare(CHECKS)
@@ -67,7 +58,7 @@ def _fail(c, runs, run, key=None, unit=""):
        f"A term missing, counted twice (one storage is kept once) or in the wrong dtype ({WHERE}/activations.py), "
        "at the shape the message names; measure.py's saved_bytes on one block lists what is really kept "
        "(checker hint lab7 activations.activation_terms)",
-       runs={"memory"})
+       runs={"memory"}, crosscheck=True)
 def activation_estimate(c: Check, runs) -> CheckResult:
     bad = _fail(c, runs, "memory", "predicted", "bytes")
     if bad:
@@ -209,7 +200,7 @@ def checkpoint_memory(c: Check, runs) -> CheckResult:
        "as it starts from another random state; or, where the message says parameters got no gradient, the "
        "checkpoint differentiates only through inputs that require grad (checker hint lab7 "
        "recompute.checkpointed)",
-       runs={"memory"})
+       runs={"memory"}, crosscheck=True)
 def checkpoint_equivalence(c: Check, runs) -> CheckResult:
     bad = _fail(c, runs, "memory", "equiv", "max abs diff")
     if bad:
@@ -281,7 +272,7 @@ def recompute_cost(c: Check, runs) -> CheckResult:
        f"Mixed precision changes the compute, not what is stored ({WHERE}/amp.py): forward and loss in the "
        "16-bit region of the dtype asked for, backward and the update outside it; masters, gradients and "
        "optimizer state stay fp32 (a 1e-3 update is below bf16's 0.4%) (checker hint lab7 amp.train_step)",
-       runs={"amp"})
+       runs={"amp"}, crosscheck=True)
 def amp_equivalence(c: Check, runs) -> CheckResult:
     bad = _fail(c, runs, "amp", "bf16", "relative loss diff")
     if bad:
@@ -316,7 +307,7 @@ def amp_equivalence(c: Check, runs) -> CheckResult:
        "own), fewer than fp32",
        f"Nothing ran in 16 bits ({WHERE}/amp.py): most likely the region is opened for another device type than "
        "the tensors', or another dtype (checker hint lab7 amp.autocast)",
-       runs={"memory"})
+       runs={"memory"}, crosscheck=True)
 def amp_memory(c: Check, runs) -> CheckResult:
     bad = _fail(c, runs, "memory", "bf16", "bytes")
     if bad:
@@ -335,7 +326,7 @@ def amp_memory(c: Check, runs) -> CheckResult:
        f"See the message ({WHERE}/loss_scale.py): scale not halved or grown at the wrong step (checker hint "
        "lab7 loss_scale.update); loss not scaled (checker hint lab7 amp.train_step); an overflowed step changed "
        "the weights or a clean one got gradients not divided by the scale (checker hint lab7 loss_scale.step)",
-       runs={"amp"})
+       runs={"amp"}, crosscheck=True)
 def loss_scaling(c: Check, runs) -> CheckResult:
     bad = _fail(c, runs, "amp", "fp16", "")
     if bad:
@@ -352,7 +343,8 @@ def loss_scaling(c: Check, runs) -> CheckResult:
                         "the autocast region must compute in float16 (amp.autocast)")
     if steps[k]["changed"]:
         problems.append(f"step {k + 1} (inf gradient) changed the weights: it must be skipped")
-    bad_loss = [(i, st["loss_ratio"]) for i, st in enumerate(steps) if not 0.9 <= st.get("loss_ratio", 1.0) <= 1.1]
+    bad_loss = [(i, st["loss_ratio"]) for i, st in enumerate(steps)
+                if not LOSS_BAND[0] <= st.get("loss_ratio", 1.0) <= LOSS_BAND[1]]
     if bad_loss:
         i, ratio = bad_loss[0]
         problems.append(f"step {i + 1} returned a loss {ratio:.4g}x the checker's fp32 loss on the same weights: "
@@ -508,7 +500,7 @@ def _fp8_part(c: Check, runs, part: str, unit: str):
        "equals the checker's cast (round to nearest, saturated at 448 / 57,344), no inf or NaN",
        f"{WHERE}/fp8.py to_fp8: scale in fp32, then saturate at the format's largest finite value before the cast "
        "(torch casts e5m2 past 57,344 to inf), then cast.",
-       runs={"fp8"})
+       runs={"fp8"}, crosscheck=True)
 def fp8_cast(c: Check, runs) -> CheckResult:
     r, bad = _fp8_part(c, runs, "cast", "bytes wrong")
     if bad:
@@ -533,13 +525,13 @@ def fp8_cast(c: Check, runs) -> CheckResult:
        f"{WHERE}/fp8.py DelayedScaler.cast: the scale a call uses comes from the PREVIOUS calls' amaxes (the "
        "largest of the last H), x's own amax enters the history after the cast, newest first, the oldest "
        "dropped; the margin divides the scale by 2^m; an all-zero history keeps 1.0.",
-       runs={"fp8"})
+       runs={"fp8"}, crosscheck=True)
 def fp8_delayed_scaling(c: Check, runs) -> CheckResult:
     r, bad = _fp8_part(c, runs, "delayed", "scales wrong")
     if bad:
         return bad
     for i, row in enumerate(r["rows"]):
-        if abs(row["scale"] - row["want"]) > 1e-6 * row["want"]:
+        if abs(row["scale"] - row["want"]) > FP8_TOL * row["want"]:
             hint = (" (this call's own amax: that is current scaling, not delayed)" if i == 0 or row["scale"] != 1.0
                     else "")
             return CheckResult(c.name, False, value=row["scale"], threshold=row["want"], unit="scale used",
@@ -550,7 +542,7 @@ def fp8_delayed_scaling(c: Check, runs) -> CheckResult:
                                message=f"call {i + 1}: the scale is right but the cast's bytes differ (to_fp8 with "
                                        "that scale?)")
     hist, want = r["history"], r["want_history"]
-    if len(hist) != len(want) or any(abs(a - b) > 1e-6 * max(b, 1e-30) for a, b in zip(hist, want)):
+    if len(hist) != len(want) or any(abs(a - b) > FP8_TOL * max(b, 1e-30) for a, b in zip(hist, want)):
         return CheckResult(c.name, False, unit="amax history", hint=c.hint,
                            message=f"amax_history after the stream {[round(a, 4) for a in hist]}, expected "
                                    f"{[round(b, 4) for b in want]} (newest first, length H)")
@@ -565,7 +557,7 @@ def fp8_delayed_scaling(c: Check, runs) -> CheckResult:
        "own delayed scaler) to 1e-6 relative",
        f"{WHERE}/fp8.py _Fp8Matmul.backward: gradients span more binades than they need digits: e5m2, through "
        "their own scaler; both products use the operands as fp8 holds them (dequantised), not the fp32 ones.",
-       runs={"fp8"})
+       runs={"fp8"}, crosscheck=True)
 def fp8_linear(c: Check, runs) -> CheckResult:
     r, bad = _fp8_part(c, runs, "linear", "relative diff")
     if bad:
@@ -573,12 +565,12 @@ def fp8_linear(c: Check, runs) -> CheckResult:
     names = ("output", "input gradient", "weight gradient")
     for step, d in enumerate(r["diffs"]):
         for name, x in zip(names, d):
-            if not x <= 1e-6:
-                return CheckResult(c.name, False, value=x, threshold=1e-6, unit="relative diff", hint=c.hint,
+            if not x <= FP8_TOL:
+                return CheckResult(c.name, False, value=x, threshold=FP8_TOL, unit="relative diff", hint=c.hint,
                                    message=f"step {step + 1}: the {name} differs from the checker's emulation by "
                                            f"{x:.1e} of its largest value")
     worst = max(max(d) for d in r["diffs"])
-    return CheckResult(c.name, True, value=worst, threshold=1e-6, unit="relative diff", hint=c.hint,
+    return CheckResult(c.name, True, value=worst, threshold=FP8_TOL, unit="relative diff", hint=c.hint,
                        message=f"{len(r['diffs'])} steps equal the emulation (within {worst:.1e}); fp8 vs exact fp32 "
                                f"output: {r['fp8_vs_fp32']:.2%} relative error")
 

@@ -2,9 +2,12 @@
 measures is in this package's docstring (__init__.py); the checks that read them are in checks.py."""
 from __future__ import annotations
 
+import math
+
 from checker import seams
+from checker.labs import _crosscheck
 from checker.labs._common import StorageTracker, digest, grad_norm, probe
-from checker.labs.lab7 import LAB
+from checker.labs.lab7 import AMP_TOL, EQUIV_TOL, FP8_TOL, GRAD_BAND, GRAD_TOL, LAB, LOSS_BAND
 from checker.labs.lab7.fast_tasks import task_fast_measure, task_fast_predict
 from checker.labs.lab7.setup import (
     AMP_BATCH,
@@ -111,6 +114,8 @@ def task_memory(ctx, target, shapes=SHAPES, seed=SEED):
     out["predicted"], out["predicted_error"] = ctx.attempt(lambda: [
         int(seam.activation_bytes(_cfg(h, a, p), b, s, precision=pr, recompute=rc))
         for pr, rc, (h, a, b, s, p) in cases])
+    if out["predicted"] is not None:  # the reference's run judges them against its own, measured apart from yours
+        _crosscheck.keep(ctx, "activation_estimate", "predicted", out["predicted"])
     h, a, b, s, p = shapes[0]
     cfg = _cfg(h, a, 0.1)
     out["cfg"] = dict(n_embd=h, n_head=a, batch=b, seq=s)
@@ -119,14 +124,16 @@ def task_memory(ctx, target, shapes=SHAPES, seed=SEED):
             lambda mode=mode: _measure(cfg, b, s, seed, lambda model: seam.apply_recompute(model, mode)))
     out["bf16"], out["bf16_error"] = ctx.attempt(  # amp_memory: the learner's autocast vs the checker's
         lambda: _measure(cfg, b, s, seed, context=seam.autocast("cpu", "bf16")))
+    if out["bf16"] is not None:
+        _crosscheck.keep(ctx, "amp_memory", "bf16", out["bf16"])
     out["bf16_ref"] = _measure(cfg, b, s, seed, context=bf16())
     out["fp32"] = _measure(cfg, b, s, seed)
-    out["equiv"], out["equiv_error"] = ctx.attempt(lambda: _equivalence(seam, seed))
+    out["equiv"], out["equiv_error"] = ctx.attempt(lambda: _equivalence(ctx, seam, seed))
     out["plan"], out["plan_error"] = ctx.attempt(lambda: _plans(seam))
     return out
 
 
-def _equivalence(seam, seed):
+def _equivalence(ctx, seam, seed):
     """Two steps' losses and gradients, each mode vs no recomputation, dropout on and the same seeds. Then one step
     with the embeddings frozen, as when fine-tuning the blocks: the first block's input then does not require grad.
     The README asks for non-reentrant checkpointing, which differentiates through everything the forward used; the
@@ -164,11 +171,15 @@ def _equivalence(seam, seed):
         return {"loss_diff": max(abs(a - b) for a, b in zip(lo, ref[0])),
                 "grad_diff": max((a - b).abs().max().item() if a is not None else float("inf") for a, b in pairs),
                 "no_grad": sum(a is None for a, _ in pairs)}
+    def kept(key, got):  # every loss and gradient, for the reference's run to judge (None: failed here already)
+        if not any(g is None for step in got[1] for g in step):
+            _crosscheck.keep(ctx, "checkpoint_equivalence", key, got, atol=2 * EQUIV_TOL)
+        return got
     ref, ref_frozen = run(None), run(None, frozen=True)
     out = {}
     for mode in ("full", "selective"):
-        out[mode] = diff(run(mode), ref)
-        out[f"{mode}, embeddings frozen"] = diff(run(mode, frozen=True), ref_frozen)
+        out[mode] = diff(kept(mode, run(mode)), ref)
+        out[f"{mode}, embeddings frozen"] = diff(kept(f"{mode}.frozen", run(mode, frozen=True)), ref_frozen)
     return out
 
 
@@ -237,23 +248,26 @@ def task_amp(ctx, target, seed=SEED, growth_interval=GROWTH_INTERVAL):
         model, opt = _fresh(seed)
         computed: set[str] = set()  # the dtype the MLP's first Linear computed in (bf16 asked; fp16 has its bytes)
         model.blocks[0].mlp.fc.register_forward_hook(lambda mod, args, out: computed.add(str(out.dtype)))
-        handed: list[float] = []  # step 1's gradients as the optimizer is handed them, vs the checker's recipe's
-        opt.register_step_pre_hook(lambda o, args, kwargs: handed.append(max(
-            (p.grad - w).abs().max().item() if p.grad is not None else float("inf")
-            for p, w in zip(model.parameters(), want))) if not handed else None)
+        handed: list[list] = []  # step 1's gradients as the optimizer is handed them, vs the checker's recipe's
+        opt.register_step_pre_hook(lambda o, args, kwargs: handed.append(
+            [None if p.grad is None else p.grad.detach().clone() for p in model.parameters()]) if not handed else None)
         losses = []
         for i, b in enumerate(batches):
             torch.manual_seed(seed + i)
             losses.append(float(seam.train_step(model, opt, b, "bf16")))
+        _crosscheck.keep(ctx, "amp_equivalence", "bf16.losses", losses, rtol=2 * AMP_TOL)
+        if handed and not any(g is None for g in handed[0]):
+            _crosscheck.keep(ctx, "amp_equivalence", "bf16.step1_grads", handed[0], rtol=2 * GRAD_TOL)
         dtypes = {str(p.dtype) for p in model.parameters()} | {str(p.grad.dtype) for p in model.parameters()
                                                                if p.grad is not None}
         dtypes |= {str(v.dtype) for st in opt.state.values() for v in st.values()
                    if torch.is_tensor(v) and v.is_floating_point()}
         return {"losses": losses, "dtypes": sorted(dtypes), "computed": sorted(computed),
-                "grad_diff": handed[0] if handed else None,
+                "grad_diff": max((g - w).abs().max().item() if g is not None else float("inf")
+                                 for g, w in zip(handed[0], want)) if handed else None,
                 "grad_max": max(w.abs().max().item() for w in want)}
     out["bf16"], out["bf16_error"] = ctx.attempt(bf16)
-    out["fp16"], out["fp16_error"] = ctx.attempt(lambda: _loss_scaling(seam, seed))
+    out["fp16"], out["fp16_error"] = ctx.attempt(lambda: _loss_scaling(ctx, seam, seed))
     out["growth"], out["growth_error"] = ctx.attempt(lambda: _scale_growth(seam, growth_interval))
     return out
 
@@ -284,7 +298,7 @@ def _scale_growth(seam, interval):
             "finite": bool(torch.isfinite(p).all())}
 
 
-def _loss_scaling(seam, seed):
+def _loss_scaling(ctx, seam, seed):
     import copy
 
     import torch
@@ -319,6 +333,12 @@ def _loss_scaling(seam, seed):
         if hook:
             hook.remove()
         finite = all(bool(torch.isfinite(p).all()) for p in model.parameters())
+        # what this step compared with the checker's fp32 truth, for the reference's run to judge: the loss, and the
+        # norm the optimizer was handed as log2 (GRAD_BAND is a factor of 2 either way; twice it, a factor of 4)
+        _crosscheck.keep(ctx, "loss_scaling", f"fp16.step{i}.loss", loss, rtol=2 * (LOSS_BAND[1] - 1))
+        if len(seen) > n_seen:
+            _crosscheck.keep(ctx, "loss_scaling", f"fp16.step{i}.log2_grad_norm",
+                             math.log2(seen[-1]) if seen[-1] > 0 else -math.inf, atol=2 * math.log2(GRAD_BAND[1]))
         steps.append({"changed": digest(model.named_parameters()) != before, "finite": finite, "loss": loss,
                       "grad_ratio": seen[-1] / true_norm if len(seen) > n_seen and true_norm > 0 else None,
                       "loss_ratio": loss / ref_loss.item()})
@@ -436,10 +456,11 @@ def task_fp8(ctx, target, fp8=FP8, seed=SEED):
 
     def cast_part():
         bad, nan = [], 0
-        for x, s, dt, want in casts:
+        for i, (x, s, dt, want) in enumerate(casts):
             q = seam.to_fp8(x, s, dtypes[dt])
             if q.dtype != dtypes[dt]:
                 return {"dtype": str(q.dtype), "want_dtype": dt}
+            _crosscheck.keep(ctx, "fp8_cast", f"cast{i}", q.view(torch.uint8))  # every byte, as the check
             got = q.view(torch.uint8).tolist()
             nan += int((~torch.isfinite(q.float())).sum())
             if got != want:
@@ -454,17 +475,24 @@ def task_fp8(ctx, target, fp8=FP8, seed=SEED):
         for i, x in enumerate(stream):
             q, s = sc.cast(x)
             rows.append({"scale": float(s), "want": scales[i], "bytes_ok": q.view(torch.uint8).tolist() == qs[i]})
-        return {"rows": rows, "history": [float(a) for a in sc.amax_history], "want_history": hist}
+            _crosscheck.keep(ctx, "fp8_delayed_scaling", f"call{i}.scale", float(s), rtol=2 * FP8_TOL)
+            _crosscheck.keep(ctx, "fp8_delayed_scaling", f"call{i}.bytes", q.view(torch.uint8))
+        history = [float(a) for a in sc.amax_history]
+        _crosscheck.keep(ctx, "fp8_delayed_scaling", "history", history, rtol=2 * FP8_TOL)
+        return {"rows": rows, "history": history, "want_history": hist}
     out["delayed"], out["delayed_error"] = ctx.attempt(delayed_part)
 
     def linear_part():
         layer = seam.Fp8Linear(w, history=fp8["history"], margin=fp8["margin"])
         diffs = []
-        for (x, g), (y_w, dx_w, dw_w) in zip(layer_in, steps):
+        for i, ((x, g), (y_w, dx_w, dw_w)) in enumerate(zip(layer_in, steps)):
             xl = x.clone().requires_grad_()
             layer.weight.grad = None
             y = layer(xl)
             y.backward(g)
+            for name, t in (("output", y), ("input_grad", xl.grad), ("weight_grad", layer.weight.grad)):
+                if t is not None:  # each relative to its own largest value, as the check
+                    _crosscheck.keep(ctx, "fp8_linear", f"step{i}.{name}", t.detach(), rtol=2 * FP8_TOL)
             diffs.append([(a.detach() - b).abs().max().item() / max(b.abs().max().item(), 1e-30) if a is not None
                           and a.shape == b.shape else float("inf") for a, b in ((y, y_w), (xl.grad, dx_w),
                                                                                  (layer.weight.grad, dw_w))])
