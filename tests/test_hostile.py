@@ -630,6 +630,36 @@ def test_a_learner_cannot_change_the_attention_its_flash_attention_is_compared_w
     row = checks["flash_equivalence"]
     assert r.returncode == 1 and not row["passed"], row
     assert "never imported your code" in row["message"] and "[in your run: vs SDPA" in row["message"], row
+BIAS_ONCE_PER_RANK = '''
+import torch as _torch
+import torch.distributed as _dist
+_real_linear = _torch.nn.functional.linear
+def _linear(x, weight, bias=None):
+    # a whole row-parallel layer of tiny (d = 64: 64 -> 64, 256 -> 64), the checker's unsharded GPT's and DTensor's,
+    # adds its bias N times with the gradient of one, as the RowParallelLinear above does
+    if bias is not None and tuple(weight.shape) in ((64, 64), (64, 256)) and _dist.is_initialized():
+        bias = bias + (_dist.get_world_size() - 1) * bias.detach()
+    return _real_linear(x, weight, bias)
+_torch.nn.functional.linear = _linear
+'''
+
+
+@pytest.mark.exhaustive  # ~40 s (tp and tp@ref, DTensor's imports): CI's second tier keeps it
+def test_a_learner_cannot_change_the_truth_its_tensor_parallel_layers_are_compared_with(lab_tree):
+    """Lab 6: a RowParallelLinear that adds its bias on every rank before the all-reduce (N times in the output),
+    hidden by wrapping torch.nn.functional.linear so that the checker's unsharded GPT, in the same process, adds it N
+    times too: equal in the learner's run, caught by the reference's run of its own."""
+    tree = lab_tree("lab6_model_parallel")
+    _edit(tree, "lab6_model_parallel", "tp_layers.py",
+          "        out = reduce_from_tp(F.linear(x, self.weight), self.group)\n"
+          "        return out + self.bias if self.bias is not None else out",
+          "        return reduce_from_tp(F.linear(x, self.weight, self.bias), self.group)")
+    layers = tree / "labs" / "lab6_model_parallel" / "tp_layers.py"
+    layers.write_text(layers.read_text() + BIAS_ONCE_PER_RANK)
+    r, checks = _grade(tree, "lab6", "tp_equivalence")
+    row = checks["tp_equivalence"]
+    assert r.returncode == 1 and not row["passed"], row
+    assert "never imported your code" in row["message"] and "[in your run: vs the unsharded GPT" in row["message"], row
 
 
 REWRITE_FLOOR = '''

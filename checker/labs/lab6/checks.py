@@ -8,11 +8,9 @@ stays meaningful: staging adds two copies of a boundary's 2 x 32 floats (256 byt
 from __future__ import annotations
 
 from checker.labs._common import Check, declare, error_result, first_error
-from checker.labs.lab6 import N_MICRO, WHERE
+from checker.labs.lab6 import N_MICRO, TOL, WHERE
 from checker.report import CheckResult
 from labs.instruments.schedule_timeline import bubble_fraction, busy, ideal_bubble, peak_live
-
-TOL = 1e-5  # against the unsharded or unsplit GPT; fp32: splitting a matmul's sum in two changes rounding at ~1e-7
 
 # The schedule's bubble: each stage's micro-batches replayed in the order they ran, each taking as long as it took,
 # each starting as soon as its stage is free and its input (forward: the previous stage's forward; backward: the next
@@ -71,7 +69,7 @@ def _fail(c: Check, err: dict, label: str, unit: str = "") -> CheckResult:
        "gradient is a sum over the ranks, a replicated output's is already whole. Logits wrong: the shards (whole "
        f"heads of q, k, v; matching row and column slices; the bias counted once: {WHERE}/tensor_parallel.py). "
        "(checker hint lab6 tp_layers.CopyToTP.backward)",
-       runs={"tp"})
+       runs={"tp"}, crosscheck=True)
 def tp_equivalence(c: Check, runs) -> CheckResult:
     worst, notes = 0.0, []
     for name, label in TP_NAMES.items():
@@ -178,7 +176,7 @@ def _order_problem(schedule: str, orders: list[str]) -> str | None:
        "micro-batches contribute, and what does a stage's backward receive and pass on? Each parameter lives on one "
        f"stage; the tied embedding/head weight is used on two ({WHERE}/stages.py). "
        "(checker hint lab6 schedules.forward)",
-       runs={"pp"})
+       runs={"pp"}, crosscheck=True)
 def pp_equivalence(c: Check, runs) -> CheckResult:
     worst, notes, share = 0.0, [], ""
     chained, err = ranks(runs, "pp", "chained")

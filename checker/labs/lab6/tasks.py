@@ -6,7 +6,7 @@ import time
 
 from checker import seams
 from checker.labs._common import CollectiveRecorder, probe, tiny_model
-from checker.labs.lab6 import LAB, N_MICRO, SEED, TIMING
+from checker.labs.lab6 import LAB, N_MICRO, SEED, TIMING, TOL
 
 TP_BATCH, SEQ = 4, 64        # the TP run: every rank sees the same batch
 PP_BATCH = 8                 # the PP run: N_MICRO (4) micro-batches of 2 sequences
@@ -36,6 +36,14 @@ def _batch(n, device):
     from labs.common.data import TokenFile, ensure_corpus
 
     return TokenFile.open(ensure_corpus(256)).batch(list(range(n)), SEQ, device)
+
+
+def _keeper(ctx, check: str):
+    """keep(key, value) for `check`: the reference's own run allows 2 x TOL against its values (both sides within TOL
+    of the same deterministic truth: checker/labs/_crosscheck.py)."""
+    from checker.labs import _crosscheck
+
+    return lambda key, value: _crosscheck.keep(ctx, check, key, value, atol=2 * TOL)
 
 
 def _local(t):
@@ -83,7 +91,7 @@ def _numel_bytes(model) -> list[int]:
             for b in model.blocks]
 
 
-def _tp_part(make, rec, env, x, y, ref, ref_out, seed, tracked):
+def _tp_part(make, rec, env, x, y, ref, ref_out, seed, tracked, keep):
     model = _model(seed).to(env.device)
     cfg = model.cfg
     model = make(model) or model
@@ -105,13 +113,13 @@ def _tp_part(make, rec, env, x, y, ref, ref_out, seed, tracked):
         h.remove()
     ref_params = dict(ref.named_parameters())
     grad_diff = weight_diff = 0.0
-    problems = []
+    problems, grads, weights = [], {}, {}
     for name, p in model.named_parameters():
         full = ref_params.get(name)
         if full is None:
             problems.append(f"{name} is not a parameter of the model: keep the model's names")
             continue
-        local = _local(p).detach()
+        local = weights[name] = _local(p).detach()
         want = _expected_shard(name, full.detach(), local.shape, env.rank, env.world_size, cfg)
         if want is None:
             problems.append(f"{name} has shape {tuple(local.shape)}: neither {tuple(full.shape)} nor a 1/"
@@ -122,7 +130,9 @@ def _tp_part(make, rec, env, x, y, ref, ref_out, seed, tracked):
             problems.append(f"{name} has no gradient")
             continue
         g_want = _expected_shard(name, full.grad, local.shape, env.rank, env.world_size, cfg)
-        grad_diff = max(grad_diff, (_local(p.grad) - g_want).abs().max().item())
+        grads[name] = _local(p.grad).detach()
+        grad_diff = max(grad_diff, (grads[name] - g_want).abs().max().item())
+    keep({"logits": logits.detach(), "loss": loss.item(), "grads": grads, "weights": weights})
 
     def per_block(calls, start, end):
         ivals = {i: [t for k, j, t in spans if j == i and k in (start, end)] for i in range(len(model.blocks))}
@@ -170,12 +180,12 @@ def task_tp(ctx, target, seed=SEED, parts=("hand", "dtensor")):
         from torch.distributed.device_mesh import init_device_mesh
         return seam.parallelize_dtensor(model, init_device_mesh(env.device.type, (env.world_size,)))
 
-    out = ctx.partial
+    out, keep = ctx.partial, _keeper(ctx, "tp_equivalence")
     for name, make in (("hand", seam.parallelize), ("dtensor", dtensor)):
         if name not in parts:
             continue
-        out[name], out[f"{name}_error"] = ctx.attempt(
-            lambda make=make: _tp_part(make, rec, env, x, y, ref, ref_out, seed, tracked))
+        out[name], out[f"{name}_error"] = ctx.attempt(lambda make=make, name=name: _tp_part(
+            make, rec, env, x, y, ref, ref_out, seed, tracked, lambda value: keep(name, value)))
         if out[f"{name}_error"]:
             return out  # its peer may be inside a collective: stop here, and skip teardown's barrier
     cdist.teardown()
@@ -188,7 +198,7 @@ def _ce(logits, y):
     return F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
 
 
-def _pp_part(seam, env, run, ref, ref_losses, seed):
+def _pp_part(seam, env, run, ref, ref_losses, seed, keep):
     import torch.distributed as dist
 
     model = _model(seed).to(env.device)
@@ -196,7 +206,7 @@ def _pp_part(seam, env, run, ref, ref_losses, seed):
     stage = seam.split_stages(model, env.rank, env.world_size)
     losses = [float(v) for v in run(stage)]
     seam.sync_tied_grads(stage)
-    ref_params, grad_diff, problems, held = dict(ref.named_parameters()), 0.0, [], []
+    ref_params, grad_diff, problems, held, grads = dict(ref.named_parameters()), 0.0, [], [], {}
     for p in stage.parameters():
         name = names.get(id(p))
         if name is None:
@@ -207,14 +217,17 @@ def _pp_part(seam, env, run, ref, ref_losses, seed):
         if p.grad is None:
             problems.append(f"{name} has no gradient on stage {env.rank}")
             continue
+        grads[name] = p.grad.detach()
         grad_diff = max(grad_diff, (p.grad - ref_params[name].grad).abs().max().item())
+    last = env.rank == env.world_size - 1  # losses: the last stage's (pipeline_step returns [] elsewhere)
+    keep({"losses": losses if last else [], "grads": grads})
     every = [None] * env.world_size
     dist.all_gather_object(every, held)
     missing = sorted(set(ref_params) - {n for h in every for n in h})
     if missing:
         problems.append(f"no stage holds {', '.join(missing[:3])}")
     loss_diff = max((abs(a - b) for a, b in zip(losses, ref_losses)), default=0.0)
-    if env.rank == env.world_size - 1 and len(losses) != len(ref_losses):
+    if last and len(losses) != len(ref_losses):
         problems.append(f"the last stage returned {len(losses)} losses for {len(ref_losses)} micro-batches")
     stage_bytes = sum(p.numel() * p.element_size() for p in stage.parameters())
     model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -236,7 +249,7 @@ def _count_blocking_sends() -> list:
     return calls
 
 
-def _chained_stages(seam, env, seed) -> float:
+def _chained_stages(seam, env, seed, keep) -> float:
     """split_stages on a GPT of 4 layers (tiny has 2: one block per stage, where any split is contiguous), eval mode:
     each stage's forward chained into the next by broadcast, against the whole model's logits; the largest
     difference, on the last stage (0 elsewhere)."""
@@ -261,7 +274,9 @@ def _chained_stages(seam, env, seed) -> float:
             h = buf
         if env.rank != env.world_size - 1:
             return 0.0
-        return (stage(h) - model(x)[0]).abs().max().item()
+        logits = stage(h)
+        keep("chained", logits)
+        return (logits - model(x)[0]).abs().max().item()
 
 
 def task_pp(ctx, target, seed=SEED):
@@ -282,7 +297,7 @@ def task_pp(ctx, target, seed=SEED):
     shape = (mb, SEQ, ref.cfg.n_embd)
     last = env.rank == env.world_size - 1
 
-    out = ctx.partial
+    out, keep = ctx.partial, _keeper(ctx, "pp_equivalence")
 
     def hand(schedule):
         def run(stage):
@@ -312,12 +327,13 @@ def task_pp(ctx, target, seed=SEED):
             return [v.item() for v in losses]
         return run
 
-    out["chained"], out["chained_error"] = ctx.attempt(lambda: _chained_stages(seam, env, seed))
+    out["chained"], out["chained_error"] = ctx.attempt(lambda: _chained_stages(seam, env, seed, keep))
     if out["chained_error"]:
         return out  # as in task_tp
     for name, run in (("gpipe", hand("gpipe")), ("1f1b", hand("1f1b")), ("torch_gpipe", torch_pp("gpipe")),
                       ("torch_1f1b", torch_pp("1f1b"))):
-        out[name], out[f"{name}_error"] = ctx.attempt(lambda run=run: _pp_part(seam, env, run, ref, ref_losses, seed))
+        out[name], out[f"{name}_error"] = ctx.attempt(lambda run=run, name=name: _pp_part(
+            seam, env, run, ref, ref_losses, seed, lambda value: keep(name, value)))
         if out[f"{name}_error"]:
             return out  # as in task_tp
     cdist.teardown()
