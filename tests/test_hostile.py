@@ -573,6 +573,10 @@ def test_a_learner_cannot_patch_the_checkers_reference_its_capacity_is_compared_
     cap.write_text(cap.read_text() + FLOOR_CAPACITY)
     r, checks = _grade(tree, "lab10", "capacity_drops")
     row = checks["capacity_drops"]
+    assert r.returncode == 1 and not row["passed"], row
+    assert "never imported your code" in row["message"] and "[in your run:" in row["message"], row
+
+
 SCALED_TRUTH = '''
 import sys as _sys
 _live = []
@@ -630,6 +634,8 @@ def test_a_learner_cannot_change_the_attention_its_flash_attention_is_compared_w
     row = checks["flash_equivalence"]
     assert r.returncode == 1 and not row["passed"], row
     assert "never imported your code" in row["message"] and "[in your run: vs SDPA" in row["message"], row
+
+
 BIAS_ONCE_PER_RANK = '''
 import torch as _torch
 import torch.distributed as _dist

@@ -104,9 +104,10 @@ def twins(phases: list[list[dict]]) -> list[dict]:
             for phase in phases for s in phase if s.get("crosscheck")]
 
 
-def needed(need: set[str]) -> set[str]:
-    """The runs to start: those the checks read, and each one's reference run."""
-    return need | {n + SUFFIX for n in need}
+def needed(checks) -> set[str]:
+    """The runs to start: those the checks read, and the reference's run of each one a crosscheck=True check reads."""
+    need = set().union(*(c.runs for c in checks))
+    return need | {n + SUFFIX for c in checks if getattr(c, "crosscheck", False) for n in c.runs}
 
 
 def judge(c, runs: dict, result):

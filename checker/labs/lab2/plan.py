@@ -3,14 +3,14 @@ and what they measured beside the checks."""
 from __future__ import annotations
 
 from checker.labs import _crosscheck
-from checker.labs._common import Check, run_info, runs_needed
+from checker.labs._common import Check, run_info
 from checker.labs.lab2 import N_STEPS, SAVE_AT, WORLD_SIZE, throughput_order
 from checker.labs.lab2.checks import CHECKS, overlap_fractions  # noqa: F401  (CHECKS: the parent side's)
 from checker.relay import Relay
 
 
 def grade(h, checks: list[Check]) -> tuple[list, list]:
-    need = _crosscheck.needed(runs_needed(checks))
+    need = _crosscheck.needed(checks)
     # the second killed run's checkpoint in a folder of its own: a save that removes files by a pattern removes none
     # of the first's
     (h.workdir / "after").mkdir(exist_ok=True)
