@@ -548,9 +548,9 @@ def test_a_step_that_is_right_only_where_it_is_compared_fails(lab_tree):
     step = tree / "labs" / "lab1_baseline" / "step.py"
     step.write_text(step.read_text() + ONLY_WHEN_COMPARED)
     r, checks = _grade(tree, "lab1", "loss_decreases", "reproducible", "resume_exact", "step_matches_reference")
-    assert checks["reproducible"]["passed"] and checks["resume_exact"]["passed"], checks
+    assert checks["loss_decreases"]["passed"] and checks["resume_exact"]["passed"], checks
     assert checks["step_matches_reference"]["passed"], checks["step_matches_reference"]
-    row = checks["loss_decreases"]
+    row = checks["reproducible"]
     assert r.returncode == 1 and not row["passed"] and "never imported your code" in row["message"], row
 
 

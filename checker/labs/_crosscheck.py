@@ -61,10 +61,11 @@ def _gap(mine, ref) -> tuple[float, float, str]:
     return gap, scale, ""
 
 
-def keep(ctx, check: str, key: str, value, rtol: float = 0.0, atol: float = 0.0) -> None:
+def keep(ctx, check: str, key: str, value, rtol: float = 0.0, atol: float = 0.0, why: str = "") -> None:
     """In a graded run: write `value` (tensors and numbers, nested) for the reference's run to judge. In the
     reference's run (ctx.twin_of set): measure the learner's kept value at this point against `value`, allowed
-    atol + rtol x max |value|, and note it under `check` for the parent."""
+    atol + rtol x max |value|, and note it under `check` for the parent, with `why` (what a difference most likely
+    means, where the learner's run compared the value with no truth of its own)."""
     import torch
 
     if getattr(ctx, "twin_of", None) is None:
@@ -73,7 +74,7 @@ def keep(ctx, check: str, key: str, value, rtol: float = 0.0, atol: float = 0.0)
         torch.save(_leaves(value), folder / f"{check}.{key}.rank{ctx.rank}.pt")
         return
     path = _folder(ctx.workdir, ctx.twin_of) / f"{check}.{key}.rank{ctx.rank}.pt"
-    note = {"key": key, "rank": ctx.rank, "tol": None, "gap": None, "problem": ""}
+    note = {"key": key, "rank": ctx.rank, "tol": None, "gap": None, "problem": "", "why": why}
     if not path.exists():
         note["problem"] = "not kept by your run"
     else:
@@ -132,10 +133,10 @@ def judge(c, runs: dict, result):
         return result
     n = bad[0]
     what = n["problem"] or f"max |yours - reference's| {n['gap']:.3g} > tolerance {n['tol']:.3g}"
+    why = n.get("why") or ("In your own run they matched the checker's truth: does your code change a function that "
+                           "both your code and the checker call (torch's, the course's)?")
     return _failed(c, result, f"{len(bad)} of {len(notes)} values differ from the reference's, computed in a run "
-                              f"that never imported your code; first: {n['key']} on rank {n['rank']}: {what}. In "
-                              "your own run they matched the checker's truth: does your code change a function that "
-                              "both your code and the checker call (torch's, the course's)?")
+                              f"that never imported your code; first: {n['key']} on rank {n['rank']}: {what}. {why}")
 
 
 def _failed(c, result, why: str):

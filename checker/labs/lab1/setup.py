@@ -9,6 +9,8 @@ N_STEPS, SAVE_AT = 100, 40  # 100 tiny steps ~ 2.5 s on one core
 # reference is bit-identical to itself; the slack is for a correct step that sums in another order (its own clip,
 # its own loss), ~1e-7 a step; a step that trains otherwise outside the compared runs is off by > 1e-2 within steps.
 TRAIN_LOSS_RTOL = 1e-3
+TRAIN_WHY = ("The reference's run from the same seed, data and steps: does your step draw other random numbers (a "
+             "second forward), seed or update otherwise, or behave otherwise outside the differential and timed runs?")
 # Input pipeline: a batch's transform is made to cost COST_RATIO of this machine's measured step, so a
 # pipeline in the training process waits 0.5 / (1 + 0.5) = 33% of each step, on a laptop or an H200 alike.
 COST_RATIO = 0.5

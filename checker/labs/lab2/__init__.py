@@ -15,6 +15,9 @@ N_STEPS, SAVE_AT = 16, 6
 STEP_PLAN = [(3, 1.0), (1, 1.0), (3, 5.0), (2, 1.0)]  # (micro-batches, logit scale: x5 forces the clip)
 BATCH, SEQ = 8, 64          # per rank
 TOL = 1e-5  # max abs difference of gradients and weights from one process on the global batch (fp32)
+TRAIN_WHY = ("The reference's uninterrupted run from the same seeds and data: do your train_step, BucketedDDP or "
+             "ShardedSampler train otherwise there than in the runs compared step by step (the differential step, "
+             "the timed windows)?")
 TRAIN_LOSS_RTOL = 1e-3  # the uninterrupted run's losses, rank by rank, against the reference's own run of it
 #                         (checker/labs/_crosscheck.py): 0.0 for the reference; slack for other reduction orders
 

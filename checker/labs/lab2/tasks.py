@@ -10,7 +10,17 @@ from checker import seams
 from checker.labs import _crosscheck
 from checker.labs._common import CollectiveRecorder, digest, probe, take_turn, tiny_model
 from checker.labs._held_save import HeldSave
-from checker.labs.lab2 import BATCH, LAB, SEQ, STEP_PLAN, THROUGHPUT_STEPS, THROUGHPUT_WINDOWS, TOL, TRAIN_LOSS_RTOL
+from checker.labs.lab2 import (
+    BATCH,
+    LAB,
+    SEQ,
+    STEP_PLAN,
+    THROUGHPUT_STEPS,
+    THROUGHPUT_WINDOWS,
+    TOL,
+    TRAIN_LOSS_RTOL,
+    TRAIN_WHY,
+)
 
 SMALL_BUCKET_MB = 0.05      # tiny's 0.48 MB of gradients -> 7 buckets, so overlap is visible
 TAIL_BUCKET_MB = 0.1        # -> 3 full buckets and a last one of 82 KB left over (at 0.05 the last closes exactly)
@@ -431,7 +441,8 @@ def task_train(ctx, target, seed, steps, save_at=None, ckpt=None, resume=False, 
     out["digest"] = digest(model.named_parameters())
     if not (save_at or resume):  # the uninterrupted run, judged again by the reference's own run of it
         _crosscheck.keep(ctx, "resume_exact", "the uninterrupted run's losses, step by step",
-                         [float.fromhex(x) for x in out["losses"]], rtol=TRAIN_LOSS_RTOL)
+                         [float.fromhex(x) for x in out["losses"]], rtol=TRAIN_LOSS_RTOL,
+                         why=TRAIN_WHY)
     cdist.teardown()
     return out
 

@@ -14,6 +14,8 @@ DROPOUT, RNG_SEED = 0.1, 4242  # the same-world-size resume trains with dropout,
 N_STEPS, SAVE_AT = 12, 5
 SGD_TOL = 1e-6       # Zero2 / ShardedOptimizer + SGD vs DDP + SGD, weights: sums of N values in another order
 FSDP_TOL = 1e-5      # FSDP2 (and DeepSpeed's stages) vs DDP, losses: reduce-scatter and all-reduce sum in other orders
+TRAIN_WHY = ("The reference's uninterrupted FSDP2 run from the same weights and data: does your apply_fsdp shard or "
+             "train otherwise there than in the correctness run?")
 TRAIN_LOSS_RTOL = 1e-3  # the uninterrupted FSDP2 run's losses against the reference's own run of it (_crosscheck)
 RESHARD_STEPS = 2    # steps after resuming at another world size, compared between 1 rank and 4
 # The speed runs (tasks.task_speed): the learner's FSDP2 and ZeRO-2 in one run, torch DDP in another that never

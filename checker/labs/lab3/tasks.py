@@ -20,6 +20,7 @@ from checker.labs.lab3 import (
     SPEED_ROUNDS,
     SPEED_SIZES,
     TRAIN_LOSS_RTOL,
+    TRAIN_WHY,
     speed_slots,
 )
 
@@ -417,7 +418,8 @@ def task_train(ctx, target, steps, save_at=None, ckpt=None, resume=False, dropou
     out["digest"] = digest(full.items())
     if not (save_at or resume):  # the uninterrupted run, judged again by the reference's own run of it
         _crosscheck.keep(ctx, "sharded_resume", "the uninterrupted run's losses, step by step",
-                         [float.fromhex(x) for x in out["losses"]], rtol=TRAIN_LOSS_RTOL)
+                         [float.fromhex(x) for x in out["losses"]], rtol=TRAIN_LOSS_RTOL,
+                         why=TRAIN_WHY)
     if resave:
         import os
         from pathlib import Path
