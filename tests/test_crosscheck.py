@@ -68,3 +68,32 @@ def test_judge_fails_a_pass_only_when_the_reference_disagrees_or_nothing_was_kep
     assert _crosscheck.judge(c, _runs([bad]), CheckResult("c", False, message="own")).message == "own"
     plain = Check("c", "", "", runs=frozenset({"correctness"}))
     assert _crosscheck.judge(plain, _runs([bad]), ok).passed
+
+
+def test_a_pass_with_no_reference_run_is_not_a_pass():
+    c = Check("c", "", "", runs=frozenset({"correctness"}), crosscheck=True)
+    got = _crosscheck.judge(c, {"correctness": Run("correctness", 0, 1.0)}, CheckResult("c", True))
+    assert not got.passed and "did not run" in got.message
+
+
+def test_the_reference_runs_only_where_a_crosschecked_check_passed():
+    """A wrong answer (or a starter, or a mutant) costs no reference run; a pass starts one per compared run."""
+    from checker.labs._common import declare
+
+    registry = []
+    check = declare(registry)
+    check("good", "", "", runs={"a"}, crosscheck=True)(lambda c, runs: CheckResult(c.name, True))
+    check("bad", "", "", runs={"b"}, crosscheck=True)(lambda c, runs: CheckResult(c.name, False))
+    check("plain", "", "", runs={"c"})(lambda c, runs: CheckResult(c.name, True))
+    started = []
+
+    class H:
+        def run_many(self, specs, parallel):
+            started.extend(specs)
+            return {s["name"]: None for s in specs}
+
+    phases = [[dict(name=n, task=n, budget_s=1, crosscheck=True, args={"x": 1}) for n in "abc"]]
+    runs = {n: Run(n, 0, 1.0) for n in "abc"}
+    got = _crosscheck.second_opinion(H(), registry, runs, phases)
+    assert list(got) == ["a@ref"] and started[0]["target"] == "solutions"
+    assert started[0]["args"] == {"x": 1, "twin_of": "a"}

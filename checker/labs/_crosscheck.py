@@ -14,7 +14,7 @@ knows what it expects: a key it reaches that the learner's run never kept is a d
 within a check's tolerance of the in-process truth is within twice it of the reference's (both truths are the
 same deterministic computation), so each `keep` passes 2x its check's tolerance.
 
-Worker side: keep (torch). Parent side: twins, needed, judge (no torch).
+Worker side: keep (torch). Parent side: twins, second_opinion, judge (no torch).
 """
 from __future__ import annotations
 
@@ -105,10 +105,23 @@ def twins(phases: list[list[dict]]) -> list[dict]:
             for phase in phases for s in phase if s.get("crosscheck")]
 
 
-def needed(checks) -> set[str]:
-    """The runs to start: those the checks read, and the reference's run of each one a crosscheck=True check reads."""
-    need = set().union(*(c.runs for c in checks))
-    return need | {n + SUFFIX for c in checks if getattr(c, "crosscheck", False) for n in c.runs}
+def second_opinion(h, checks, runs: dict, phases: list[list[dict]]) -> dict:
+    """The reference's runs of the compared runs whose checks passed in the learner's run, started now (after the
+    grade's other runs, so never beside a timed one), as {name: Run}. A check that already failed needs no second
+    opinion: a wrong answer, a starter and a mutant cost no reference run."""
+    specs = {s["name"]: s for phase in phases for s in phase if s.get("crosscheck")}
+    want = set()
+    for c in checks:
+        if not getattr(c, "crosscheck", False):
+            continue
+        try:
+            passed = c.evaluate.__wrapped__(c, runs).passed  # the check's own verdict, before the judge
+        except Exception:  # noqa: BLE001 - an evaluator that cannot read a run decides nothing here
+            passed = False
+        if passed:
+            want |= {n for n in c.runs if n in specs and n in runs}
+    todo = twins([[specs[n] for n in sorted(want)]])
+    return h.run_many(todo, parallel=2) if todo else {}
 
 
 def judge(c, runs: dict, result):
@@ -118,7 +131,7 @@ def judge(c, runs: dict, result):
         return result
     twins_ = [runs[n + SUFFIX] for n in sorted(c.runs) if n + SUFFIX in runs]
     if not twins_:
-        return result  # --only without the reference's runs cannot happen (needed()); a lab without them keeps its own
+        return _failed(c, result, "the reference's run of its own, which judges what your run compared, did not run")
     notes = []
     for t in twins_:
         err = t.error()

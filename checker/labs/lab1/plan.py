@@ -3,7 +3,7 @@ and what they measured beside the checks."""
 from __future__ import annotations
 
 from checker.labs import _crosscheck
-from checker.labs._common import Check, profile_info, run_info
+from checker.labs._common import Check, profile_info, run_info, runs_needed
 from checker.labs._windows import medians
 from checker.labs.lab1 import WORLD_SIZE  # noqa: F401  (the parent side's)
 from checker.labs.lab1.checks import CHECKS  # noqa: F401  (the parent side's)
@@ -12,7 +12,7 @@ from checker.relay import Relay, turn_rates
 
 
 def grade(h, checks: list[Check]) -> tuple[list, list]:
-    need = _crosscheck.needed(checks)
+    need = runs_needed(checks)
     v = h.variant  # hidden variants move the seed, the data order and the kill step
     seed, data_seed, save_at = SEED + 7919 * v, DATA_SEED + v, SAVE_AT + (13 * v) % 30
     common = dict(steps=N_STEPS, data_seed=data_seed)
@@ -26,15 +26,15 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
         # a different seed first: only what the checkpoint restores may matter
         [dict(name="resume_2", task="train", args=dict(seed=seed + 777, resume=True, ckpt=ckpt, **common), budget_s=60),
          dict(name="step", task="step", args=dict(seed=seed), budget_s=60)],
-        # the reference in runs of its own, which never import the learner's code (checker/relay.py, _crosscheck.py)
+        # the reference in runs of its own, which never import the learner's code (checker/relay.py)
         [dict(name="step_ref", task="step_ref", target="solutions", args=dict(seed=seed), budget_s=60)],
         [dict(name="speed", task="speed", args=dict(seed=seed), budget_s=90, relay=relay),  # alone: timed in turns
          dict(name="speed_ref", task="speed", target="solutions", args=dict(seed=seed), budget_s=90, relay=relay)],
         [dict(name="measure", task="measure", args={}, budget_s=90)],  # alone: it times things
         [dict(name="pipeline", task="pipeline", args={}, budget_s=60)],  # alone: its workers need the other core
     ]
-    phases[2] += _crosscheck.twins(phases)  # run_a again, on the reference, beside its step
     runs = h.run_phases(phases, need)
+    runs.update(_crosscheck.second_opinion(h, checks, runs, phases))  # what passed, judged by the reference
     return [c.evaluate(c, runs) for c in checks], info(runs)
 
 

@@ -18,10 +18,11 @@ Three runs (ranks started by checker/spawn.py, the harness default):
          and every selection bias, which must move by the loads counted over all ranks.
 The learner's code never reports a number the checker uses: outputs and gradients are compared by the checker,
 tokens per expert are counted from the routing the checker sees, bytes beneath the learner's calls.
-units, ep and epdp keep every value they compare with the reference (checker/labs/_crosscheck.py): each runs again
-on solutions/ ("units@ref", ...), in a process that never imports the learner's code, which judges the learner's
-values against its own. The in-process truths are computed before that import, but the comparisons, and
-ref.capacity, _plan_reference, are called after it, where learner code could have replaced them.
+units, ep and epdp keep every value they compare with the reference (checker/labs/_crosscheck.py): where a check
+they feed passed, each runs again on solutions/ ("units@ref", ...), after the other runs, in a process that never
+imports the learner's code, which judges the learner's values against its own. The in-process truths are computed
+before that import, but the comparisons, and ref.capacity, _plan_reference, are called after it, where learner code
+could have replaced them.
 
 The worker side (tasks.py, with ref.py and measure.py) runs and counts next to the learner's code; the parent side
 (checks.py, plan.py) compares; shapes.py holds the runs' shapes both sides read.

@@ -3,14 +3,14 @@ and what they measured beside the checks."""
 from __future__ import annotations
 
 from checker.labs import _crosscheck
-from checker.labs._common import Check, run_info
+from checker.labs._common import Check, run_info, runs_needed
 from checker.labs.lab2 import N_STEPS, SAVE_AT, WORLD_SIZE, throughput_order
 from checker.labs.lab2.checks import CHECKS, overlap_fractions  # noqa: F401  (CHECKS: the parent side's)
 from checker.relay import Relay
 
 
 def grade(h, checks: list[Check]) -> tuple[list, list]:
-    need = _crosscheck.needed(checks)
+    need = runs_needed(checks)
     # the second killed run's checkpoint in a folder of its own: a save that removes files by a pattern removes none
     # of the first's
     (h.workdir / "after").mkdir(exist_ok=True)
@@ -42,8 +42,8 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
          dict(name="throughput_torch", task="throughput_torch", target="solutions", nproc=2, budget_s=120,
               relay=relay)],
     ]
-    phases[3] += _crosscheck.twins(phases)  # the compared runs again, on the reference, beside its step
     runs = h.run_phases(phases, need)
+    runs.update(_crosscheck.second_opinion(h, checks, runs, phases))  # what passed, judged by the reference
     return [c.evaluate(c, runs) for c in checks], info(runs)
 
 

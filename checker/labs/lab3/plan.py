@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from checker.labs import _crosscheck
-from checker.labs._common import Check, run_info
+from checker.labs._common import Check, run_info, runs_needed
 from checker.labs._windows import medians
 from checker.labs.lab3 import (
     DROPOUT,
@@ -17,7 +17,7 @@ from checker.relay import Relay
 
 
 def grade(h, checks: list[Check]) -> tuple[list, list]:
-    need = _crosscheck.needed(checks)
+    need = runs_needed(checks)
     ckpt = str(h.workdir / "ckpt")
     save_at = SAVE_AT + h.variant % 4  # hidden variants move the kill step
     # and odd ones run the correctness run on 3 ranks: tiny's tensors deal out otherwise, toy's one tensor of 31 leaves
@@ -47,8 +47,8 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
          dict(name="resume_ws1", task="train", nproc=1, group=True, budget_s=90,
               args=dict(steps=save_at + RESHARD_STEPS, resume=True, ckpt=ckpt, resave=str(h.workdir / "resave")))],
     ]
-    phases.append(_crosscheck.twins(phases))  # what the runs compared, judged again by runs of the reference's
     runs = h.run_phases(phases, need)
+    runs.update(_crosscheck.second_opinion(h, checks, runs, phases))  # what passed, judged by the reference
     return [c.evaluate(c, runs) for c in checks], info(runs)
 
 

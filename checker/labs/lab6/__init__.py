@@ -13,8 +13,9 @@ Three runs at world size 2 (ranks started by checker/spawn.py, the harness defau
              those timestamps the checker computes the bubble and the live activations; it never asks the
              schedule. It runs alone, after the others, so the timestamps are not stretched by their CPU use.
              The stage also counts, at each forward, the micro-batches whose tensors something still references.
-tp and pp keep every value they compare with the in-process truth; tp@ref and pp@ref, the same tasks on the reference
-in runs that never import the learner's code, judge them again (checker/labs/_crosscheck.py), before pp_timing.
+tp and pp keep every value they compare with the in-process truth; where a check passed, tp@ref and pp@ref, the same
+tasks on the reference in runs that never import the learner's code, judge them again (checker/labs/_crosscheck.py),
+after the other runs.
 
 The worker side (tasks.py) runs them next to the learner's code; the parent side (checks.py, plan.py) starts them
 and compares. What both sides read is here.

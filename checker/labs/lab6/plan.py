@@ -3,13 +3,13 @@ they measured beside the checks."""
 from __future__ import annotations
 
 from checker.labs import _crosscheck
-from checker.labs._common import Check, run_info
+from checker.labs._common import Check, run_info, runs_needed
 from checker.labs.lab6 import SEED, TIMING, WORLD_SIZE
 from checker.labs.lab6.checks import CHECKS, ranks  # noqa: F401  (CHECKS: the parent side's)
 
 
 def grade(h, checks: list[Check]) -> tuple[list, list]:
-    need = _crosscheck.needed(checks)
+    need = runs_needed(checks)
     seed = SEED + h.variant  # hidden variants: other weights (the layouts and counts do not depend on them)
     # tp_comm alone (--only) needs no DTensor: skipping it saves importing DTensor's op tables (~2.5 s per rank)
     tp_parts = ["hand"] + (["dtensor"] if {c.name for c in checks} & {"tp_equivalence", "tp_memory"} else [])
@@ -19,8 +19,8 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
          dict(name="pp", task="pp", nproc=WORLD_SIZE, budget_s=90, args=dict(seed=seed), crosscheck=True)],
         [dict(name="pp_timing", task="pp_timing", nproc=WORLD_SIZE, budget_s=60)],
     ]
-    phases.insert(1, _crosscheck.twins(phases))  # what the first phase compared, judged again by the reference
     runs = h.run_phases(phases, need)
+    runs.update(_crosscheck.second_opinion(h, checks, runs, phases))  # what passed, judged by the reference
     return [c.evaluate(c, runs) for c in checks], info(runs)
 
 

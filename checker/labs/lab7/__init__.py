@@ -19,8 +19,8 @@ World size 1; the worker side's runs (tasks.py; the fast path's in fast_tasks.py
           float8 dtypes, computed before the learner's code is imported): the bytes of every cast, every scale used,
           every history, and the outputs and gradients of a few steps of a linear layer.
   memory@ref, amp@ref, fp8@ref  the same three tasks on the reference, in runs that never import the learner's
-          package, after the first phase and before the timed ones: each judges every value the learner's run
-          compared with the checker's truth against its own at that point (checker/labs/_crosscheck.py).
+          package, after every other run and only where a check they feed passed: each judges every value the
+          learner's run compared with the checker's truth against its own at that point (checker/labs/_crosscheck.py).
   fast_measure, fast_predict  the fast path (fast.py): the checker's own profile and measurements, in a run that never
           imports the learner's code, then the learner's predict_speedup on those profiles and made-up ones.
 The parent side: checks.py (each check on its evaluator; fast_path's in fast.py, with the runs it starts), plan.py.

@@ -3,7 +3,7 @@ they measured beside the checks."""
 from __future__ import annotations
 
 from checker.labs import _crosscheck
-from checker.labs._common import Check, run_info
+from checker.labs._common import Check, run_info, runs_needed
 from checker.labs.lab7 import WORLD_SIZE, fast  # noqa: F401  (WORLD_SIZE: the parent side's)
 from checker.labs.lab7.checks import CHECKS  # noqa: F401  (the parent side's)
 from checker.labs.lab7.setup import GROWTH_INTERVAL, SEED, SHAPES, timing_order
@@ -13,7 +13,7 @@ GRADE_SECONDS = 60
 
 
 def grade(h, checks: list[Check]) -> tuple[list, list]:
-    need = _crosscheck.needed(checks)
+    need = runs_needed(checks)
     v = h.variant  # hidden variants: other batch and sequence lengths, other weights
     shapes = [(hh, a, b + v % 3 if b > 1 else b, s - 4 * (v % 4), p) for hh, a, b, s, p in SHAPES]  # b = 1 stays
     relay = Relay(timing_order("timing", "timing_ref"), cpu=True)  # recompute_cost: each side's CPU time, in turns
@@ -28,10 +28,10 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
          dict(name="timing_ref", task="timing", target="solutions", args=dict(mode="none"), budget_s=60,
               relay=relay)],
     ]
-    phases.insert(1, _crosscheck.twins(phases))  # what the first phase compared, judged again by the reference
     runs = h.run_phases(phases, need)
     if "fast_measure" in need:  # alone, after the rest: it times things
         runs.update(fast.grade_runs(h, v))
+    runs.update(_crosscheck.second_opinion(h, checks, runs, phases))  # what passed, judged by the reference
     return [c.evaluate(c, runs) for c in checks], info(runs)
 
 

@@ -17,11 +17,11 @@ Three runs (ranks started by checker/spawn.py, the harness default):
   cp_full, cp_killed, cp_resumed   4 ranks each (resume.py): the same CP x DP job uninterrupted, killed inside the
            write of its second checkpoint, and resumed by fresh processes: the weights after every step, digested by
            the checker.
-  flash@ref, ring@ref, ulysses@ref, cp@ref   the same tasks on the reference, after those runs, in runs that never
-           import the learner's code: every value the four compare (outputs, gradients; the step's loss, gradients and
-           weights) is judged again against the reference's own (checker/labs/_crosscheck.py). The four truths are
-           computed before the learner's lab package is imported, but after the tree's labs/__init__.py, which
-           Python runs at the import of labs.common, has run.
+  flash@ref, ring@ref, ulysses@ref, cp@ref   the same tasks on the reference, after every other run and only where a
+           check they feed passed, in runs that never import the learner's code: every value the four compare
+           (outputs, gradients; the step's loss, gradients and weights) is judged again against the reference's own
+           (checker/labs/_crosscheck.py). The four truths are computed before the learner's lab package is imported,
+           but after the tree's labs/__init__.py, which Python runs at the import of labs.common, has run.
 The learner's code never reports a number the checker uses: outputs and gradients are compared by the checker,
 bytes and FLOPs are counted beneath the learner's calls.
 

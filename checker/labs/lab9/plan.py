@@ -3,7 +3,7 @@ ranks each check's runs take (make gpu-check), and what was not graded here."""
 from __future__ import annotations
 
 from checker.labs import _crosscheck
-from checker.labs._common import Check, run_info
+from checker.labs._common import Check, run_info, runs_needed
 from checker.labs.lab9 import WORLD_SIZE  # noqa: F401  (the parent side's)
 from checker.labs.lab9.checks import CHECKS, resume_decided
 from checker.labs.lab9.shapes import CP, FLASH_CASES, KILL, MEM_SHAPE, RESUME, RING, SEED, ULYSSES
@@ -39,7 +39,7 @@ def resume_specs(h, variant: int, seed: int) -> list[list[dict]]:
 
 
 def grade(h, checks: list[Check]) -> tuple[list, list]:
-    need = _crosscheck.needed(checks)
+    need = runs_needed(checks)
     v = h.variant  # hidden variants: other sequence lengths and chunk sizes, other tensors, other world sizes
     cases = [[b, hh, s + 2 * (v % 5), d, c, bq, bk] for b, hh, s, d, c, bq, bk in FLASH_CASES]
     b, hh, s, d, tile = MEM_SHAPE
@@ -55,11 +55,10 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
               crosscheck=True),
          dict(name="cp", task="cp", nproc=CP["dp"] * CP["cp"], args=dict(seed=SEED + v), budget_s=60, crosscheck=True),
          *resume_first]]
-    # what the first phase compared, judged again by the reference in runs of its own, started after it: the ring
-    # run's overlap is measured in that phase, beside no more runs than before
-    runs = h.run_phases(first + [_crosscheck.twins(first)], need, parallel=3)
+    runs = h.run_phases(first, need, parallel=3)
     if "cp_resumed" in need and resume_decided(runs) is None:  # fresh processes, after the kill
         runs.update(h.run_phases([resume_then], need))
+    runs.update(_crosscheck.second_opinion(h, checks, runs, first))  # what passed, judged by the reference
     return [c.evaluate(c, runs) for c in checks], info(runs)
 
 
