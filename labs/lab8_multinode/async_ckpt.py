@@ -11,7 +11,6 @@ save stops it only for the copy. What must never happen:
     `.partial` and only renamed into place (and `latest` pointed at it) once every rank has written;
   - the write's collectives meeting training's on the same process group: gloo pairs collectives by
     order, so two threads issuing them on one group can pair the wrong ones. The writer gets its own group.
-torch packages the same idea as torch.distributed.checkpoint.async_save (stage, then save in a thread).
 """
 from __future__ import annotations
 
@@ -21,14 +20,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.utils._pytree import tree_map
 
 from .elastic import _commit
-
-
-def stage(state_dict: dict) -> dict:
-    """A copy of every tensor of a (nested) state dict, in CPU memory."""
-    return tree_map(lambda t: t.detach().to("cpu", copy=True) if isinstance(t, torch.Tensor) else t, state_dict)
 
 
 def _write(root: Path, step: int, state: dict, group) -> Path:

@@ -26,9 +26,10 @@ def checkpoint_interval(save_s: float, mtbf_s: float) -> float:
     stalls training save_s seconds and a mean time between failures of mtbf_s seconds."""
     raise NotImplementedError("TODO(lab8): The training seconds between two saves that minimise the waste per second, "
                               "to first order: the save stalls (save_s per period) against the work a failure throws "
-                              "away (every mtbf_s seconds, on average half a period). save_s is what training waits "
-                              "for (an async save: its copy only). One cost falls as the interval grows, the other "
-                              "rises: the optimum balances them. (hints: checker hint lab8 "
+                              "away (one every mtbf_s seconds on average, landing anywhere in a period: all since the "
+                              "last complete save is redone). save_s is what training waits for (an async save: its "
+                              "copy only). One cost falls as the interval grows, the other rises: the optimum balances "
+                              "them. C = 30 s, MTBF = 1 day: 2,277 s. (hints: checker hint lab8 "
                               "goodput.checkpoint_interval)")
 
 
@@ -39,6 +40,7 @@ def predict_goodput(step_s: float, save_s: float, restart_s: float, mtbf_s: floa
     raise NotImplementedError("TODO(lab8): Useful step time / wall time, between 0 and 1: a period is interval_steps "
                               "steps and one save stall; of a period only the steps are useful; every mtbf_s seconds "
                               "of wall time (on average) a failure costs the restart plus the work since the last "
-                              "complete checkpoint (half a period on average), each to first order (small next to "
-                              "mtbf_s). Never below 0. (hints: checker hint lab8 goodput.predict_goodput)")
+                              "complete checkpoint (a failure is equally likely anywhere in a period), each to first "
+                              "order (small next to mtbf_s). Never below 0. (hints: checker hint lab8 "
+                              "goodput.predict_goodput)")
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
 
 import torch.distributed as dist
 
@@ -33,39 +32,45 @@ def torchrun_args(nnodes: int, nproc_per_node: int, node_rank: int, endpoint: st
                               "joins the others in a c10d rendezvous at endpoint (node 0's agent hosts its store) for "
                               "job run_id, starts nproc_per_node workers of an nnodes-node job, advertises local_addr "
                               "(the address the other nodes reach it at), restarts workers up to max_restarts times, "
-                              "and notices a dead node in 1 x 3 s. (hints: checker hint lab8 launch.torchrun_args)")
+                              "and declares a silent node dead within 3 s (torchrun's default: 15 s). Only node 0's "
+                              "agent hosts the store: another that did would bind the endpoint's port on its own "
+                              "machine. (hints: checker hint lab8 launch.torchrun_args)")
 
 
 def pick_interface(master_addr: str) -> str:
     """The network interface this node reaches `master_addr` through (set it as GLOO_SOCKET_IFNAME, and
     NCCL_SOCKET_IFNAME on GPUs). Without it gloo binds to the address the hostname resolves to, which on a
     cluster is often the management network or, in a container, no interface at all."""
-    raise NotImplementedError("TODO(lab8): The name of the interface through which this node reaches master_addr: the "
-                              "one holding it if it is this node's own address (node 0 reaches itself via loopback, "
-                              "but gloo must listen where node 1 can reach it), else the one the routing table sends "
-                              "it through. gloo binds there, not where the hostname resolves (a management network, or "
-                              "in a container nothing routable). (hints: checker hint lab8 launch.pick_interface)")
+    raise NotImplementedError("TODO(lab8): The name of the interface that links this node to master_addr's node: where "
+                              "gloo must listen so that the other nodes' connections reach this one. Every node "
+                              "answers its end of that link, node 0 included, though master_addr is its own address "
+                              "(the other node cannot reach loopback). Here: each namespace's veth end; in the "
+                              "loopback emulation, lo. Not where the hostname resolves (a management network, or in a "
+                              "container nothing routable). (hints: checker hint lab8 launch.pick_interface)")
 
 
 def check_layout(expected_nodes: int, expected_per_node: int) -> dict:
     """Every rank, after init_process_group: raise unless the job is `expected_nodes` x `expected_per_node`,
-    laid out node by node, as learnt from every rank's ids. Returns the same {"world", "nodes": [[ranks of
-    node 0], ...], "ifname"} on every rank. A job that starts with a wrong layout still trains, but its HSDP
-    mesh puts a shard group across the slow link."""
-    raise NotImplementedError("TODO(lab8): Every rank returns the same {'world', 'nodes', 'ifname'} once it knows "
-                              "every rank's ids (rank, group rank, local rank, local world size, node identity), and "
-                              "raises unless the world is expected_nodes x expected_per_node, each rank = group rank x "
-                              "local world + local rank, every node has expected_per_node ranks, and each node's ranks "
-                              "share one host (hostname + network namespace). (hints: checker hint lab8 "
-                              "launch.check_layout)")
+    laid out node by node, as learnt from every rank's ids. Returns {"world": N, "nodes": [[ranks of node 0],
+    ...], "ifname"}: "world" and "nodes" the same on every rank (the checker compares them), "ifname" this
+    rank's own GLOO_SOCKET_IFNAME (None if unset; it differs between nodes: each has its own end of the link;
+    train.py prints it). A job that starts with a wrong layout still trains, but its HSDP mesh puts a shard
+    group across the slow link."""
+    raise NotImplementedError("TODO(lab8): Every rank returns the same 'world' and 'nodes' once it knows every rank's "
+                              "ids (rank, group rank, local rank, local world size, node identity), and raises unless "
+                              "the world is expected_nodes x expected_per_node, each rank = group rank x local world + "
+                              "local rank, every node has expected_per_node ranks, and each node's ranks share one "
+                              "host (hostname + network namespace). Its 'ifname' is this rank's own GLOO_SOCKET_IFNAME "
+                              "(None if unset), which differs by node. (hints: checker hint lab8 launch.check_layout)")
 
 
 def source_addr(addr: str) -> str:
-    """This node's address on its way to `addr`: what the routing table would send from (`ip -o route get`,
-    the word after "src"). On a cluster it is the node's address on the network the job's traffic uses."""
-    words = subprocess.run(["ip", "-o", "route", "get", addr], capture_output=True,
-                           text=True, check=True, timeout=10).stdout.split()
-    return words[words.index("src") + 1]
+    """This node's address on its way to `addr`: the source address the kernel picks for a connection to it (a
+    UDP socket's connect sends nothing; it only routes). On a cluster it is the node's address on the network
+    the job's traffic uses."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((addr, 9))  # the discard port; no packet leaves
+        return s.getsockname()[0]
 
 
 def main(argv=None) -> None:

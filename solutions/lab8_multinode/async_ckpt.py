@@ -9,7 +9,6 @@ save stops it only for the copy. What must never happen:
     `.partial` and only renamed into place (and `latest` pointed at it) once every rank has written;
   - the write's collectives meeting training's on the same process group: gloo pairs collectives by
     order, so two threads issuing them on one group can pair the wrong ones. The writer gets its own group.
-torch packages the same idea as torch.distributed.checkpoint.async_save (stage, then save in a thread).
 """
 from __future__ import annotations
 
@@ -19,14 +18,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.utils._pytree import tree_map
 
 from .elastic import _commit
-
-
-def stage(state_dict: dict) -> dict:
-    """A copy of every tensor of a (nested) state dict, in CPU memory."""
-    return tree_map(lambda t: t.detach().to("cpu", copy=True) if isinstance(t, torch.Tensor) else t, state_dict)
 
 
 def _write(root: Path, step: int, state: dict, group) -> Path:
@@ -63,10 +56,19 @@ class AsyncCheckpointer:
         # HINT 1         An async save is a snapshot, which must be synchronous, plus a write, which may overlap
         #                training. Ask: which tensors does the write read, can anything change them before it ends,
         #                and which process group may a second thread issue collectives on?
-        # HINT 2         stage (above) makes the snapshot; the one-thread pool self.pool runs _write with self.group;
-        #                the Future it returns goes in self.pending.
-        # HINT 3         staged = stage(state_dict), before returning; self.pending = self.pool.submit(_write,
-        #                Path(root), step, staged, self.group).
+        # HINT 2         The snapshot: the same nested dict with every tensor replaced by a detached CPU copy (torch's
+        #                pytree tree_map walks the nesting; a CPU tensor's .to("cpu") is itself unless copy=True). The
+        #                write: the one-thread pool self.pool runs _write with self.group; its Future goes in
+        #                self.pending. (torch packages the same idea as DCP's async_save: stage, then save in a
+        #                thread; here the commit is _write's.)
+        # HINT 3         staged = tree_map(lambda t: t.detach().to("cpu", copy=True) if isinstance(t, torch.Tensor)
+        #                else t, state_dict), before returning; self.pending = self.pool.submit(_write, Path(root),
+        #                step, staged, self.group).
+        from torch.utils._pytree import tree_map
+
+        def stage(state: dict) -> dict:  # a private CPU copy of every tensor, however deep the nesting
+            return tree_map(lambda t: t.detach().to("cpu", copy=True) if isinstance(t, torch.Tensor) else t, state)
+
         staged = stage(state_dict)
         self.pending = self.pool.submit(_write, Path(root), step, staged, self.group)
         # END SOLUTION

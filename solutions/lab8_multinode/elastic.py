@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import get_state_dict
 
 
 def _commit(root: Path, partial: Path, final: Path) -> None:
@@ -65,6 +65,8 @@ def resume(root, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> in
     #                state = {"model": model_sd, "optim": optim_sd, "step": torch.tensor(0)}; dcp.load(state,
     #                checkpoint_id=str(folder)); set_state_dict(model, optimizer, model_state_dict=state["model"],
     #                optim_state_dict=state["optim"]); return int(state["step"]).
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+
     folder = latest(root)
     if folder is None:
         return 0

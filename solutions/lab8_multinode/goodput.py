@@ -23,12 +23,14 @@ def checkpoint_interval(save_s: float, mtbf_s: float) -> float:
     """Seconds of training between two checkpoints that waste the least of the cluster's time, for a save that
     stalls training save_s seconds and a mean time between failures of mtbf_s seconds."""
     # BEGIN SOLUTION The training seconds between two saves that minimise the waste per second, to first order: the
-    #                save stalls (save_s per period) against the work a failure throws away (every mtbf_s seconds,
-    #                on average half a period). save_s is what training waits for (an async save: its copy only).
-    #                One cost falls as the interval grows, the other rises: the optimum balances them.
+    #                save stalls (save_s per period) against the work a failure throws away (one every mtbf_s seconds
+    #                on average, landing anywhere in a period: all since the last complete save is redone). save_s is
+    #                what training waits for (an async save: its copy only). One cost falls as the interval grows,
+    #                the other rises: the optimum balances them. C = 30 s, MTBF = 1 day: 2,277 s.
     # HINT 1         Write the waste per second of wall time as a function of the interval tau: one term for the
     #                saves (how many per second, each how long?), one for the failures (how many per second, each
-    #                losing how much work on average?). Then minimise it.
+    #                losing how much work on average, if a failure is equally likely anywhere in a period?). Then
+    #                minimise it.
     # HINT 2         W(tau) = C / tau + (tau / 2) / MTBF (the restart adds a constant, which moves no optimum); set
     #                its derivative in tau to zero.
     # HINT 3         return math.sqrt(2 * save_s * mtbf_s)  (Young-Daly).
@@ -46,10 +48,11 @@ def predict_goodput(step_s: float, save_s: float, restart_s: float, mtbf_s: floa
     after a failure, and fails on average every mtbf_s seconds."""
     # BEGIN SOLUTION Useful step time / wall time, between 0 and 1: a period is interval_steps steps and one save
     #                stall; of a period only the steps are useful; every mtbf_s seconds of wall time (on average) a
-    #                failure costs the restart plus the work since the last complete checkpoint (half a period on
-    #                average), each to first order (small next to mtbf_s). Never below 0.
+    #                failure costs the restart plus the work since the last complete checkpoint (a failure is equally
+    #                likely anywhere in a period), each to first order (small next to mtbf_s). Never below 0.
     # HINT 1         Two factors: of an undisturbed period, what share is steps? Of the wall time, what share is
-    #                not spent redoing lost work or restarting, given one failure per MTBF on average?
+    #                not spent redoing lost work or restarting, given one failure per MTBF on average? How much of
+    #                a period does a failure throw away on average?
     # HINT 2         tau = interval_steps * step_s; a period is tau + C; each failure costs R + (tau + C) / 2.
     # HINT 3         tau = interval_steps * step_s; period = tau + save_s; return tau / period * max(0.0, 1 -
     #                (restart_s + period / 2) / mtbf_s).
