@@ -504,6 +504,15 @@ def test_a_zero2_step_that_skips_its_work_while_timed_fails(lab_tree):
     row = checks["zero2_throughput"]
     assert r.returncode == 1 and not row["passed"] and "did not train as DDP's" in row["message"], row
 
+def _caught_by_the_reference(tree, lab, check, in_run=""):
+    """The check passed in the learner's run (its message kept after "[in your run:") and failed on the second
+    opinion of the reference's run of its own (checker/labs/_crosscheck.py)."""
+    r, checks = _grade(tree, lab, check)
+    row = checks[check]
+    assert r.returncode == 1 and not row["passed"], row
+    assert "never imported your code" in row["message"] and f"[in your run: {in_run}" in row["message"], row
+
+
 DROP_DECAY = '''
 import torch as _torch
 _real_sgd_step = _torch.optim.SGD.step
@@ -521,10 +530,7 @@ def test_a_learner_cannot_change_the_truth_its_optimizer_is_compared_with(lab_tr
     tree = lab_tree("lab3_sharding")
     zero1 = tree / "labs" / "lab3_sharding" / "zero1.py"
     zero1.write_text(zero1.read_text() + DROP_DECAY)
-    r, checks = _grade(tree, "lab3", "zero1_equivalence")
-    row = checks["zero1_equivalence"]
-    assert r.returncode == 1 and not row["passed"], row
-    assert "never imported your code" in row["message"] and "[in your run:" in row["message"], row
+    _caught_by_the_reference(tree, "lab3", "zero1_equivalence")
 
 
 ONLY_WHEN_COMPARED = '''
@@ -571,10 +577,7 @@ def test_a_learner_cannot_patch_the_checkers_reference_its_capacity_is_compared_
     tree = lab_tree("lab10_moe")
     cap = tree / "labs" / "lab10_moe" / "capacity.py"
     cap.write_text(cap.read_text() + FLOOR_CAPACITY)
-    r, checks = _grade(tree, "lab10", "capacity_drops")
-    row = checks["capacity_drops"]
-    assert r.returncode == 1 and not row["passed"], row
-    assert "never imported your code" in row["message"] and "[in your run:" in row["message"], row
+    _caught_by_the_reference(tree, "lab10", "capacity_drops")
 
 
 SCALED_TRUTH = '''
@@ -604,10 +607,7 @@ def test_a_loss_scaler_cannot_scale_the_truth_its_gradients_are_compared_with(la
     _edit(tree, "lab7_memory", "loss_scale.py", "            grad.mul_(inv)\n", "            pass\n")
     scaler = tree / "labs" / "lab7_memory" / "loss_scale.py"
     scaler.write_text(scaler.read_text() + SCALED_TRUTH)
-    r, checks = _grade(tree, "lab7", "loss_scaling")
-    row = checks["loss_scaling"]
-    assert r.returncode == 1 and not row["passed"], row
-    assert "never imported your code" in row["message"] and "[in your run:" in row["message"], row
+    _caught_by_the_reference(tree, "lab7", "loss_scaling")
 
 
 SDPA_UNSCALED = '''
@@ -630,10 +630,7 @@ def test_a_learner_cannot_change_the_attention_its_flash_attention_is_compared_w
         _edit(tree, "lab9_long_context", "flash.py", old, "scale = 1.0\n")
     init = tree / "labs" / "__init__.py"
     init.write_text(init.read_text() + SDPA_UNSCALED)
-    r, checks = _grade(tree, "lab9", "flash_equivalence")
-    row = checks["flash_equivalence"]
-    assert r.returncode == 1 and not row["passed"], row
-    assert "never imported your code" in row["message"] and "[in your run: vs SDPA" in row["message"], row
+    _caught_by_the_reference(tree, "lab9", "flash_equivalence", "vs SDPA")
 
 
 BIAS_ONCE_PER_RANK = '''
@@ -662,10 +659,7 @@ def test_a_learner_cannot_change_the_truth_its_tensor_parallel_layers_are_compar
           "        return reduce_from_tp(F.linear(x, self.weight, self.bias), self.group)")
     layers = tree / "labs" / "lab6_model_parallel" / "tp_layers.py"
     layers.write_text(layers.read_text() + BIAS_ONCE_PER_RANK)
-    r, checks = _grade(tree, "lab6", "tp_equivalence")
-    row = checks["tp_equivalence"]
-    assert r.returncode == 1 and not row["passed"], row
-    assert "never imported your code" in row["message"] and "[in your run: vs the unsharded GPT" in row["message"], row
+    _caught_by_the_reference(tree, "lab6", "tp_equivalence", "vs the unsharded GPT")
 
 
 REWRITE_FLOOR = '''
