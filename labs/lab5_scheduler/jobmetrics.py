@@ -7,8 +7,8 @@ finished; the training knows its tokens/s and losses. Neither alone answers "wha
 cost and what did it buy". Slurm's job-completion plugin (JobCompType=jobcomp/filetxt) writes one
 line of key=value pairs each time a job leaves the node: a requeued job leaves one line per run
 (JobState=PENDING for a run that ended in a requeue, then the final state), and each requeue
-resets SubmitTime. So a job's queue wait is the sum over its runs of StartTime - SubmitTime, and
-its run time the sum of EndTime - StartTime.
+resets SubmitTime. What a job's queue wait and run time are, given those lines, is job_row's
+question (the README works one run through).
 
     python -m labs.lab5_scheduler.jobmetrics --jobcomp /var/log/slurm/jobcomp.txt --runs runs/lab5
         --csv runs/lab5/metrics.csv
@@ -41,10 +41,10 @@ def jobcomp_path() -> Path:
 def parse_jobcomp(text: str) -> list[dict]:
     """One dict per line of a jobcomp/filetxt file: 'JobId=4 JobState=COMPLETED ...' -> {'JobId': '4', ...}.
     Values never contain spaces in the fields we use (an empty value is 'Key=')."""
-    raise NotImplementedError("TODO(lab5): One dict per non-empty line, in file order, holding every "
-                              "whitespace-separated key=value item of the line as strings, split at the first '=' only "
-                              "(a value may contain '='; an empty value stays ''). Blank lines give nothing. (hints: "
-                              "checker hint lab5 jobmetrics.parse_jobcomp)")
+    raise NotImplementedError("TODO(lab5): One dict per non-empty line, in file order, mapping every key of the line "
+                              "to its value, both strings exactly as written: a value may itself contain '=' "
+                              "(Tres=cpu=2,mem=4G,node=1), and an empty one (ReservationName=) is ''. Blank lines give "
+                              "nothing. (hints: checker hint lab5 jobmetrics.parse_jobcomp)")
 
 
 def _seconds(a: str, b: str) -> float:
@@ -60,11 +60,12 @@ def tokens_per_s(log: list[dict]) -> float | None:
 
 def job_row(job_id: str, records: list[dict], log: list[dict]) -> dict:
     """Everything we report about one job, from its jobcomp records (oldest first) and its step log."""
-    raise NotImplementedError("TODO(lab5): A row with every COLUMNS key. From the records (oldest first, one per run): "
-                              "state = the last record's, runs = their count, queue wait = sum over runs of start - "
-                              "submit (each requeue resets submit), elapsed = sum of end - start, array ids from the "
-                              "last record. From the log's step records: world size, last step, final loss, median "
-                              "tokens/s; '' (steps: 0) if none. (hints: checker hint lab5 jobmetrics.job_row)")
+    raise NotImplementedError("TODO(lab5): A row with every COLUMNS key, describing the whole job over all its runs: "
+                              "how it finally ended, how many times it ran, the seconds it spent waiting in the queue "
+                              "and the seconds it spent running (the checker compares both with its own reading of the "
+                              "jobcomp lines, within 1 s), and its array ids; from the log's step records (those with "
+                              "a loss): world size, last step, final loss and tokens_per_s's rate; '' (steps: 0) when "
+                              "the log holds no step. (hints: checker hint lab5 jobmetrics.job_row)")
 
 
 def collect(jobcomp: str | Path, runs: str | Path) -> list[dict]:

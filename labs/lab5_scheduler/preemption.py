@@ -2,18 +2,19 @@
 # This is your copy: fill in the TODOs. Edits to the course belong in solutions/.
 """A preemption warning, turned into a clean stop that every rank agrees on.
 
-A scheduler that wants the node back warns first: Slurm sends the signal named by
-`#SBATCH --signal=B:USR1@90` to the batch shell 90 s before it acts, and `scontrol requeue`
-sends SIGTERM to every process of the job, then SIGKILL after KillWait. The batch shell
-forwards the warning to the ranks (see train.sbatch); each rank only sets a flag here, in the
+A scheduler that wants the node back warns first: Slurm sends the signal the batch script's
+header asks for to the batch shell some seconds before it acts (how many is train.sbatch's
+question), and `scontrol requeue` sends SIGTERM to every process of the job, then SIGKILL after
+KillWait. The batch shell passes the warning on to the ranks (train.sbatch); each rank only sets a flag here, in the
 signal handler, because a handler runs between two bytecodes of whatever the rank was doing:
 saving a checkpoint from inside it could interrupt an all-reduce half-way.
 
 The flag is per process and signals do not arrive at the same instant: rank 0 may see it
 before step 41, rank 1 only before step 42. A rank that stops alone leaves its peer blocked in
 the next gradient all-reduce until the collective timeout. So at each step boundary the ranks
-must agree (one rank's warning is everyone's) and all stop at the same step.
-Cost: 4 bytes of communication per step, ~0.1 ms on gloo (bench: all-reduce of 1 KiB).
+must agree (one rank's warning is everyone's) and all stop at the same step. That agreement is
+paid for at every step of every run, warned or not: it must cost next to nothing beside the
+gradient synchronisation.
 """
 from __future__ import annotations
 
@@ -45,6 +46,6 @@ class PreemptionFlag:
         raise NotImplementedError("TODO(lab5): Returns the same answer on every rank at the same step: True once any "
                                   "rank has received a signal, else False. Signals reach ranks at different moments, "
                                   "and a rank that stopped alone would leave its peers blocked in the next gradient "
-                                  "synchronisation until the timeout. Every rank calls it at every step boundary (it "
-                                  "may communicate: 4 bytes a step). One process without a process group: its own "
-                                  "flag. (hints: checker hint lab5 preemption.should_stop)")
+                                  "synchronisation until the timeout. Every rank calls it at every step boundary, so "
+                                  "its cost must be negligible beside a training step. One process without a process "
+                                  "group: its own flag. (hints: checker hint lab5 preemption.should_stop)")

@@ -5,11 +5,10 @@
     python -m labs.lab5_scheduler.report --csv runs/lab5/metrics.csv --out runs/lab5/report
 
 This is weak scaling: each rank keeps its batch (train.py's --batch-size is per rank), so N ranks
-process N times the tokens per step, and the ideal is N times the one-rank tokens/s.
-    speedup(N)    = tokens_per_s(N) / tokens_per_s(1)
-    efficiency(N) = speedup(N) / N          (1.0 = every added rank paid for itself)
-What eats the difference: the gradient all-reduce (2(N-1)/N x 4 bytes x params per step, ring),
-the ranks waiting for the slowest one, and on one machine, ranks sharing memory bandwidth.
+process N times the tokens per step. Efficiency 1.0 means every added rank paid for itself; what
+the ideal is, and so the formula, is the README's derivation. What eats the difference: the
+gradient all-reduce, the ranks waiting for the slowest one, and on one machine, ranks sharing
+cores and memory bandwidth.
 """
 from __future__ import annotations
 
@@ -24,9 +23,10 @@ def scaling_table(rows: list[dict]) -> list[dict]:
     from, speedup and efficiency against the smallest world size measured (normally 1)."""
     raise NotImplementedError("TODO(lab5): One entry per measured world size, ascending: the median tokens/s over that "
                               "size's COMPLETED jobs with a rate (one noisy job cannot move a median), their job ids, "
-                              "speedup = rate / base rate and efficiency = rate / (size/base x base rate), base being "
-                              "the smallest size measured (normally 1: efficiency = speedup / N). No completed job: an "
-                              "empty list. (hints: checker hint lab5 report.scaling_table)")
+                              "the speedup over the smallest size measured (the base, normally 1 rank), and the "
+                              "efficiency: the measured rate as a fraction of the ideal weak-scaling rate at that "
+                              "size, the ideal extrapolated from the base (the checker recomputes it within 0.01). No "
+                              "completed job: an empty list. (hints: checker hint lab5 report.scaling_table)")
 
 
 def markdown(table: list[dict]) -> str:

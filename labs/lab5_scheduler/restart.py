@@ -11,23 +11,13 @@ one, never half of each.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
-import torch.distributed as dist
-
-from labs.common import checkpoint as ckpt
-
-from ..lab2_ddp.state import load_checkpoint
-
 
 def resume(ckpt_path, restart_count: int, model, optimizer, scheduler, sampler) -> int:
-    """Load the checkpoint if there is one; return the step to continue from (0: from scratch).
-
-    Refuse a checkpoint written at another world size (lab 2's per-rank RNG and sampler state are
-    per rank), and say so when a restarted job finds nothing: that is a lost run, not a fresh one.
-    """
-    raise NotImplementedError("TODO(lab5): Returns the step to continue from. No checkpoint at the path: 0, and on a "
-                              "restarted run (restart count above 0) rank 0 warns that the run was lost. A checkpoint "
-                              "written at another world size: a clear error naming both sizes (per-rank RNG and "
-                              "sampler state cannot be reused). Otherwise model, optimizer, scheduler and sampler are "
-                              "restored and the saved step returned. (hints: checker hint lab5 restart.resume)")
+    """The step to continue from (0: from scratch), with the training objects in the state that step needs."""
+    raise NotImplementedError("TODO(lab5): Afterwards model, optimizer, scheduler and sampler hold exactly what the "
+                              "run that saved ckpt_path had at the returned step, so the losses from there on are "
+                              "bit-identical to an uninterrupted run's; with nothing saved yet the step is 0. A job "
+                              "that has run before (restart_count > 0) and finds nothing has lost its work: that must "
+                              "show in its log (one line, rank 0), never pass as a fresh start. Lab 2's per-rank RNG "
+                              "and sampler state belong to one world size: a checkpoint saved at another one is never "
+                              "loaded, and the error names both sizes. (hints: checker hint lab5 restart.resume)")

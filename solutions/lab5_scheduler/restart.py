@@ -9,25 +9,15 @@ one, never half of each.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
-import torch.distributed as dist
-
-from labs.common import checkpoint as ckpt
-
-from ..lab2_ddp.state import load_checkpoint
-
 
 def resume(ckpt_path, restart_count: int, model, optimizer, scheduler, sampler) -> int:
-    """Load the checkpoint if there is one; return the step to continue from (0: from scratch).
-
-    Refuse a checkpoint written at another world size (lab 2's per-rank RNG and sampler state are
-    per rank), and say so when a restarted job finds nothing: that is a lost run, not a fresh one.
-    """
-    # BEGIN SOLUTION Returns the step to continue from. No checkpoint at the path: 0, and on a restarted run (restart
-    #                count above 0) rank 0 warns that the run was lost. A checkpoint written at another world size: a
-    #                clear error naming both sizes (per-rank RNG and sampler state cannot be reused). Otherwise model,
-    #                optimizer, scheduler and sampler are restored and the saved step returned.
+    """The step to continue from (0: from scratch), with the training objects in the state that step needs."""
+    # BEGIN SOLUTION Afterwards model, optimizer, scheduler and sampler hold exactly what the run that saved ckpt_path
+    #                had at the returned step, so the losses from there on are bit-identical to an uninterrupted
+    #                run's; with nothing saved yet the step is 0. A job that has run before (restart_count > 0) and
+    #                finds nothing has lost its work: that must show in its log (one line, rank 0), never pass as a
+    #                fresh start. Lab 2's per-rank RNG and sampler state belong to one world size: a checkpoint saved
+    #                at another one is never loaded, and the error names both sizes.
     # HINT 1         A requeued job has no memory but the disk. How does a restart tell 'nothing saved yet' from a fresh
     #                start, and why must a checkpoint from another world size be refused rather than loaded?
     # HINT 2         Path.exists; ckpt.load(path)['world_size'] (labs/common/checkpoint.py); dist.get_world_size,
@@ -36,6 +26,14 @@ def resume(ckpt_path, restart_count: int, model, optimizer, scheduler, sampler) 
     #                checkpoint); return 0; else saved = ckpt.load(path)['world_size']; if saved !=
     #                dist.get_world_size(): raise RuntimeError naming both; return load_checkpoint(path, model,
     #                optimizer, scheduler, sampler)
+    from pathlib import Path
+
+    import torch.distributed as dist
+
+    from labs.common import checkpoint as ckpt
+
+    from ..lab2_ddp.state import load_checkpoint
+
     path = Path(ckpt_path)
     if not path.exists():
         if restart_count > 0 and dist.get_rank() == 0:

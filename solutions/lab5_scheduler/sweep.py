@@ -2,11 +2,10 @@
 
     python -m solutions.lab5_scheduler.sweep --world-sizes 1 2 --steps 80
 
-One array, not N hand-typed sbatch lines: the array shares one script and one set of options,
-can be told to run its tasks one at a time (each gets the node to itself, so no job's tokens/s is
-measured while another competes for the same cores), and every task still has a job id of its own: its
-own output folder, log and jobcomp record. Dependent jobs (--dependency=afterok:ID) would also
-serialise them, and would stop the sweep at the first failure; an array runs them all.
+One submission, not N hand-typed sbatch lines: one script and one set of options, no job's tokens/s
+measured while another competes for the same cores, and every run still a job of its own: its own
+output folder, log and jobcomp record. A sweep that stops at its first failure would also lose the
+sizes after it.
 """
 from __future__ import annotations
 
@@ -30,10 +29,12 @@ def sbatch_env(runs: str | Path, train_args: str, **extra: str) -> dict:
 def submit_sweep(world_sizes: list[int], runs: str | Path, train_args: str = "",
                  script: str | Path = HERE / "train.sbatch", extra_sbatch: list[str] = ()) -> str:
     """Submit the array; return its job id (the tasks' own ids are in squeue / the jobcomp file)."""
-    # BEGIN SOLUTION One submission of `script` as a job array: one task per world size, at most one task running at a
-    #                time (each measurement gets the node alone), the sizes passed as LAB5_WORLD_SIZES (space-separated;
-    #                task i runs the i-th) in train.sbatch's environment, extra_sbatch passed on, the log under `runs`
-    #                (created if missing). Returns the array's job id as a string.
+    # BEGIN SOLUTION Afterwards Slurm holds one submission that trains `script` once for each of world_sizes, in
+    #                train.sbatch's environment (sbatch_env; it reads the sizes from LAB5_WORLD_SIZES, space-separated,
+    #                and picks its own); no two of those trainings ever share the node (scaling_curve reads the
+    #                submission's settings back from Slurm), each has a job id, folder and log of its own, the logs land
+    #                in `runs` (which may not exist yet), and the caller's extra_sbatch options apply. The return value
+    #                is the id Slurm gave the submission, as a string, nothing else.
     # HINT 1         N hand-typed submissions would compete for the same cores. How does Slurm say 'this script N times,
     #                numbered, one at a time', and how does task i find out its world size?
     # HINT 2         sbatch --parsable (prints 'id' or 'id;cluster'), --array=0-(N-1)%1, --output=<runs>/slurm-%j.log;

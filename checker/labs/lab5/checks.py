@@ -75,6 +75,72 @@ def _slurm_log_tail(runs: Path, job: str, n: int = 12) -> str:
     return "\n".join(p.read_text(errors="replace").splitlines()[-n:]) if p.exists() else ""
 
 
+# A Python exception line in a job's log, as a rank or torchrun prints it: `srun -l`'s "0: " and torch's "[rank1]:"
+# prefixes allowed. torchrun's own SignalException (the expected reaction to the warning) and ChildFailedError (its
+# summary of a rank's failure, without the rank's traceback) are symptoms, never the cause.
+_PREFIX = r"(?:\d+:\s*)?(?:\[(?:default)?rank\d+\]:\s*)?"
+_EXC = re.compile(rf"^{_PREFIX}((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt))(?::\s?(.*))?$")
+_FRAME = re.compile(rf'^{_PREFIX}\s*File "([^"]+)", line (\d+), in (\S+)')
+_SYMPTOMS = ("SignalException", "ChildFailedError")
+
+
+def _shown(path: str) -> str:
+    """A frame's file as the learner knows it: from labs/ (or solutions/) on, else as printed."""
+    m = re.search(r"(?:^|/)((?:labs|solutions)/.*)$", path)
+    return m[1] if m else path
+
+
+def job_crash(runs: Path, job: str) -> tuple[str, str] | None:
+    """(why, traceback) when the job's ranks raised a Python exception, read from its Slurm log (where srun puts
+    every rank's and torchrun's output), else None. A `TODO(labN)` NotImplementedError wins over any other exception
+    (it is the cause; what follows is the ranks' peers timing out), and torchrun's own tracebacks are skipped."""
+    p = runs / f"slurm-{job}.log"
+    if not job or not p.exists():
+        return None
+    lines = p.read_text(errors="replace").splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        m = _EXC.match(line)
+        if not m or m[1].rsplit(".", 1)[-1] in _SYMPTOMS:
+            continue
+        frame = next((f for f in map(_FRAME.match, reversed(lines[max(0, i - 60):i])) if f), None)
+        if frame is None:  # an exception line with no traceback above it is some message, not a raise
+            continue
+        found.append((i, m[1], (m[2] or "").strip(), frame))
+    if not found:
+        return None
+    i, kind, msg, frame = next((f for f in found if "TODO(lab" in f[2]), found[0])
+    start = max((k for k in range(max(0, i - 60), i) if "Traceback (most recent call last)" in lines[k]), default=i - 1)
+    where = f"{_shown(frame[1])}:{frame[2]}, in {frame[3]}"
+    todo = re.search(r"TODO\(lab(\d+)\)", msg)
+    short = msg if len(msg) <= 300 else msg[:300].rsplit(" ", 1)[0] + " ..."
+    if todo and todo[1] != "5":  # the whole TODO: it ends with the command that shows its hints
+        why = (f"job {job}'s ranks stopped at a TODO of lab {todo[1]} ({where}); lab 5's train.py runs your lab 1 "
+               f"and lab 2 code: finish lab {todo[1]} first (`checker grade lab{todo[1]}`). {kind}: {msg}")
+    elif todo:
+        why = f"not written yet: {msg} ({where}; job {job}'s log)"
+    else:
+        why = f"job {job}'s ranks raised {kind}: {short} ({where}; the job's log, slurm-{job}.log)"
+    return why, "\n".join(lines[start:i + 1])
+
+
+CRASH_HINT = ("The job's Slurm log holds the ranks' traceback (grade -v shows it). Lab 5's train.py imports your lab 1 "
+              "and lab 2 code (seeding, the DDP step, the checkpoint): a TODO left there, or an error in it, stops "
+              "every job this lab submits, and each check that reads those jobs reports it first.")
+
+
+def crash_result(c: Check, crash: tuple[str, str], unit: str, threshold=None) -> CheckResult:
+    """The failed check for a crashed job: the exception as the message, its traceback on -v."""
+    return CheckResult(c.name, False, None, threshold, unit, crash[0], CRASH_HINT, crash[1],
+                       cause="todo" if "TODO(lab" in crash[0] else "error")
+
+
+def first_crash(runs: Path, jobs) -> tuple[str, str] | None:
+    """job_crash of the first of these jobs whose ranks raised; a TODO(labN) crash before any other."""
+    crashes = [c for c in (job_crash(runs, j) for j in jobs if j) if c]
+    return next((c for c in crashes if "TODO" in c[0]), crashes[0]) if crashes else None
+
+
 def sbatch_directives(text: str) -> list[str]:
     """The options sbatch reads: #SBATCH lines before the first command (a later one is a plain comment)."""
     out = []
@@ -193,6 +259,8 @@ def preempted_job(c: Check, job, said, runs, ref, records, left, notes, stalled=
     todo = re.search(r"TODO\(lab5\)[^\n]*", tail)
     if todo:
         return fail(f"not written yet: {todo[0]} (the job's log, {runs.name}/slurm-{job}.log)", details=tail)
+    if crash := job_crash(runs, job):  # the cause, before its symptoms (an early end, a missing run, a timeout)
+        return crash_result(c, crash, "max |loss diff|", 0.0)
     if job in left:  # the deadline, or a stalled job (this one or the sweep's) ended the wait
         return fail("; ".join(notes) if stalled else f"job {job} was still queued or running after {DEADLINE_S} s; "
                     f"cancelled. {'; '.join(notes)}", details=tail)
@@ -271,6 +339,8 @@ def metrics_complete(c: Check, col, csv_path, finished, runs, records, sweep, ar
 
     if sweep.error():
         return error_result(c, sweep.error(), "wrong or missing cells")
+    if crash := first_crash(runs, finished):  # a job that crashed has no rows to compare: say why, not "no row"
+        return crash_result(c, crash, "wrong or missing cells", 0)
     if col.error():
         return error_result(c, col.error(), "wrong or missing cells")
     if len(finished) < 2:
@@ -322,6 +392,8 @@ def scaling_curve(c: Check, col, rep, jobs, runs, records, throttle=(None, None)
     def fail(msg, value=None):
         return CheckResult(c.name, False, value, 0.01, "max |efficiency diff|", msg, c.hint)
 
+    if crash := first_crash(runs, jobs):  # the sweep's jobs crashed: no curve can be drawn, and that is why
+        return crash_result(c, crash, "max |efficiency diff|", 0.01)
     if col.error():
         err = col.error()
         return CheckResult(c.name, False, message="needs metrics_complete's CSV first: " + (
