@@ -245,9 +245,10 @@ def zero2_memory(c: Check, runs) -> CheckResult:
         return CheckResult(c.name, False, value=round(worst, 4), threshold=1 + SLICE_TOL, unit="x formula",
                            hint="Round each bucket up to the least multiple of N, not the next one "
                                 "(labs/lab3_sharding/zero2.py) (checker hint lab3 zero2.FlatBucket)",
-                           message=f"flat buffers padded with {pads} zeros at N = {n}: at most N - 1 "
-                                                "each (the least multiple of N at least the bucket's size); a bucket "
-                                                "already a multiple of N needs none. " + "; ".join(rows))
+                           message=f"flat buffers padded with {pads} zeros at N = {n} (tiny's buckets, then one "
+                                   f"of {4 * n} elements, already a multiple of N): at most N - 1 each (the least "
+                                   "multiple of N at least the bucket's size); a bucket "
+                                   "already a multiple of N needs none. " + "; ".join(rows))
     return CheckResult(c.name, abs(worst - 1) <= SLICE_TOL, value=round(worst, 4), threshold=1 + SLICE_TOL,
                        unit="x formula", hint=c.hint, message="; ".join(rows))
 
