@@ -97,3 +97,29 @@ def test_the_reference_runs_only_where_a_crosschecked_check_passed():
     got = _crosscheck.second_opinion(H(), registry, runs, phases)
     assert list(got) == ["a@ref"] and started[0]["target"] == "solutions"
     assert started[0]["args"] == {"x": 1, "twin_of": "a"}
+
+
+def test_a_run_launched_its_own_way_names_how_its_reference_run_starts_and_its_context_reaches_the_evaluator():
+    """Lab 8's nodes run starts under the learner's torchrun options in two namespaces (an argv, no task): its spec's
+    "twin" says how the reference's run of the same task starts (4 ranks on loopback), and the evaluators that decide
+    whether one is needed read the grade's context."""
+    from checker.labs._common import declare
+
+    registry, seen = [], []
+    check = declare(registry)
+    check("eq", "", "", runs={"nodes"}, crosscheck=True)(
+        lambda c, runs, ctx: seen.append(ctx) or CheckResult(c.name, True))
+
+    class H:
+        def run_many(self, specs, parallel):
+            self.specs = specs
+            return {s["name"]: None for s in specs}
+
+    h = H()
+    spec = dict(name="nodes", task="", nproc=4, budget_s=9, argv=["agents"], crosscheck=True,
+                twin=dict(task="nodes", nproc=4, args={"link_ifs": ["lo", "lo"]}))
+    assert list(_crosscheck.second_opinion(h, registry, {"nodes": Run("nodes", 0, 1.0)}, [[spec]], {"link": 1})) \
+        == ["nodes@ref"]
+    (twin,) = h.specs
+    assert seen == [{"link": 1}] and "argv" not in twin
+    assert twin["task"] == "nodes" and twin["args"] == {"link_ifs": ["lo", "lo"], "twin_of": "nodes"}

@@ -662,6 +662,25 @@ def test_a_learner_cannot_change_the_truth_its_tensor_parallel_layers_are_compar
     _caught_by_the_reference(tree, "lab6", "tp_equivalence", "vs the unsharded GPT")
 
 
+FROZEN_ADAMW = '''
+import torch as _torch
+_torch.optim.AdamW.step = lambda self, closure=None: None  # no strategy in this process trains: all agree
+'''
+
+
+@pytest.mark.exhaustive  # ~45 s (the two-node job, then nodes@ref): CI's second tier keeps it
+def test_a_learner_cannot_make_every_strategy_agree_by_freezing_the_optimizer(lab_tree):
+    """Lab 8: an HSDP whose nodes never average their gradients (only the shard sub-mesh), hidden by freezing every
+    AdamW in the process: DDP, FSDP and HSDP then report the same untrained losses in the learner's run, and the
+    reference's run of its own, which trains, tells them apart."""
+    tree = lab_tree("lab8_multinode")
+    _edit(tree, "lab8_multinode", "hsdp.py", "    fully_shard(model, mesh=mesh, reshard_after_forward=False)\n",
+          '    fully_shard(model, mesh=mesh["shard"] if mesh.ndim == 2 else mesh, reshard_after_forward=False)\n')
+    hsdp = tree / "labs" / "lab8_multinode" / "hsdp.py"
+    hsdp.write_text(hsdp.read_text() + FROZEN_ADAMW)
+    _caught_by_the_reference(tree, "lab8", "hsdp_equivalence", "8 steps")
+
+
 REWRITE_FLOOR = '''
 import glob, json, os
 for _meta in glob.glob(os.path.join(os.environ["COURSE_DATA_DIR"], "markov-v256-s0", "meta.json")):

@@ -99,23 +99,30 @@ def anything_kept(workdir: Path, run: str) -> bool:
 # ---------------------------------------------------------------- parent side
 def twins(phases: list[list[dict]]) -> list[dict]:
     """One run of the reference per run of `phases` that keeps values ("crosscheck": True in its spec): the same
-    task and arguments, target solutions, started after them (a phase of their own)."""
-    return [{**{k: v for k, v in s.items() if k in ("task", "nproc", "group", "budget_s")},
-             "name": s["name"] + SUFFIX, "target": "solutions", "args": {**s.get("args", {}), "twin_of": s["name"]}}
-            for phase in phases for s in phase if s.get("crosscheck")]
+    task and arguments, target solutions, started after them (a phase of their own). A run launched its own way
+    (lab 8's two nodes, under the learner's torchrun options) says in its spec's "twin" how the reference's run of
+    the same task is started instead (task, nproc, args)."""
+    out = []
+    for s in (s for phase in phases for s in phase if s.get("crosscheck")):
+        base = {k: v for k, v in s.items() if k in ("task", "nproc", "group", "budget_s", "args")}
+        base.update(s.get("twin", {}))
+        out.append({**base, "name": s["name"] + SUFFIX, "target": "solutions",
+                    "args": {**base.get("args", {}), "twin_of": s["name"]}})
+    return out
 
 
-def second_opinion(h, checks, runs: dict, phases: list[list[dict]]) -> dict:
+def second_opinion(h, checks, runs: dict, phases: list[list[dict]], *rest) -> dict:
     """The reference's runs of the compared runs whose checks passed in the learner's run, started now (after the
     grade's other runs, so never beside a timed one), as {name: Run}. A check that already failed needs no second
-    opinion: a wrong answer, a starter and a mutant cost no reference run."""
+    opinion: a wrong answer, a starter and a mutant cost no reference run. `rest`: what else the lab's evaluators
+    read (lab 8: the grade's context)."""
     specs = {s["name"]: s for phase in phases for s in phase if s.get("crosscheck")}
     want = set()
     for c in checks:
         if not getattr(c, "crosscheck", False):
             continue
         try:
-            passed = c.evaluate.__wrapped__(c, runs).passed  # the check's own verdict, before the judge
+            passed = c.evaluate.__wrapped__(c, runs, *rest).passed  # the check's own verdict, before the judge
         except Exception:  # noqa: BLE001 - an evaluator that cannot read a run decides nothing here
             passed = False
         if passed:

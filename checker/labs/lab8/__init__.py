@@ -6,6 +6,8 @@ solutions/lab4_debugging/slowlink.py), one torchrun agent in each with the learn
 (root); without root both agents run on this machine's loopback, and every row says so. Runs:
   nodes      4 ranks (2 nodes x 2): the learner's interface choice and layout check, then DDP, FSDP and HSDP
              for STEPS steps each; node 0's veth counters read around each strategy's steps 2..STEPS
+  nodes@ref  the reference's DDP, FSDP and HSDP steps as 4 ranks on loopback (target solutions): the second
+             opinion on the nodes run's losses (checker/labs/_crosscheck.py)
   elastic    the same job training HSDP with a checkpoint every 3 steps; after step KILL_AFTER the checker
              SIGKILLs node 1's workers; torchrun must restart both nodes' workers and the job must finish
              with every loss bit-identical to the `nodes` run's HSDP losses
@@ -26,4 +28,5 @@ WORLD_SIZE = 4
 WHERE = "labs/lab8_multinode"
 NODES, PER_NODE = 2, 2  # the two-node job's shape
 SEED, STEPS, KILL_AFTER = 21, 8, 5
+LOSS_TOL = 1e-4   # fp32 AdamW, 8 steps: sharded reductions add in another order (measured ~1e-7)
 RATE_MBIT = 400  # 50 MB/s: ~1.5 MB per FSDP step crosses in ~30 ms, small next to a step on a loaded CPU

@@ -6,11 +6,10 @@ from __future__ import annotations
 import statistics
 
 from checker.labs._common import Check, declare, error_result, first_error, not_run
-from checker.labs.lab8 import KILL_AFTER, NODES, PER_NODE, STEPS, WHERE, chaos
+from checker.labs.lab8 import KILL_AFTER, LOSS_TOL, NODES, PER_NODE, STEPS, WHERE, chaos
 from checker.labs.lab8.units import MESHES, NAMES
 from checker.report import CheckResult
 
-LOSS_TOL = 1e-4   # fp32 AdamW, 8 steps: sharded reductions add in another order (measured ~1e-7)
 BYTES_TOL = 0.15  # TCP/IP headers (66 bytes per 1448-byte segment, 4.6%) and ACKs ride on the same counters
 HIDDEN_SHARE = 0.5  # of the write the checker holds (async_save.WRITE_S), the async save takes this much off
                     # training's path at least: median blocking stall - median async stall
@@ -154,7 +153,7 @@ def multinode_launch(c: Check, runs, ctx) -> CheckResult:
        f"FSDP and HSDP compute DDP's step, only sharded ({WHERE}/hsdp.py): losses that differ mean the mesh "
        "does not hold every rank once, one node per row (checker hint lab8 hsdp.make_mesh), or not every "
        "parameter is sharded and its gradient reduced over it (checker hint lab8 hsdp.shard_model)",
-       symptoms=LAUNCH, runs=NODE_RUNS)
+       symptoms=LAUNCH, runs=NODE_RUNS, crosscheck=True)
 def hsdp_equivalence(c: Check, runs, ctx) -> CheckResult:
     rs, err = _results(runs, "nodes")
     err = err or _part_error(rs, "ddp") or _part_error(rs, "fsdp") or _part_error(rs, "hsdp")

@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 
 from checker import seams
+from checker.labs import _crosscheck
 from checker.labs._common import digest, tiny_model
-from checker.labs.lab8 import LAB, NODES, PER_NODE
+from checker.labs.lab8 import LAB, LOSS_TOL, NODES, PER_NODE
 
 BATCH, SEQ, LR = 4, 64, 1e-3
 
@@ -56,7 +57,14 @@ def _train(model, opt, env, steps, first_step=1, on_step=None):
     return losses
 
 
-def _strategy(seam, env, name, seed, steps, link_if):
+# what a difference from the reference's own run of these steps most likely means, per strategy
+WHY = {"ddp": "DDP's steps are torch's alone: does your code change a function torch's DDP or AdamW calls?",
+       "fsdp": "Your shard_model on a flat mesh trains apart from the reference's: is every parameter sharded and "
+               "its gradient reduced?",
+       "hsdp": "Your HSDP trains apart from the reference's: does the mesh hold every rank once, one node per row?"}
+
+
+def _strategy(ctx, seam, env, name, seed, steps, link_if):
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -77,6 +85,9 @@ def _strategy(seam, env, name, seed, steps, link_if):
     losses += _train(model, opt, env, steps, first_step=2)
     dist.barrier()
     b1 = _link_bytes(link_if)
+    # the second opinion: the same steps in a run of the reference's, on loopback (plan.py); 2x the check's own
+    # tolerance, as each side sits within LOSS_TOL of DDP's
+    _crosscheck.keep(ctx, "hsdp_equivalence", name, losses, atol=2 * LOSS_TOL, why=WHY[name])
     n_params = sum(p.numel() for p in tiny_model(seed).parameters())
     return {"losses": [v.hex() for v in losses], "param_bytes": 4 * n_params,
             "link_bytes_per_step": None if b0 is None else (b1 - b0) / (steps - 1)}
@@ -182,8 +193,8 @@ def task_nodes(ctx, target, parts, seed, steps, link_ifs, ckpt=None, kill_after=
     link_if = link_ifs[0] if group == 0 and out["local_rank"] == 0 else None  # one reader: node 0's end
     if "equiv" in parts:
         for name in ("ddp", "fsdp", "hsdp"):
-            out[name], out[f"{name}_error"] = ctx.attempt(lambda name=name: _strategy(seam, env, name, seed, steps,
-                                                                                       link_if))
+            out[name], out[f"{name}_error"] = ctx.attempt(lambda name=name: _strategy(ctx, seam, env, name, seed,
+                                                                                       steps, link_if))
             if out[f"{name}_error"]:
                 return out  # a peer may be inside a collective: stop here
     if "elastic" in parts:

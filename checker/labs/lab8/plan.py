@@ -8,6 +8,7 @@ import random
 import subprocess
 import sys
 
+from checker.labs import _crosscheck
 from checker.labs._common import Check, run_info, runs_needed
 from checker.labs.lab8 import KILL_AFTER, RATE_MBIT, SEED, STEPS, WORLD_SIZE
 from checker.labs.lab8.chaos import WALL_S
@@ -34,7 +35,11 @@ def _nodes_spec(h, name, plan, link, worker_args, budget_s, kill=None) -> dict:
     # Each node runs inside the checker's own network namespace (`ip netns exec`), which a bwrap sandbox
     # could not enter: these runs are isolated by their namespaces, not by bwrap (checker/README.md).
     return dict(name=name, task="", budget_s=budget_s, nproc=WORLD_SIZE, sandbox=link is None,
-                argv=[sys.executable, "-m", "checker.labs.lab8.nodes", str(path)])
+                argv=[sys.executable, "-m", "checker.labs.lab8.nodes", str(path)],
+                # the reference's run of the same steps judges what this one compared (plan_nodes' options are the
+                # learner's, so it starts as the checker starts its own runs: 4 ranks on loopback)
+                crosscheck=kill is None,
+                twin=dict(task="nodes", nproc=WORLD_SIZE, args={**worker_args, "link_ifs": ["lo", "lo"]}))
 
 
 def grade(h, checks: list[Check]) -> tuple[list, list]:
@@ -88,6 +93,7 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
     lost_at = h.workdir / "lost_at"
     ctx = {"link": link, "why_no_link": None if link else (res.get("why") if need_nodes else None),
            "lost_at": float(lost_at.read_text()) if lost_at.exists() else None}
+    runs.update(_crosscheck.second_opinion(h, checks, runs, [first], ctx))
     return [c.evaluate(c, runs, ctx) for c in checks], info(runs, ctx)
 
 
