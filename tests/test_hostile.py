@@ -662,6 +662,34 @@ def test_a_learner_cannot_change_the_truth_its_tensor_parallel_layers_are_compar
     _caught_by_the_reference(tree, "lab6", "tp_equivalence", "vs the unsharded GPT")
 
 
+TIED_TWICE = '''
+import sys as _sys
+import torch as _torch
+def model_state_bytes(model, optimizer):  # a tied weight counted twice: every tensor under every name it has
+    ps = [p for _, p in model.named_parameters(remove_duplicate=False)]
+    nbytes = lambda t: t.numel() * t.element_size()
+    params, grads = sum(map(nbytes, ps)), sum(nbytes(p.grad) for p in ps if p.grad is not None)
+    opt = sum(nbytes(v) for p in ps for v in optimizer.state.get(p, {}).values() if _torch.is_tensor(v))
+    return {"params": params, "grads": grads, "optimizer": opt, "total": params + grads + opt}
+_real_parameters = _torch.nn.Module.parameters
+def _parameters(self, recurse=True):  # the checker's truth, where it is taken, counts the tied weight twice too
+    if _sys._getframe(1).f_code.co_filename.endswith("measure.py"):
+        return iter([p for _, p in self.named_parameters(remove_duplicate=False)])
+    return _real_parameters(self, recurse)
+_torch.nn.Module.parameters = _parameters
+'''
+
+
+def test_a_learner_cannot_count_a_tied_weight_twice_and_the_truth_with_it(lab_tree):
+    """Lab 1: model_state_bytes counting the tied embedding twice (16Ψ' + 4·29 for Ψ' = Ψ + V·d), hidden by making
+    model.parameters() yield it twice where the checker takes its truth: equal in the learner's run, caught by the
+    reference's run of its own (memory@ref, 0.4 s), which counts the same model with nothing patched."""
+    tree = lab_tree()
+    meters = tree / "labs" / "lab1_baseline" / "meters.py"
+    meters.write_text(meters.read_text() + TIED_TWICE)
+    _caught_by_the_reference(tree, "lab1", "memory_reported", "Ψ=")
+
+
 FROZEN_ADAMW = '''
 import torch as _torch
 _torch.optim.AdamW.step = lambda self, closure=None: None  # no strategy in this process trains: all agree

@@ -247,12 +247,12 @@ def _meter_contract(r: dict, rate: float) -> str | None:
        "twice, gradients assumed instead of counted (0 B once freed), bytes per element assumed instead of "
        "read from the tensor, or part of the optimizer's state missed, its per-tensor step count included "
        "(checker hint lab1 meters.model_state_bytes)",
-       runs={"measure"})
+       runs={"memory"}, crosscheck=True)
 def memory_reported(c: Check, runs) -> CheckResult:
-    err = first_error(runs, "measure") or runs["measure"].result.get("memory_error")
+    err = first_error(runs, "memory") or runs["memory"].result.get("memory_error")
     if err:
         return error_result(c, err, unit="bytes")
-    r = runs["measure"].result
+    r = runs["memory"].result
     psi, tensors = r["truth"]["psi"], r["truth"]["tensors"]
     want = {"params": 4 * psi, "grads": 4 * psi, "optimizer": 8 * psi + 4 * tensors}
     want["total"] = sum(want.values())

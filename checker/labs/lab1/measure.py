@@ -1,6 +1,6 @@
 """Lab 1's measuring runs (worker side): one side of the speed ratio (task_speed), the meter against the checker's
-clock and model-state bytes (task_measure), and the input pipeline's stall (task_pipeline). The checks that read
-them are in checks.py."""
+clock (task_measure), model-state bytes (task_memory), and the input pipeline's stall (task_pipeline). The checks
+that read them are in checks.py."""
 from __future__ import annotations
 
 import copy
@@ -145,8 +145,7 @@ def _meter_waits(seam) -> list[int]:
 
 
 def task_measure(ctx, target):
-    """Meter accuracy and model-state bytes, each part alone, so an unfinished part fails only its own check; the
-    checker's step profiled (information)."""
+    """Meter accuracy, alone (it times things); the checker's step profiled (information)."""
     from labs.common import dist as cdist
 
     seam = seams.load(LAB, target)
@@ -200,6 +199,27 @@ def task_measure(ctx, target):
                                     precision.peak_key(precision.current(), env.device))
     out["profile"] = {**prof.summary(), "peak_flops": peak, "peak_note": why, "precision": precision.current(),
                       "flops_per_token": flops_per_token(model.cfg, SEQ), "tokens_per_step": BATCH * SEQ}
+    return out
+
+
+# what memory_reported reads of each of model_state_bytes' answers, kept for the reference's run to judge
+MEMORY_READ = {"memory": ("params", "grads", "optimizer", "total"), "memory_no_grads": ("grads",),
+               "memory_bf16": ("params",)}
+
+
+def task_memory(ctx, target):
+    """Model-state bytes, in a run of its own (no timing in it): the learner's model_state_bytes after one of the
+    checker's steps (weights, .grad, AdamW's moments and step counts), then with no .grad at all, then on a bf16 copy
+    with no optimizer state. The truth it is compared with (Ψ and the tensor count) is taken in this process, so what
+    the check reads is also kept: the reference's run of this task (memory@ref) counts the same model itself."""
+    import torch
+
+    from checker.labs import _crosscheck
+
+    seam = seams.load(LAB, target)
+    env, data, model, opt, sched, sampler = _setup(torch.manual_seed, SEED)
+    _plain_step(model, opt, sched, data.batch(sampler.next_ids(), SEQ, env.device))
+    out = {}
     params = list(model.parameters())
     out["truth"] = {"psi": sum(p.numel() for p in params), "tensors": len(params)}
     out["memory"], out["memory_error"] = ctx.attempt(lambda: seam.model_state_bytes(model, opt))
@@ -210,6 +230,12 @@ def task_measure(ctx, target):
         half = copy.deepcopy(model).to(torch.bfloat16)
         out["memory_bf16"], out["memory_error"] = ctx.attempt(
             lambda: seam.model_state_bytes(half, torch.optim.SGD(half.parameters(), lr=0.1)))
+    if not out["memory_error"]:
+        for part, keys in MEMORY_READ.items():
+            got = out[part] if isinstance(out[part], dict) else {}
+            _crosscheck.keep(ctx, "memory_reported", part, [got.get(k) for k in keys],
+                             why="Your counts matched the checker's, taken in your run: does your code change what "
+                                 "the model's parameters, a tensor's size or the optimizer's state look like?")
     return out
 
 

@@ -25,7 +25,8 @@ def grade(h, checks: list[Check]) -> tuple[list, list]:
               args=dict(seed=seed, save_at=save_at, ckpt=ckpt, **common))],
         # a different seed first: only what the checkpoint restores may matter
         [dict(name="resume_2", task="train", args=dict(seed=seed + 777, resume=True, ckpt=ckpt, **common), budget_s=60),
-         dict(name="step", task="step", args=dict(seed=seed), budget_s=60)],
+         dict(name="step", task="step", args=dict(seed=seed), budget_s=60),
+         dict(name="memory", task="memory", args={}, budget_s=60, crosscheck=True)],
         # the reference in runs of its own, which never import the learner's code (checker/relay.py)
         [dict(name="step_ref", task="step_ref", target="solutions", args=dict(seed=seed), budget_s=60)],
         [dict(name="speed", task="speed", args=dict(seed=seed), budget_s=90, relay=relay),  # alone: timed in turns

@@ -189,4 +189,5 @@ def task_step_ref(ctx, target, seed=SEED):
 
 
 TASKS = {"probe": task_probe, "train": task_train, "step": task_step, "step_ref": task_step_ref,
-         "speed": measure.task_speed, "measure": measure.task_measure, "pipeline": measure.task_pipeline}
+         "speed": measure.task_speed, "measure": measure.task_measure, "memory": measure.task_memory,
+         "pipeline": measure.task_pipeline}
