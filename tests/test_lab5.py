@@ -139,3 +139,30 @@ def test_slurm_script_refuses_without_root_and_unknown_commands():
     assert r.returncode == 2 and "usage" in r.stderr
     r = subprocess.run(["bash", str(script), "status"], capture_output=True, text=True)
     assert r.returncode == 0 and "slurmctld" in r.stdout
+
+
+class _Ok:
+    result: dict = {}
+
+    def error(self):
+        return None
+
+
+def test_a_wait_that_counts_the_requeue_itself_as_queued_is_named_as_such(tmp_path):
+    """Slurm stamps a requeued run's SubmitTime seconds after the previous run ended (~8 s here after a plain
+    `scontrol requeue`): a wait taken as 'everything not running' is 8 s too long, and the message says why."""
+    gap = REQUEUED.replace("SubmitTime=2026-12-02T15:10:53", "SubmitTime=2026-12-02T15:11:01")
+    text = gap + gap.replace("JobId=2 ", "JobId=3 ")
+    for job in ("2", "3"):
+        _log(tmp_path / job / "log.jsonl", [(0, 0, [(1, 4.0), (2, 3.5)]), (1, 2, [(3, 3.0)])])
+    (tmp_path / "jobcomp.txt").write_text(text)
+    rows = jobmetrics.collect(tmp_path / "jobcomp.txt", tmp_path)
+    assert [r["queue_wait_s"] for r in rows] == [11.0, 11.0]  # 6 s before run 1, 5 s before run 2
+    for r in rows:
+        r["queue_wait_s"] = 19.0  # first SubmitTime to last EndTime, less the 27 s of running
+    jobmetrics.write_csv(rows, tmp_path / "metrics.csv")
+    check = next(c for c in checks.CHECKS if c.name == "metrics_complete")
+    got = checks.metrics_complete(check, _Ok(), tmp_path / "metrics.csv", ["2", "3"], tmp_path,
+                                  slurm.parse_records(text), _Ok(), "2")
+    assert not got.passed and "queue_wait_s 19.0, the checker reads 11.0" in got.message, got.message
+    assert "neither queued nor running" in got.message, got.message

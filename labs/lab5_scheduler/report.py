@@ -45,7 +45,9 @@ def plot(table: list[dict], path: str | Path, title: str = "weak scaling, tiny G
     sizes = [t["world_size"] for t in table]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.8))
     a.plot(sizes, [t["tokens_per_s"] for t in table], "o-", label="measured")
-    a.plot(sizes, [table[0]["tokens_per_s"] * s / sizes[0] for s in sizes], "--", color="grey", label="ideal (linear)")
+    # the ideal as your table implies it (measured / efficiency): a wrong efficiency draws a wrong ideal
+    a.plot(sizes, [t["tokens_per_s"] / t["efficiency"] if t["efficiency"] else float("nan") for t in table], "--",
+           color="grey", label="ideal (your efficiency's)")
     a.set(xlabel="world size (ranks)", ylabel="tokens/s", title="throughput", xticks=sizes, ylim=(0, None))
     a.legend()
     b.bar([str(s) for s in sizes], [t["efficiency"] for t in table], color="tab:green")

@@ -311,6 +311,13 @@ def preempt_resume(c: Check, flag, signal_at: int, job, said, runs, ref, records
     return result
 
 
+def _close(got: str, value: float, tol: float) -> bool:
+    try:
+        return abs(float(got) - value) <= tol
+    except ValueError:
+        return False
+
+
 def _expected_row(job: str, records: list[dict], runs: Path) -> dict:
     mine = slurm.finished(job, records)
 
@@ -318,10 +325,18 @@ def _expected_row(job: str, records: list[dict], runs: Path) -> dict:
         return (datetime.fromisoformat(b) - datetime.fromisoformat(a)).total_seconds()
     _, steps = read_events(runs / job / "log.jsonl")
     rates = [r["tokens"] / r["step_s"] for r in steps.values() if r.get("step_s") and r.get("tokens")]
+    elapsed = sum(secs(r["StartTime"], r["EndTime"]) for r in mine)
     return {"state": mine[-1]["JobState"], "runs": len(mine),
             "queue_wait_s": sum(secs(r["SubmitTime"], r["StartTime"]) for r in mine),
-            "elapsed_s": sum(secs(r["StartTime"], r["EndTime"]) for r in mine),
-            "tokens_per_s": statistics.median(rates) if rates else None}
+            "elapsed_s": elapsed,
+            "tokens_per_s": statistics.median(rates) if rates else None,
+            # the wrong waits a learner computes, each with its likely cause (metrics_complete names it)
+            "queue_wait_wrong": [
+                (secs(mine[-1]["SubmitTime"], mine[-1]["StartTime"]), "the last run's wait only: each requeue "
+                 "resets SubmitTime, so every run's line holds its own wait; add them"),
+                (secs(mine[0]["SubmitTime"], mine[-1]["EndTime"]) - elapsed, "everything that was not running: "
+                 "between one run's EndTime and the next run's SubmitTime the job was being requeued, neither "
+                 "queued nor running; a run waits from its own SubmitTime to its StartTime")]}
 
 
 @check("metrics_complete", "collect() + write_csv(): one row per job with state, runs, queue wait, elapsed, "
@@ -372,7 +387,10 @@ def metrics_complete(c: Check, col, csv_path, finished, runs, records, sweep, ar
                 except ValueError:
                     ok = False
                 if not ok:
-                    wrong.append(f"job {job}: {key} {got}, the checker reads {want[key]:.1f}")
+                    why = next((w for v, w in want["queue_wait_wrong"] if abs(v - want[key]) > tol
+                                and _close(got, v, tol)), None) if key == "queue_wait_s" else None
+                    wrong.append(f"job {job}: {key} {got}, the checker reads {want[key]:.1f}"
+                                 + (f" (yours is {why})" if why else ""))
     if wrong:
         return fail("; ".join(wrong[:4]) + (f"; and {len(wrong) - 4} more" if len(wrong) > 4 else ""), len(wrong))
     return CheckResult(c.name, True, 0, 0, "wrong or missing cells",
