@@ -129,3 +129,19 @@ def test_the_last_complete_checkpoint_is_the_first_when_the_second_write_was_hel
     msg = wrong_start(3, True, [5, 5])
     assert "last complete checkpoint is step 3" in msg and "step 5 was killed half-written" in msg
     assert wrong_start(5, False, 6, "load_sharded").endswith("load_sharded returned step 6")
+
+
+@pytest.mark.exhaustive  # ~25 s: the units run and the EP run, then their reference runs
+@pytest.mark.timeout(240)
+def test_the_compared_values_do_not_depend_on_torchs_global_random_stream(lab_tree):
+    """The learner's run and the reference's (units@ref, ep@ref) must draw every input and upstream gradient alike:
+    a tree whose labs/__init__.py (it runs before the checker's truths are taken) draws from torch's global stream
+    must still pass. (An upstream gradient drawn with randn_like did not: a correct MoE failed moe_equivalence and
+    ep_equivalence by 1.5-2.5 in a learner's process whose global stream stood elsewhere.)"""
+    tree = lab_tree("lab10_moe")
+    init = tree / "labs" / "__init__.py"
+    init.write_text(init.read_text() + "\nimport torch as _torch\n_torch.rand(1234)\n")
+    r = run_checker("grade", "lab10", "--root", tree, "--only", "moe_equivalence", "--only", "ep_equivalence",
+                    "--json", tree / "r.json")
+    checks_ = {c["name"]: c for c in load_json(tree / "r.json")["checks"]}
+    assert r.returncode == 0 and all(c["passed"] for c in checks_.values()), checks_

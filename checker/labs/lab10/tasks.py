@@ -109,7 +109,7 @@ def task_units(ctx, target, seed=SEED, router=ROUTER_CASES, cap_cases=CAPACITY_C
             m.bias.copy_(torch.randn(E, generator=gen) * 0.05)
             m.bias[-1] = -1.0  # the last expert starved: no token chooses it
         x = torch.randn(moe["batch"], moe["seq"], h, generator=gen)
-        g = torch.randn_like(x)
+        g = torch.randn(x.shape, generator=gen)  # never torch's global stream: the reference's run must draw the same
         xl = x.clone().requires_grad_()
         y = m(xl)
         y.backward(g)
@@ -272,7 +272,7 @@ def _ep_reference(ep, n, seed):
     ranks, w1g, w2g = [], torch.zeros_like(m.w1), torch.zeros_like(m.w2)
     for _ in range(n):
         x = torch.randn(ep["tokens"], h, generator=gen)
-        g = torch.randn_like(x)
+        g = torch.randn(x.shape, generator=gen)
         m.zero_grad()
         xl = x.clone().requires_grad_()
         y, _, ids, kept, _ = ref.moe_forward(xl, m.router.weight, m.w1, m.w2, ep["k"], ep["factor"], m.bias)

@@ -87,7 +87,8 @@ def _measure(cfg, batch, seq, seed, recompute=None, context=None):
     model = build_model(cfg).train()
     if recompute:
         recompute(model)
-    x = torch.randn(batch, seq, cfg.n_embd, requires_grad=True)
+    # its own generator: whatever the learner's recompute draws, both sides of the comparison get this input
+    x = torch.randn(batch, seq, cfg.n_embd, generator=torch.Generator().manual_seed(seed), requires_grad=True)
 
     def blocks(h):
         for b in model.blocks:
