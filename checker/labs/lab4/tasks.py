@@ -64,7 +64,8 @@ def task_job(ctx, target, job, on_saved_cue=False, parts=(), after_weights=False
     on_saved_cue (incident 5, a job that saves at save_at and every save_every steps after): the first checkpoint
     completes, the second is killed while rank 0 writes the weights (_held_save.py: half the file, then the kill); with
     after_weights, killed instead inside the first write after the weights' file is complete, on the rank that makes
-    it (none where the weights' file is the save's last: the kill lands after the save)."""
+    it (none where the weights' file is the save's last: the kill then lands after the save, every rank waiting for it
+    in the checker's callback, so no later save is taken for this one)."""
     import time
 
     import torch
@@ -128,9 +129,13 @@ def task_job(ctx, target, job, on_saved_cue=False, parts=(), after_weights=False
             held.armed = True  # the next torch.save of the weights is cut in half and the run killed inside it
             return
         out["saved"], out["held"] = True, False  # no write held in this save: the kill lands after it
+        held.armed = False
         ctx.write(out)
         dist.barrier()  # every rank has reported before rank 0 cues the kill
         ctx.cue(held.cue)
+        # and every rank waits for it here: a job that trained on could reach its next save before a late kill on a
+        # loaded machine, and that save's writes (held, or complete) would be taken for this one's
+        time.sleep(3600)
 
     try:
         res = seam.run(seam.Job(**job), on_saved=saved if on_saved_cue else None)
