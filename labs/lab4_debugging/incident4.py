@@ -10,5 +10,5 @@ from __future__ import annotations
 
 
 def shard_indices(n: int, rank: int, world: int) -> list[int]:
-    """This rank's sample ids, in order, for one epoch over samples 0..n-1 (disjoint across ranks)."""
+    """This rank's sample ids, in increasing order, for one epoch over samples 0..n-1 (disjoint across ranks)."""
     return list(range(rank, n, world))  # every sample used exactly once

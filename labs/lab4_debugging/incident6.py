@@ -43,7 +43,8 @@ def route_interface(master_addr: str) -> str:
 
 
 def configure_network(master_addr: str) -> None:
-    """Called on every rank before the process group starts: set the interface gloo and NCCL use."""
+    """Called on every rank before the process group starts: set the interface gloo and NCCL use (where the
+    cluster's module suggests none, leave them as they are)."""
     ifname = os.environ.get("COURSE_IFNAME")  # set by the cluster's environment module
     if ifname:
         os.environ["GLOO_SOCKET_IFNAME"] = os.environ["NCCL_SOCKET_IFNAME"] = ifname

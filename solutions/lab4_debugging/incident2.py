@@ -5,6 +5,9 @@ overflow) must not poison the weights, so its update is skipped. Reproduce, diag
 `skip_step` below:
 
     python -m labs.lab4_debugging.run 2
+
+(The report comes from the GPU cluster. Here, on CPU, gloo may end the silence itself within seconds, with an
+error of its own: that line is evidence too.)
 """
 from __future__ import annotations
 

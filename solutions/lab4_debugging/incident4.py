@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 def shard_indices(n: int, rank: int, world: int) -> list[int]:
-    """This rank's sample ids, in order, for one epoch over samples 0..n-1 (disjoint across ranks)."""
+    """This rank's sample ids, in increasing order, for one epoch over samples 0..n-1 (disjoint across ranks)."""
     # BEGIN SOLUTION Returns this rank's sample ids for the epoch, in increasing order, with the same count on every
     #                rank for any n and world size, every id in 0..n-1, and no sample on two ranks (dropping up to world
     #                − 1 samples, or repeating a few to pad, is allowed): every rank then runs the same number of steps.

@@ -41,7 +41,8 @@ def route_interface(master_addr: str) -> str:
 
 
 def configure_network(master_addr: str) -> None:
-    """Called on every rank before the process group starts: set the interface gloo and NCCL use."""
+    """Called on every rank before the process group starts: set the interface gloo and NCCL use (where the
+    cluster's module suggests none, leave them as they are)."""
     # BEGIN SOLUTION Afterwards every rank, on any machine of the cluster, can start its process group: gloo and NCCL
     #                are pointed at an interface through which this machine reaches the master, the one the cluster's
     #                module suggests whenever it serves (a line in the log says when another is chosen); when the module

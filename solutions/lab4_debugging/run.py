@@ -156,8 +156,8 @@ def _preempt_and_resume(sc: Scenario, env, log, deadline) -> int:
     ref = Launch(job_command(sc, launch, {**sc.job, "save_at": None}), env, log, prefix="[uninterrupted] ")
     outcomes = [ref.wait(deadline())]
     log.write("# 2/3 the same run, killed (SIGKILL) right after its checkpoint\n")
-    first = Launch(job_command(sc, launch, {**sc.job, "ckpt": ckpt}), env, log, prefix="[preempted] ",
-                   kill_on="checkpoint written")
+    first = Launch(job_command(sc, launch, {**sc.job, "ckpt": ckpt}), {**env, "LAB4_WAIT_FOR_KILL": "1"}, log,
+                   prefix="[preempted] ", kill_on="checkpoint written")
     outcomes.append(first.wait(deadline()))
     log.write("# 3/3 the requeued job resumes from the checkpoint\n")
     resumed = Launch(job_command(sc, launch, {**sc.job, "ckpt": ckpt, "save_at": None, "resume": True}), env, log,
