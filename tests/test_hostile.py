@@ -524,6 +524,7 @@ _torch.optim.SGD.step = _sgd_step
 '''
 
 
+@pytest.mark.exhaustive  # ~10 s (correctness and correctness@ref): lab 1's tied-weight test holds the guard in make test
 def test_a_learner_cannot_change_the_truth_its_optimizer_is_compared_with(lab_tree):
     """Lab 3: a ShardedOptimizer that drops weight decay, hidden by wrapping torch's SGD.step so that the checker's
     own DDP + SGD drops it too: equal in the learner's run, caught by the reference's run of its own."""
@@ -620,7 +621,7 @@ _F.scaled_dot_product_attention = _sdpa
 '''
 
 
-@pytest.mark.exhaustive  # CI's second tier: 11-20 s; lab 3's test above holds the same guard in make test
+@pytest.mark.exhaustive  # CI's second tier: 11-20 s; lab 1's tied-weight test holds the same guard in make test
 def test_a_learner_cannot_change_the_attention_its_flash_attention_is_compared_with(lab_tree):
     """Lab 9: a flash_attention that forgets the 1/sqrt(d) scale, hidden by the tree's labs/__init__.py (run before
     labs.common, so before the checker computes its truth) wrapping torch's scaled_dot_product_attention to drop it
