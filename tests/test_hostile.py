@@ -524,7 +524,7 @@ _torch.optim.SGD.step = _sgd_step
 '''
 
 
-@pytest.mark.exhaustive  # ~10 s (correctness and correctness@ref): lab 1's tied-weight test holds the guard in make test
+@pytest.mark.exhaustive  # ~10 s (correctness, correctness@ref); lab 1's tied-weight test holds the guard in make test
 def test_a_learner_cannot_change_the_truth_its_optimizer_is_compared_with(lab_tree):
     """Lab 3: a ShardedOptimizer that drops weight decay, hidden by wrapping torch's SGD.step so that the checker's
     own DDP + SGD drops it too: equal in the learner's run, caught by the reference's run of its own."""
