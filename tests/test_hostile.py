@@ -28,6 +28,7 @@ def _grade(tree, lab, *only, env=None):
     return r, {c["name"]: c for c in load_json(tree / "r.json")["checks"]}
 
 
+@pytest.mark.exhaustive  # ~21 s: CI's second tier; make test keeps a one-rank hang (test_checker_cli.py)
 def test_hang_in_a_collective_is_cut_by_the_budget_with_stacks(lab_tree):
     tree = lab_tree("lab2_ddp")  # rank 1 never joins the all-reduce rank 0 waits in
     _edit(tree, "lab2_ddp", "naive.py", "            if p.grad is not None:\n                dist.all_reduce(p.grad)",
