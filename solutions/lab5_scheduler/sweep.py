@@ -30,8 +30,8 @@ def submit_sweep(world_sizes: list[int], runs: str | Path, train_args: str = "",
                  script: str | Path = HERE / "train.sbatch", extra_sbatch: list[str] = ()) -> str:
     """Submit the array; return its job id (the tasks' own ids are in squeue / the jobcomp file)."""
     # BEGIN SOLUTION Afterwards Slurm holds one submission that trains `script` once for each of world_sizes, in
-    #                train.sbatch's environment (sbatch_env; it reads the sizes from LAB5_WORLD_SIZES, space-separated,
-    #                and picks its own); no two of those trainings ever share the node (scaling_curve reads the
+    #                the environment train.sbatch reads (the sizes in LAB5_WORLD_SIZES, space-separated; each training
+    #                picks its own); no two of those trainings ever share the node (scaling_curve reads the
     #                submission's settings back from Slurm), each has a job id, folder and log of its own, the logs land
     #                in `runs` (which may not exist yet), and the caller's extra_sbatch options apply. The return value
     #                is the id Slurm gave the submission, as a string, nothing else.
