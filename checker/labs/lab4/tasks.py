@@ -129,7 +129,6 @@ def task_job(ctx, target, job, on_saved_cue=False, parts=(), after_weights=False
             held.armed = True  # the next torch.save of the weights is cut in half and the run killed inside it
             return
         out["saved"], out["held"] = True, False  # no write held in this save: the kill lands after it
-        held.armed = False
         ctx.write(out)
         dist.barrier()  # every rank has reported before rank 0 cues the kill
         ctx.cue(held.cue)

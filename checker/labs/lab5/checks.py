@@ -382,11 +382,7 @@ def metrics_complete(c: Check, col, csv_path, finished, runs, records, sweep, ar
                 if got != want[key]:
                     wrong.append(f"job {job}: {key} {got!r}, the jobcomp record says {want[key]!r}")
             elif want[key] is not None:
-                try:
-                    ok = abs(float(got) - want[key]) <= (tol * want[key] if key == "tokens_per_s" else tol)
-                except ValueError:
-                    ok = False
-                if not ok:
+                if not _close(got, want[key], tol * want[key] if key == "tokens_per_s" else tol):
                     why = next((w for v, w in want["queue_wait_wrong"] if abs(v - want[key]) > tol
                                 and _close(got, v, tol)), None) if key == "queue_wait_s" else None
                     wrong.append(f"job {job}: {key} {got}, the checker reads {want[key]:.1f}"
