@@ -44,9 +44,10 @@ def plan_experts(dense: int, expert: int, n_experts: int, world: int, budget_byt
     """{"ep", "dp", "experts_per_rank", "bytes", "fits", "bytes_by_ep"}: the smallest ep dividing both n_experts
     and world whose per-rank bytes fit the budget; bytes_by_ep holds the per-rank bytes of every such ep. None fits:
     the largest ep, fits False."""
-    # BEGIN SOLUTION bytes_by_ep maps every ep that divides both n_experts and world (ascending) to the per-rank
-    #                state bytes bytes_per_param * (dense + expert / ep), an integer; the plan is the first ep whose
-    #                bytes <= budget_bytes (else the last, fits False), with dp = world / ep and E / ep experts a rank.
+    # BEGIN SOLUTION bytes_by_ep maps every ep that splits both the experts and the ranks evenly (ascending) to
+    #                the bytes of model state one rank holds at that ep (bytes_per_param for each parameter it
+    #                holds), an integer; the plan is the smallest ep within budget_bytes (none is: the largest, fits
+    #                False), with the dp and the experts a rank that this ep leaves.
     # HINT 1         Which ranks hold a given expert, and which hold a given dense weight? Why must ep divide E, and
     #                why W? Why prefer the smallest ep that fits?
     # HINT 2         The candidates are the common divisors, ascending; the per-rank parameters are dense + expert /

@@ -14,6 +14,10 @@ CONF = ('    conf = "keep_alive_interval=1,keep_alive_max_attempt=3" + (",is_hos
         '",is_host=0")\n')
 
 MUTANTS = [
+    Mutant("interval_without_save_cost", "goodput.py", "    return math.sqrt(2 * save_s * mtbf_s)\n",
+           "    return mtbf_s / 10  # a tenth of the MTBF, whatever the save costs\n",
+           "goodput_formulas", "the interval is a fixed share of the MTBF: the save's cost never enters the balance, "
+           "so a cheap save checkpoints too rarely and a dear one too often"),
     Mutant("hsdp_mesh_transposed", "hsdp.py",
            '    return init_device_mesh(device_type, (nnodes, nproc_per_node), '
            'mesh_dim_names=("replicate", "shard"))\n',
@@ -39,10 +43,6 @@ MUTANTS = [
            LOAD.replace(' "optim": optim_sd,', "").replace('state["optim"]', "optim_sd"),
            "elastic_recovery", "the checkpoint is loaded without the optimizer: the weights come back but AdamW's "
            "moments start over, and the losses after the restart drift from the uninterrupted run's"),
-    Mutant("interval_without_save_cost", "goodput.py", "    return math.sqrt(2 * save_s * mtbf_s)\n",
-           "    return mtbf_s / 10  # a tenth of the MTBF, whatever the save costs\n",
-           "goodput_formulas", "the interval is a fixed share of the MTBF: the save's cost never enters the balance, "
-           "so a cheap save checkpoints too rarely and a dear one too often"),
     Mutant("chaos_interval_without_save_cost", "goodput.py", "    return math.sqrt(2 * save_s * mtbf_s)\n",
            "    return math.sqrt(mtbf_s)  # grows with the MTBF, as it should, but knows nothing of the save\n",
            "goodput_chaos", "an interval that grows with the MTBF but ignores the measured save cost: the chaos run "
