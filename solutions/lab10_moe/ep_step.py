@@ -7,15 +7,17 @@ ranks (d, 0..ep-1): they share the experts between them (rank e holds experts e*
 ranks (0..dp-1, e): they hold the SAME experts, replicas of each other. The dense weights (attention, norms,
 embeddings, routers) are replicated on all W ranks.
 
-Which gradient is reduced over which ranks. The step minimises the mean over all W ranks of each rank's loss
-(its tokens' mean cross-entropy + aux_coef * its routers' aux losses), L = (1/W) sum_r L_r.
-  - A dense weight's gradient on rank r is dL_r/dw: average it over all W ranks.
-  - An expert weight on rank (d, e) has already been reached by every token of its ep group that chose it:
-    the all-to-all's backward brought those gradients home, so its .grad is sum over r in ep group d of dL_r/dw.
-    The other dp replicas hold the rest of the sum: SUM over the dp group, then divide by W (not by dp).
-    Reducing an expert's gradient over the whole world would add other experts' gradients to it.
-Bytes per step: one all-reduce of the dense gradients over W ranks, one of the expert gradients over dp ranks
-(E/ep experts' weights), the all-to-alls of every MoE layer (expert_parallel.py), and E counts per layer.
+Which gradient is reduced over which ranks is this file's question. The step minimises the mean over all W ranks
+of each rank's loss (its tokens' mean cross-entropy + aux_coef * its routers' aux losses), L = (1/W) sum_r L_r,
+so every .grad must end as dL/dw. What backward leaves on each rank to start from:
+  - a dense weight's .grad on rank r is dL_r/dw, its own rank's term only;
+  - an expert weight on rank (d, e) has already been reached by every token of its ep group that chose it (the
+    all-to-all's backward brought those gradients home): its .grad is the sum over the ranks of ep group d of
+    dL_r/dw. The ranks of the other ep groups hold the rest of the sum, in their replicas of the same expert.
+Work out, for each kind, which ranks must meet, with which reduction, and what to divide by; and what an expert's
+gradient would become if it met a rank that holds other experts in its slot. The bytes follow: the dense
+gradients over their ranks, the expert gradients (E/ep experts' weights, not E) over theirs, the all-to-alls of
+every MoE layer (expert_parallel.py), and E counts per layer.
 
 Balance without an aux loss (DeepSeek-V3): after each step every expert's selection bias moves by gamma toward
 the mean load: bias_e += gamma * sign(mean load - load_e). The loads must be counted over ALL ranks' tokens:

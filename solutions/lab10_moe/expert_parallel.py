@@ -3,22 +3,19 @@
     torchrun --nproc_per_node 2 -m solutions.lab10_moe.expert_parallel   # checks itself against one process
 
 Rank r of the EP group holds experts r*E/N .. (r+1)*E/N - 1 (their w1, w2) and its own tokens. After routing,
-each rank has, for every expert, the rows of its tokens that chose it (dropped choices stay home). One forward:
-  1. the counts: how many rows this rank sends to each expert. The receiver must size its buffer before the
-     rows arrive, so the counts travel first, in their own all-to-all (E integers per rank);
-  2. dispatch: the rows, grouped by expert (so by destination rank, experts being contiguous), one all-to-all
-     with variable splits;
-  3. every local expert runs once on all the rows it received, from every rank (grouped matmuls);
-  4. combine: the results go back by the reverse all-to-all (the splits swapped), and each row is weighted and
-     added into its token's output, as on one process.
-Backward is the same trip reversed: the gradient of an all-to-all is the all-to-all with its splits swapped.
+each rank has, for every expert, the rows of its tokens that chose it (dropped choices stay home). Those rows must
+reach their expert's rank, be computed there together with every other rank's rows for that expert, and come back
+weighted into their own token's output, exactly as on one process. Two things to settle before writing it: a
+receiver cannot size its buffer until it knows how many rows are coming, and autograd must carry each row's
+gradient back along the path the row took.
 
 Capacity is counted on each rank's own tokens (C from its T), so each rank's output equals the one-process
 layer applied to that rank's tokens: the dense layer per group, as Switch and GShard define it.
 
-Bytes each rank sends per layer (fp32, h wide rows): dispatch and combine each send the rows bound for other
-ranks, ~T k (N-1)/N of them when routing is even, 4 h B each: 2 * T k h 4 (N-1)/N forward, the same backward,
-plus E int64 counts. T = 4096, k = 2, h = 768, N = 8: 2 * 4096*2*768*4 * 7/8 = 44 MB per layer forward.
+Bytes each rank sends per layer (fp32, h wide rows): the trip out (dispatch) and the trip back (combine) each
+send the rows bound for other ranks, ~T k (N-1)/N of them when routing is even, 4 h B each: 2 * T k h 4 (N-1)/N
+forward, the same backward, plus E int64 counts. T = 4096, k = 2, h = 768, N = 8: 2 * 4096*2*768*4 * 7/8 = 44 MB
+per layer forward.
 """
 from __future__ import annotations
 
