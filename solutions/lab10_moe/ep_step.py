@@ -1,6 +1,6 @@
 """EP x DP: a training step of the course GPT with MoE blocks, experts over one dimension of a 2-D mesh.
 
-    torchrun --nproc_per_node 4 -m solutions.lab10_moe.ep_step       # mesh (dp=2, ep=2); checks itself
+    torchrun --nproc_per_node 4 -m solutions.lab10_moe.ep_step       # mesh (dp=2, ep=2): losses and biases
 
 World W = dp x ep ranks, rank = d * ep + e. Every rank holds its own tokens. The ep group of rank (d, e) is the
 ranks (d, 0..ep-1): they share the experts between them (rank e holds experts e*E/ep ..). The dp group is the
@@ -53,8 +53,8 @@ def expert_params(model: torch.nn.Module) -> list[torch.nn.Parameter]:
 
 
 def reduce_gradients(model: torch.nn.Module, dp_group=None) -> None:
-    """Every .grad becomes the gradient of the mean loss over all ranks: dense ones averaged over the world,
-    expert ones (sharded over ep, replicated over dp) summed over dp_group and divided by the world size."""
+    """Every .grad becomes the gradient of the mean loss over all ranks, dense and expert weights alike. dp_group:
+    the ranks holding the same experts as this one (None: every rank, as in torch.distributed)."""
     world = dist.get_world_size()
     # BEGIN SOLUTION Afterwards each .grad is d/dw of (1/W) sum_r L_r. A dense weight's local .grad is its own
     #                rank's term; an expert weight's local .grad already sums the terms of its whole ep group
