@@ -64,6 +64,7 @@ class Result:
     steps_run: int = 0
     skipped: list[int] = field(default_factory=list)
     evals: int = 0
+    eval_steps: list[int] = field(default_factory=list)  # the steps after which after_step validated
     seconds_in_step: float = 0.0
     seconds_outside: float = 0.0
     allreduces: int = 0
@@ -163,7 +164,9 @@ def run(job: Job, log_every: int = 1, on_saved=None) -> dict:
         else:
             opt.step()
         val = incident3.after_step(ddp.module, step, job, data, env)
-        res.evals += val is not None
+        if val is not None:
+            res.evals += 1
+            res.eval_steps.append(step)
         t3 = time.perf_counter()
         res.seconds_in_step += t2 - t1
         res.seconds_outside += (t1 - t0) + (t3 - t2)

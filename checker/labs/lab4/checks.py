@@ -170,6 +170,12 @@ def _job_error(c: Check, err: dict, run) -> CheckResult:
         "collectives in the same order"), "where": ""})
 
 
+def _steps(steps: list[int]) -> str:
+    if not steps:
+        return "none"
+    return ", ".join(map(str, steps[:8])) + (f", ... ({len(steps)} in all)" if len(steps) > 8 else "")
+
+
 def _skip_problem(sc, rs) -> str | None:
     """Incident 2: why the bad step was not skipped on every rank alone, or None. The bad loss is NaN or, in hidden
     variants, inf (an overflow): a test for NaN alone lets inf through to the weights."""
@@ -229,6 +235,13 @@ def fixed(c: Check, runs, facts: Facts) -> CheckResult:
             return CheckResult(c.name, False, value=value, threshold=threshold, unit=unit, hint=c.hint, message=(
                 f"the dashboard (rank {dash['rank']}) got {dash['evals']} validation losses in {sc.job['steps']} "
                 f"steps; it needs one every {sc.job['eval_every']} steps ({want_evals})"))
+        want_steps = list(range(sc.job["eval_every"], sc.job["steps"] + 1, sc.job["eval_every"]))
+        got_steps = dash.get("eval_steps") or []
+        if got_steps != want_steps:
+            return CheckResult(c.name, False, value=value, threshold=threshold, unit=unit, hint=c.hint, message=(
+                f"the dashboard (rank {dash['rank']}) got validation losses after steps {_steps(got_steps)}; "
+                f"the multiples of eval_every ({sc.job['eval_every']}) in {sc.job['steps']} steps are "
+                f"{_steps(want_steps)}"))
         if value > threshold:
             return CheckResult(c.name, False, value=value, threshold=threshold, unit=unit, hint=c.hint, message=(
                 "per rank, tokens run forward in after_step per token trained: " + ", ".join(
