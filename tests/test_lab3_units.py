@@ -142,7 +142,7 @@ def test_a_crash_in_zero2_is_reported_at_zero2_and_the_parts_before_it_are_grade
     assert lab3._parts(runs, "zero1") == ([{"ok": 0}, {"ok": 1}], None)
     checks = {c.name: c for c in lab3.CHECKS}
     own = lab3.zero2_equivalence(checks["zero2_equivalence"], runs)
-    assert not own.passed and "Check failed" in own.message and "zero2.reduce_scatter" in own.hint
+    assert not own.passed and "Check failed" in own.message and "zero2.launch_bucket" in own.hint
     later = lab3.fsdp_equivalence(checks["fsdp_equivalence"], runs)
     assert not later.passed and "broke in zero2's code" in later.message and "zero2_equivalence" in later.hint
 

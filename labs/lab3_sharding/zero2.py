@@ -132,24 +132,24 @@ class Zero2Optimizer(torch.optim.Optimizer):
         if b.flat_grad is None:
             b.flat_grad = torch.zeros_like(b.flat)
         b.flat_grad[b.offsets[i]: b.offsets[i] + p.numel()].copy_(p.grad.reshape(-1))
-        p.grad = None  # the full gradient is not kept: that is ZeRO-2's 4Ψ - 4Ψ/N saved
+        p.grad = None  # the full gradient is not kept once it is in the bucket: ZeRO-2's saving
         b.ready += 1
         if b.ready == len(b.params):
-            self._reduce_scatter(b)
+            self._launch_bucket(b)
 
-    def _reduce_scatter(self, b: FlatBucket) -> None:
+    def _launch_bucket(self, b: FlatBucket) -> None:
         raise NotImplementedError("TODO(lab3): Once the bucket's communication completes (the caller waits on what you "
                                   "store as its work), this rank's slice [lo, hi) of the bucket's gradient buffer "
                                   "holds the average over the N ranks of that slice's gradient; the rest of the buffer "
                                   "may hold anything. It must not block: backward goes on meanwhile. Each rank sends "
                                   "S·(N−1)/N of the bucket's S bytes, half an all-reduce. (hints: checker hint lab3 "
-                                  "zero2.reduce_scatter)")
+                                  "zero2.launch_bucket)")
 
     def finish_gradient_synchronization(self) -> None:
-        """Wait for every bucket's reduce-scatter; keep only the owned slice; point the pieces' .grad at it."""
+        """Wait for every bucket's communication; keep only the owned slice; point the pieces' .grad at it."""
         for b in self.buckets:
             if b.ready and b.work is None:  # a parameter unused in this forward: its gradient is zero
-                self._reduce_scatter(b)
+                self._launch_bucket(b)
             if b.work is not None:
                 self._collect(b)
         for piece, b, start, end, pid in self.pieces:  # no gradient since zero_grad: no step, as torch's optimizers

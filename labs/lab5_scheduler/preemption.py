@@ -5,7 +5,7 @@
 A scheduler that wants the node back warns first: Slurm sends the signal the batch script's
 header asks for to the batch shell some seconds before it acts (how many is train.sbatch's
 question), and `scontrol requeue` sends SIGTERM to every process of the job, then SIGKILL after
-KillWait. The batch shell passes the warning on to the ranks (train.sbatch); each rank only sets a flag here, in the
+KillWait. Getting the warning to the ranks is train.sbatch's job; each rank only sets a flag here, in the
 signal handler, because a handler runs between two bytecodes of whatever the rank was doing:
 saving a checkpoint from inside it could interrupt an all-reduce half-way.
 

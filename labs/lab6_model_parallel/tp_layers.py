@@ -21,8 +21,9 @@ Which of the four needs a collective, and which one, is yours to derive. Get one
 layers before the split region (LayerNorm, embeddings) receive a wrong gradient while the forward output
 still looks right.
 
-Per block per step the checker counts 2 all-reduces in forward and 2 in backward, each of B*T*d
-activations: tiny at B=4, T=64, d=64 -> 64 KB each. The weights never move.
+Per block per step the checker counts every collective, in forward and in backward: 2 each way in all (the
+attention's pair and the MLP's), each of B*T*d activations: tiny at B=4, T=64, d=64 -> 64 KB each. The weights
+never move.
 Bytes per rank: column-parallel d -> 4d holds 4d*d/N weights + 4d/N bias; row-parallel 4d -> d holds
 4d*d/N weights + the whole bias d (it is added once, to the sum). tiny block: 49,600/N + 128 floats.
 """

@@ -16,8 +16,8 @@ The loss of a rank is the mean over its own tokens, and every rank holds as many
 one process's step on the global batch: every rank's gradient equal to the gradient of the global batch's mean
 loss (once the ring has sent every K/V gradient home, a rank's parameter gradient holds its own tokens'
 contribution only). Which ranks' gradients must be combined, and how, is cp_dp_step's to derive. Bytes per
-step: the ring's per layer (ring.py), plus what combining the gradients costs over N = dp x cp ranks (lab 2's
-arithmetic).
+step: the ring's per layer (ring.py), plus what combining the gradients costs over the ranks you find must meet
+(lab 2's arithmetic).
 """
 from __future__ import annotations
 

@@ -14,9 +14,9 @@ log-sum-exp lse = log(sum over the row's keys of exp(score)): P = exp(S - lse) i
 q, k and lse. So forward keeps q, k, v, o (the output, which the caller holds anyway) and lse: 4*b*h*s*d + b*h*s
 floats instead of b*h*s*s.
 
-Backward gets the gradient of o and must give those of q, k and v. Derive it for one row of P = softmax(S) first
-(the softmax's Jacobian reduces to one number per query row, computable from dO and O alone), then see that every
-term is a sum over tiles that needs only that tile's P, rebuilt from lse.
+Backward gets the gradient of o and must give those of q, k and v. Derive it for one row of P = softmax(S) first:
+what does the softmax's Jacobian need to know of the whole row, and can the tensors you saved give it without P?
+Then see that every term is a sum over tiles that needs only that tile's P, rebuilt from lse.
 
 Causal: a query at position i sees keys at positions <= i. Positions are GLOBAL (a tensor per side), so the
 same tile loop serves ring attention, where a rank's queries meet keys from elsewhere in the sequence, in any

@@ -5,10 +5,10 @@ that records each tensor's global shape and which slice lives where. Loading ask
 the *loading* layout needs, so a checkpoint saved by 2 ranks loads into 1, 3 or 4 ranks
 (resharding) — a full-state checkpoint (lab 1) would need one rank to hold everything.
 
-Layout on disk (atomic per checkpoint: written under a temporary name, renamed when complete):
+Layout on disk (a folder under its final name is complete; latest names only complete folders):
     ckpt/step-000006/          DCP files (__0_0.distcp, __1_0.distcp, .metadata)
     ckpt/step-000006/rng-rank0.pt ...   per-rank RNG (ranks draw different dropout masks)
-    ckpt/latest                "step-000006", rewritten atomically after the folder is complete
+    ckpt/latest                "step-000006": the newest complete folder
 """
 from __future__ import annotations
 

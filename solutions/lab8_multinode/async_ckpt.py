@@ -5,8 +5,8 @@ save stops it only for the copy. What must never happen:
   - the background write reading the live tensors: the next optimizer.step() changes them in place while
     they are being written, and the checkpoint holds a mix of two steps. Staging (a copy) must finish
     before save() returns;
-  - a crash in the middle of the write leaving a checkpoint that loads: the folder is written as
-    `.partial` and only renamed into place (and `latest` pointed at it) once every rank has written;
+  - a crash in the middle of the write leaving a checkpoint that loads, or `latest` naming a folder that
+    not every rank has finished;
   - the write's collectives meeting training's on the same process group: gloo pairs collectives by
     order, so two threads issuing them on one group can pair the wrong ones. The writer gets its own group.
 """

@@ -105,7 +105,7 @@ def main(argv=None) -> None:
     cfg = dataclasses.replace(get_config("tiny"), dropout=0.0)
     data = TokenFile.open(ensure_corpus(cfg.vocab_size))
     folder = [tempfile.mkdtemp(prefix="lab9-cp-ckpt-") if env.rank == 0 else None]
-    dist.broadcast_object_list(folder)  # one file for the whole mesh
+    dist.broadcast_object_list(folder)  # a folder every rank reaches
     path = [f"{folder[0]}/ckpt.pt"]
 
     def job(seed, resume):

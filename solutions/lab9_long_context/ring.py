@@ -15,8 +15,8 @@ computes and waits, is forward's to derive.
 Bytes each rank sends per attention layer (S = bytes of the whole K, the same for V):
     forward   K and V blocks, N-1 hops:                     2 (N-1)/N S   (all-gather of K and V: the same bytes,
                                                                            but all of K and V held at once)
-    backward  K and V again, N-1 hops, and dK, dV going     2 (N-1)/N S + 2 S
-              round with them, N hops, back to their owner
+    backward  K and V again, N-1 hops, and every rank's     2 (N-1)/N S + 2 S
+              share of dK, dV summed on the block's owner
 Causal masking is in GLOBAL positions (zigzag.positions): a block from later in the sequence is skipped tile by
 tile, but still forwarded. With the contiguous layout rank N-1 computes N block pairs and rank 0 one; the zig-zag
 layout evens it out.

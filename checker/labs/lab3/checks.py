@@ -214,7 +214,7 @@ def zero1_memory(c: Check, runs) -> CheckResult:
        "step() launched waited before it returns",
        f"Does each rank's slice hold the mean (not the sum) of its gradient, does the step's update reach the "
        f"model's weights (views, not copies), and does every rank end with every updated slice? "
-       f"({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)",
+       f"({WHERE}/zero2.py) (checker hint lab3 zero2.launch_bucket)",
        symptoms=((r"Check failed: outputShape\[0\] \* worldSize == inputShape\[0\]",
                   "the reduce-scatter's output must be exactly 1/N of its input: every rank's slice [lo, hi) is P/N "
                   "elements of the padded bucket, the last rank's padding included "
@@ -227,7 +227,7 @@ def zero2_equivalence(c: Check, runs) -> CheckResult:
 @check("zero2_memory", "per rank after a step: AdamW moments 8Ψ/N and gradients 4Ψ/N, each within 0.2% "
        "(the padding: at most N-1 elements per bucket, checked per flat buffer)",
        f"Something outlives the step at full size: a whole bucket's gradient kept alive by a slice or view of it, "
-       f"or optimizer state beyond the owned slices ({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)",
+       f"or optimizer state beyond the owned slices ({WHERE}/zero2.py) (checker hint lab3 zero2.launch_bucket)",
        runs={"correctness"})
 def zero2_memory(c: Check, runs) -> CheckResult:
     results, err = _parts(runs, "zero2")
@@ -258,7 +258,7 @@ def zero2_memory(c: Check, runs) -> CheckResult:
        "DDP's all-reduce 2·4Ψ(N-1)/N (a reduce-scatter + an all-gather)",
        f"An all-reduce is a reduce-scatter followed by an all-gather: ZeRO-2 must send each half once per step. "
        f"Which half does each bucket's gradient need, which do the parameters, and is anything sent twice or "
-       f"per tensor? ({WHERE}/zero2.py) (checker hint lab3 zero2.reduce_scatter)",
+       f"per tensor? ({WHERE}/zero2.py) (checker hint lab3 zero2.launch_bucket)",
        runs={"correctness"})
 def zero_comm_bytes(c: Check, runs) -> CheckResult:
     z1, err = _part(runs, "zero1")
@@ -666,7 +666,7 @@ def throughput(c: Check, runs) -> CheckResult:
        "as fast (0.8 leaves room for a busy machine)",
        f"The same bytes as DDP should cost about DDP's time: does each bucket's communication run while backward "
        f"goes on, or does something wait for it there, and do buckets travel whole? ({WHERE}/zero2.py) "
-       f"(checker hint lab3 zero2.reduce_scatter)",
+       f"(checker hint lab3 zero2.launch_bucket)",
        needs=("unstaged_collectives",),
        runs={"correctness", "speed", "speed_ddp"})
 def zero2_throughput(c: Check, runs) -> CheckResult:
