@@ -41,8 +41,7 @@ class Pipe:
         self.rank, self.p, self.m = dist.get_rank(), dist.get_world_size(), len(micro_batches)
         self.first, self.last = self.rank == 0, self.rank == self.p - 1
         self.device = next(stage.parameters()).device
-        self.inputs: dict[int, torch.Tensor] = {}   # micro-batch -> what its forward kept for its backward
-        self.outputs: dict[int, torch.Tensor] = {}  # micro-batch -> what its forward kept for its backward
+        self.saved: dict[int, tuple] = {}           # micro-batch -> what its forward keeps for its backward
         self.losses: list[float] = []               # last stage: each micro-batch's loss, as loss_fn gives it
         self.sends: list = []                       # (work, tensor): the tensor must live until the send is done
         self.held: list[dist.P2POp] = []            # sends waiting to go out with the next receive

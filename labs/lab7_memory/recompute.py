@@ -26,8 +26,8 @@ def keep_matmuls(ctx, op, *args, **kwargs):
     torch.ops.aten.gelu.default), it answers with a torch.utils.checkpoint.CheckpointPolicy member: keep the op's
     output for backward, or drop it and recompute it then."""
     raise NotImplementedError("TODO(lab7): Under this policy a block keeps, from forward to backward, its input and "
-                              "the output of each of its four Linears (qkv 3h, attention proj h, fc 4h, MLP proj h: 9h "
-                              "per token, in the matmul's dtype) and nothing else: none of the a*s*s attention "
+                              "the output of each of its four Linears (qkv, the attention's projection, fc, the MLP's "
+                              "projection; in the matmul's dtype) and nothing else: none of the a*s*s attention "
                               "tensors, no LayerNorm, GELU or dropout output. Why: a Linear's output costs 2*h*h' "
                               "FLOPs per token to rebuild and h' values to store; attention's s*s scores and the "
                               "elementwise ops are cheap to rerun and large (or numerous) to store. The checker "

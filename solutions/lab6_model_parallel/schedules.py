@@ -39,8 +39,7 @@ class Pipe:
         self.rank, self.p, self.m = dist.get_rank(), dist.get_world_size(), len(micro_batches)
         self.first, self.last = self.rank == 0, self.rank == self.p - 1
         self.device = next(stage.parameters()).device
-        self.inputs: dict[int, torch.Tensor] = {}   # micro-batch -> what its forward kept for its backward
-        self.outputs: dict[int, torch.Tensor] = {}  # micro-batch -> what its forward kept for its backward
+        self.saved: dict[int, tuple] = {}           # micro-batch -> what its forward keeps for its backward
         self.losses: list[float] = []               # last stage: each micro-batch's loss, as loss_fn gives it
         self.sends: list = []                       # (work, tensor): the tensor must live until the send is done
         self.held: list[dist.P2POp] = []            # sends waiting to go out with the next receive
@@ -77,10 +76,10 @@ class Pipe:
         #                gradient for the previous stage appears. What must be true of a received tensor for autograd to
         #                fill in its gradient?
         # HINT 2         self._recv(src) / self._send(t, dst) (they pair a send with the next receive);
-        #                requires_grad_(); self.loss_fn; the dicts self.inputs, self.outputs and the list self.losses.
+        #                requires_grad_(); self.loss_fn; the dict self.saved and the list self.losses.
         # HINT 3         if not first: x = self._recv(self.rank - 1).requires_grad_(); out = self.stage(x); if last:
         #                loss = self.loss_fn(out, y); self.losses.append(loss.item()); out = loss / self.m; else:
-        #                self._send(out.detach(), self.rank + 1); self.inputs[i], self.outputs[i] = x, out
+        #                self._send(out.detach(), self.rank + 1); self.saved[i] = x, out
         if not self.first:
             x = self._recv(self.rank - 1).requires_grad_()
         out = self.stage(x)
@@ -90,7 +89,7 @@ class Pipe:
             out = loss / self.m  # mean over micro-batches: the gradient of the whole batch's mean loss
         else:
             self._send(out.detach(), self.rank + 1)
-        self.inputs[i], self.outputs[i] = x, out
+        self.saved[i] = x, out
         # END SOLUTION
 
     def backward(self, i: int) -> None:
@@ -104,11 +103,11 @@ class Pipe:
         #                referenced at each forward).
         # HINT 1         A non-last stage's output is not a scalar: what does autograd need alongside it? Once it has
         #                run, where is the gradient the previous stage is waiting for?
-        # HINT 2         pop from self.inputs / self.outputs; tensor.backward(gradient); self._recv(self.rank + 1);
+        # HINT 2         pop from self.saved; tensor.backward(gradient); self._recv(self.rank + 1);
         #                self._send(x.grad, self.rank - 1).
-        # HINT 3         x, out = self.inputs.pop(i), self.outputs.pop(i); if last: out.backward(); else:
+        # HINT 3         x, out = self.saved.pop(i); if last: out.backward(); else:
         #                out.backward(self._recv(self.rank + 1)); if not first: self._send(x.grad, self.rank - 1)
-        x, out = self.inputs.pop(i), self.outputs.pop(i)
+        x, out = self.saved.pop(i)
         if self.last:
             out.backward()
         else:

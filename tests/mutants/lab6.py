@@ -147,8 +147,8 @@ MUTANTS = [
            "1F1B's warm-up counted from the wrong end: the last stage warms up, the first goes straight to backward",
            blind=True),
     # blind, survived every check when written (tests/mutants/SURVIVORS.md), caught since
-    Mutant("backward_keeps_activations", _SCH, "        x, out = self.inputs.pop(i), self.outputs.pop(i)\n",
-           "        x, out = self.inputs[i], self.outputs[i]\n", "pp_1f1b_memory",
+    Mutant("backward_keeps_activations", _SCH, "        x, out = self.saved.pop(i)\n",
+           "        x, out = self.saved[i]\n", "pp_1f1b_memory",
            "backward reads a micro-batch's input and output without freeing them: they live to the end of the step",
            blind=True),
     Mutant("stages_round_robin", _ST, "    return GPTStage(model, range(stage * per, (stage + 1) * per),",
