@@ -13,8 +13,9 @@ kill point, just after that bigger save: it goes through whole too, and the next
 held (a save that writes the file with the weights last has none: the kill then lands after the save). `together` (the
 default): each rank holds a write of its own and waits for every other before the cue; False: only some ranks write
 (rank 0 writes the replicated state), and the rank that holds cues the kill itself, with no barrier: a barrier there
-would release the other ranks from the learner's own, and let them go on as no killed job would. `cue`: the name of the
-file that tells the harness to kill (its spec's kill_on; "saved", as Context.await_kill cues).
+would release the other ranks from the learner's own, and let them go on as no killed job would; `grace_s` then delays
+the cue, so that a peer whose save returns without waiting for this write has the time to report it. `cue`: the name
+of the file that tells the harness to kill (its spec's kill_on; "saved", as Context.await_kill cues).
 """
 from __future__ import annotations
 
@@ -49,11 +50,12 @@ def wrong_start(saved_at: int, held: bool, got, load: str = "load_checkpoint") -
 
 class HeldSave:
     def __init__(self, ctx, out: dict, min_bytes: int = 0, together: bool = True, cue: str = "saved",
-                 after: bool = False):
+                 after: bool = False, grace_s: float = 0.0):
         import torch
 
         self._torch, self._orig, self._ctx, self._out = torch, torch.save, ctx, out
         self.min_bytes, self.together, self.cue, self.after = min_bytes, together, cue, after
+        self.grace_s = grace_s
         self.armed, self._big_saved = False, False
         torch.save = self._save
 
@@ -89,6 +91,7 @@ class HeldSave:
         self._ctx.write(self._out)
         import torch.distributed as dist
         if not self.together:
+            time.sleep(self.grace_s)  # time for a peer whose save does not wait for this write to return and say so
             (self._ctx.workdir / self.cue).touch()  # this rank's cue, whichever rank it is
         else:
             if dist.is_initialized():

@@ -135,6 +135,9 @@ MUTANTS = [
            "ops = [dist.P2POp(dist.isend, send, frm, group), dist.P2POp(dist.irecv, recv, to, group)]",
            "ring_equivalence", "sends to the previous rank and receives from the next: the blocks go round the wrong "
            "way, so each rank labels a K/V block with the wrong source", blind=True),
+    Mutant("ckpt_save_returns_before_written", "cp_checkpoint.py", "    dist.barrier(group=group)\n", "",
+           "cp_resume", "the ranks that do not write return from the save at once: on return the checkpoint may not "
+           "be on disk yet, and a rank that goes on (or is killed) finds the previous one", blind=True),
     Mutant("flash_backward_unmasked", "flash.py",
            "dq, dk, dv = attend_backward(q, k, v, o, lse, do.contiguous(), pos_q, pos_k, ctx.causal,",
            "dq, dk, dv = attend_backward(q, k, v, o, lse, do.contiguous(), pos_q, pos_k, False,",

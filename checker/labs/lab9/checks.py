@@ -299,6 +299,13 @@ def resume_decided(runs) -> dict | str | None:
         return (f"the save after step {killed_res[0]['kill_at']} wrote nothing through torch.save or "
                 "torch.distributed.checkpoint, so the checker could not kill the job inside its write to prove it "
                 "atomic: write the checkpoint with one of them (labs.common.checkpoint.atomic_save calls torch.save)")
+    early = [i for i, r in enumerate(killed_res) if r.get("returned")]
+    if early:  # the held write never ends: a rank that returned did so before the checkpoint was on disk
+        holder = next(i for i, r in enumerate(killed_res) if r.get("held"))
+        return (f"the save after step {killed_res[0]['kill_at']}: save_cp_checkpoint returned on rank(s) "
+                f"{', '.join(map(str, early))} while rank {holder} was still writing the checkpoint (the checker held "
+                "that write): on return, on any rank, the path must hold the whole state, so no rank may return "
+                "before every write of it is done")
     return None
 
 

@@ -38,7 +38,7 @@ def task_cp_train(ctx, target, ckpt, seed, steps, save_at=None, kill_at=None, re
     out.update(trained=[], start=0, save_at=save_at, kill_at=kill_at)
     # Before the learner's code is imported. torch.save: the rank that writes cues the kill (rank 0 alone writes the
     # replicated state, its peers wait in the learner's barrier); DCP: every rank writes its shards
-    held = (HeldSave(ctx, out, together=False, cue=KILL), HeldDCPWrite(ctx, out, cue=KILL))
+    held = (HeldSave(ctx, out, together=False, cue=KILL, grace_s=0.5), HeldDCPWrite(ctx, out, cue=KILL))
     n_cp, n_dp = cp["cp"], cp["dp"]
     groups = [dist.new_group([d * n_cp + c for c in range(n_cp)]) for d in range(n_dp)]  # every rank makes each
     d, c = divmod(env.rank, n_cp)
@@ -80,8 +80,10 @@ def task_cp_train(ctx, target, ckpt, seed, steps, save_at=None, kill_at=None, re
         for h in held:
             h.armed = True
         seam.save_cp_checkpoint(ckpt, model, opt, sched, sampler, kill_at)
-        # This rank's save returned: another rank's write is held (this barrier then waits for the kill), or no
-        # write of this save went through torch.save or DCP, and the checker kills the job after it instead.
+        # This rank's save returned. Either no write of this save went through torch.save or DCP (nothing was held;
+        # the checker kills the job after it instead), or another rank's write is held and never ends: then this
+        # rank returned before the checkpoint was on disk (cp_resume fails it; the holding rank waits 0.5 s before
+        # it cues the kill, for this report to get out).
         for h in held:
             h.armed = False
         out["returned"] = True
