@@ -184,6 +184,8 @@ SEAMS: dict[str, Seam] = {
     "lab9": Seam("lab9", "lab9_long_context", "Long context: flash attention, ring, zig-zag, Ulysses", {
         "flash_attention": "flash_attention(q, k, v, causal=False, block_q=32, block_k=32) -> o; (b, h, s, d), any s; "
                            "equals softmax(q k^T/sqrt(d)) v and its gradients; keeps O(s*d) bytes for backward",
+        "merge": "merge(o1, lse1, o2, lse2) -> (o, lse); o (b, h, s, d), lse (b, h, s): attention over the union of "
+                 "two disjoint key sets from each set's; a side with lse -inf (no key seen) leaves the other as it is",
         "ring_attention": "ring_attention(q, k, v, causal=True, layout='contiguous'|'zigzag', group=None, block=32) "
                           "-> this rank's output rows; q, k, v this rank's rows (b, h, s/N, d); K/V pass round the "
                           "ring by send/recv; differentiable",

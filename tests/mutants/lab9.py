@@ -135,6 +135,10 @@ MUTANTS = [
            "ops = [dist.P2POp(dist.isend, send, frm, group), dist.P2POp(dist.irecv, recv, to, group)]",
            "ring_equivalence", "sends to the previous rank and receives from the next: the blocks go round the wrong "
            "way, so each rank labels a K/V block with the wrong source", blind=True),
+    Mutant("merge_without_the_no_key_guard", "flash.py", "    safe = lse.masked_fill(lse == -math.inf, 0.0)\n",
+           "    safe = lse\n", "flash_equivalence", "merge weights each side by exp(lse_i - lse) with no guard: where "
+           "neither side saw a key, -inf - -inf is NaN (the ring never merges such a row; a learner's own use may)",
+           blind=True),
     Mutant("ckpt_save_returns_before_written", "cp_checkpoint.py", "    dist.barrier(group=group)\n", "",
            "cp_resume", "the ranks that do not write return from the save at once: on return the checkpoint may not "
            "be on disk yet, and a rank that goes on (or is killed) finds the previous one", blind=True),

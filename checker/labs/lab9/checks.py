@@ -33,6 +33,16 @@ def flash_equivalence(c: Check, runs) -> CheckResult:
     rows = [f"b={b} h={h} s={s} d={d} {'causal' if cz else 'full'} tiles {bq}x{bk}: {x:.1e}"
             for (b, h, s, d, cz, bq, bk), x in zip(cases, diffs)]
     bad = [r for r, x in zip(rows, diffs) if not x <= TOL]
+    res = runs["flash"].result
+    if not bad and res.get("merge_error"):
+        return error_result(c, res["merge_error"], "max abs diff")
+    merge_bad = [f"{kind} ({'a NaN or a wrong -inf' if x == float('inf') else f'off by {x:.1e}'})"
+                 for kind, x in (res.get("merge") or {}).items() if not x <= TOL]
+    if not bad and merge_bad:
+        return CheckResult(c.name, False, threshold=TOL, unit="max abs diff (merge's o, lse)", hint=c.hint, message=(
+            "flash_attention equals SDPA, but merge(o1, lse1, o2, lse2) differs from the merge of the two partial "
+            f"results in rows where {'; '.join(merge_bad)}. A side whose lse is -inf saw no key: it must leave the "
+            "other side as it is, even when the other saw none either"))
     return CheckResult(c.name, not bad, value=worst, threshold=TOL, unit="max abs diff (output, dq, dk, dv)",
                        hint=c.hint, message=("vs SDPA: " + "; ".join(rows)) if not bad else
                        f"differs from SDPA at {bad[0]}" + (" (a shape mismatch)" if worst == float("inf") else ""))

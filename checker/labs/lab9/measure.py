@@ -3,6 +3,8 @@ learner's code: the bytes a forward leaves alive for backward and the matmul FLO
 every op below autograd, inside the learner's autograd Functions too), and when each transfer was in flight."""
 from __future__ import annotations
 
+import math
+
 from checker.labs._common import StorageTracker
 
 
@@ -30,6 +32,46 @@ def sdpa(causal):
 
 def max_diff(got, want) -> float:
     return max((a - b).abs().max().item() if a.shape == b.shape else float("inf") for a, b in zip(got, want))
+
+
+def merge_case(gen, device):
+    """Two partial attention results over disjoint keys, (o1, lse1, o2, lse2), and their merge worked out by the
+    checker: rows where one side saw no key (lse -inf, o 0, as attention over no key leaves them), rows where
+    neither did, the rest random. The ring meets the first kind only at some ranks' first blocks and never the
+    second, so merge is called here directly."""
+    import torch
+
+    b, h, s, d = 2, 2, 12, 4
+    o1, o2 = (randn(gen, b, h, s, d, device=device) for _ in range(2))
+    lse1, lse2 = (3 * torch.rand(b, h, s, generator=gen).to(device) for _ in range(2))
+    none1, none2 = torch.zeros(s, dtype=torch.bool), torch.zeros(s, dtype=torch.bool)
+    none1[0:3], none2[3:6], none1[6:8], none2[6:8] = True, True, True, True  # rows 6, 7: neither side saw a key
+    for o, lse, none in ((o1, lse1, none1), (o2, lse2, none2)):
+        o[..., none.to(device), :] = 0
+        lse[..., none.to(device)] = -math.inf
+    lse = torch.logaddexp(lse1.double(), lse2.double())
+    w1 = torch.where(none1.to(device), 0.0, torch.exp(lse1.double() - lse.nan_to_num(neginf=0.0)))
+    w2 = torch.where(none2.to(device), 0.0, torch.exp(lse2.double() - lse.nan_to_num(neginf=0.0)))
+    want = ((o1.double() * w1[..., None] + o2.double() * w2[..., None]).float(), lse.float())
+    return (o1, lse1, o2, lse2), {"o": want[0], "lse": want[1], "one": (none1 ^ none2), "both": none1 & none2}
+
+
+def merge_diffs(got, want) -> dict:
+    """{rows kind: largest difference} between merge's (o, lse) and the checker's, over rows where one side saw no
+    key, where neither did, and the rest; a NaN or a wrong -inf counts as inf."""
+    import torch
+
+    o, lse = got
+    out = {}
+    for kind, rows in (("one side saw no key", want["one"]), ("neither side saw a key", want["both"]),
+                       ("both sides saw keys", ~(want["one"] | want["both"]))):
+        rows = rows.to(o.device)
+        do = (o[..., rows, :].float() - want["o"][..., rows, :]).abs().nan_to_num(nan=math.inf)
+        a, b = lse[..., rows].float(), want["lse"][..., rows]
+        same_inf = torch.isinf(a) & torch.isinf(b) & (a.sign() == b.sign())
+        dl = torch.where(same_inf, 0.0, (a - b).abs()).nan_to_num(nan=math.inf)
+        out[kind] = max(do.max().item() if do.numel() else 0.0, dl.max().item() if dl.numel() else 0.0)
+    return out
 
 
 def shard(t, rank, world, layout):

@@ -12,6 +12,8 @@ from checker.labs.lab9.measure import (
     in_flight_compute,
     kept_bytes,
     max_diff,
+    merge_case,
+    merge_diffs,
     randn,
     sdpa,
     shard,
@@ -42,10 +44,12 @@ def task_flash(ctx, target, cases=FLASH_CASES, mem=MEM_SHAPE, seed=SEED):
     for b, h, s, d, causal, _, _ in cases:
         q, k, v, g = (randn(gen, b, h, s, d, device=dev) for _ in range(4))
         data.append((q, k, v, g, grads(sdpa(causal), q, k, v, g)))
+    merge_in, merge_want = merge_case(gen, dev)
     seam = seams.load(LAB, target)
     out = ctx.partial
     out["cases"] = [list(c) for c in cases]
     keep = _keeper(ctx, "flash_equivalence")
+    out["merge"], out["merge_error"] = ctx.attempt(lambda: merge_diffs(seam.merge(*merge_in), merge_want))
 
     def equivalence():
         diffs = []
