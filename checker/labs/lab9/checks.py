@@ -18,6 +18,10 @@ CHECKS: list[Check] = []
 check = declare(CHECKS)
 
 
+def _fwd_or_bwd(part) -> str:
+    return "" if not part else " (forward)" if part == "the output" else " (a gradient: look at backward)"
+
+
 @check("flash_equivalence", "flash_attention equals scaled_dot_product_attention in output and in the gradients "
        f"of q, k and v (atol {TOL:g}), causal and not, at sequence lengths that are not a multiple of the tile",
        f"The online softmax ({WHERE}/flash.py): when a tile raises a row's maximum, what was summed so far must be "
@@ -32,7 +36,8 @@ def flash_equivalence(c: Check, runs) -> CheckResult:
     worst = max(diffs)
     rows = [f"b={b} h={h} s={s} d={d} {'causal' if cz else 'full'} tiles {bq}x{bk}: {x:.1e}"
             for (b, h, s, d, cz, bq, bk), x in zip(cases, diffs)]
-    bad = [r for r, x in zip(rows, diffs) if not x <= TOL]
+    worst_parts = runs["flash"].result.get("worst") or [None] * len(rows)
+    bad = [f"{r}, most in {w}{_fwd_or_bwd(w)}" if w else r for r, x, w in zip(rows, diffs, worst_parts) if not x <= TOL]
     res = runs["flash"].result
     if not bad and res.get("merge_error"):
         return error_result(c, res["merge_error"], "max abs diff")
@@ -93,8 +98,9 @@ def ring_equivalence(c: Check, runs) -> CheckResult:
         if not d <= TOL:
             where = next(i for i, r in enumerate(rs) if not r["diff"] <= TOL)
             return CheckResult(c.name, False, value=d, threshold=TOL, unit="max abs diff", hint=c.hint,
-                               message=f"{label}, {len(rs)} ranks: rank {where}'s rows of the output or of dq, dk, dv "
-                                       f"differ from full attention by {d:.1e}")
+                               message=f"{label}, {len(rs)} ranks: rank {where}'s rows differ from full attention by "
+                                       f"{d:.1e}, most in {rs[where].get('worst', 'the output or a gradient')}"
+                                       + _fwd_or_bwd(rs[where].get("worst")))
     n = runs["ring"].result["world"]
     return CheckResult(c.name, True, value=worst, threshold=TOL, unit="max abs diff", hint=c.hint,
                        message=f"{n} ranks, shape {runs['ring'].result['shape']} (b, h, s, d), each rank's rows vs "

@@ -74,6 +74,16 @@ def merge_diffs(got, want) -> dict:
     return out
 
 
+PARTS = ("the output", "dq", "dk", "dv")
+
+
+def worst_part(got, want) -> str:
+    """Which of (output, dq, dk, dv) differs most: the output points at forward, a gradient alone at backward."""
+    diffs = [(a - b).abs().max().nan_to_num(nan=math.inf).item() if a.shape == b.shape else math.inf
+             for a, b in zip(got, want)]
+    return PARTS[max(range(len(diffs)), key=diffs.__getitem__)]
+
+
 def shard(t, rank, world, layout):
     """The checker's own slicing of a (b, h, s, d) tensor: contiguous rows, or chunks rank and 2N-1-rank of 2N."""
     import torch

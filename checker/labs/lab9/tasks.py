@@ -17,6 +17,7 @@ from checker.labs.lab9.measure import (
     randn,
     sdpa,
     shard,
+    worst_part,
 )
 from checker.labs.lab9.shapes import CP, FLASH_CASES, MEM_SHAPE, RING, SEED, ULYSSES
 
@@ -57,6 +58,7 @@ def task_flash(ctx, target, cases=FLASH_CASES, mem=MEM_SHAPE, seed=SEED):
             got = grads(lambda *t, c=c: seam.flash_attention(*t, causal=c[4], block_q=c[5], block_k=c[6]), q, k, v, g)
             keep(f"case{i}", got)
             diffs.append(max_diff(got, want))
+            out.setdefault("worst", []).append(worst_part(got, want))
         return diffs
     out["equiv"], out["equiv_error"] = ctx.attempt(equivalence)
 
@@ -99,7 +101,7 @@ def _ring_case(seam, env, full, want, layout, causal, block, comm=None, keep=Non
     mine = [shard(w, r, n, layout) for w in want]
     if keep:
         keep([out.detach(), *gs])
-    return {"diff": max_diff([out.detach(), *gs], mine),
+    return {"diff": max_diff([out.detach(), *gs], mine), "worst": worst_part([out.detach(), *gs], mine),
             "fwd": [[op, size, sent] for op, size, sent in fwd], "bwd": [[op, size, sent] for op, size, sent in bwd]}
 
 
