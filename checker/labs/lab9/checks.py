@@ -160,8 +160,12 @@ def ring_overlap(c: Check, runs) -> CheckResult:
                "cannot overlap the tile math")
     else:
         rank = next(i for i, (h, r) in enumerate(zip(hidden, rs)) if h != want or len(r["tiles_in_flight"]) != want)
-        msg = (f"rank {rank}: {hidden[rank]} of {len(rs[rank]['tiles_in_flight'])} receives had matmuls running while "
-               f"in flight (expected {want} of {want}): it waited before computing")
+        got = len(rs[rank]["tiles_in_flight"])
+        msg = (f"rank {rank}: {hidden[rank]} of {got} receives had matmuls running while in flight (expected {want} "
+               f"of {want}): " + (f"{got} receives where a forward over {n} blocks needs {want}: a transfer after the "
+                                  "last block?" if got > want else
+                                  f"{got} receives where a forward over {n} blocks needs {want}" if got < want else
+                                  "it waited for a transfer before computing on the block it already held"))
     return CheckResult(c.name, ok, value=min(hidden), threshold=want, unit="transfers overlapped per rank",
                        hint=c.hint, message=msg)
 
