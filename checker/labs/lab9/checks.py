@@ -36,9 +36,9 @@ def flash_equivalence(c: Check, runs) -> CheckResult:
     worst = max(diffs)
     rows = [f"b={b} h={h} s={s} d={d} {'causal' if cz else 'full'} tiles {bq}x{bk}: {x:.1e}"
             for (b, h, s, d, cz, bq, bk), x in zip(cases, diffs)]
-    worst_parts = runs["flash"].result.get("worst") or [None] * len(rows)
-    bad = [f"{r}, most in {w}{_fwd_or_bwd(w)}" if w else r for r, x, w in zip(rows, diffs, worst_parts) if not x <= TOL]
     res = runs["flash"].result
+    worst_parts = res.get("worst") or [None] * len(rows)
+    bad = [f"{r}, most in {w}{_fwd_or_bwd(w)}" if w else r for r, x, w in zip(rows, diffs, worst_parts) if not x <= TOL]
     if not bad and res.get("merge_error"):
         return error_result(c, res["merge_error"], "max abs diff")
     merge_bad = [f"{kind} ({'a NaN or a wrong -inf' if x == float('inf') else f'off by {x:.1e}'})"

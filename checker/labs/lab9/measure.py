@@ -30,8 +30,13 @@ def sdpa(causal):
     return lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
+def part_diffs(got, want) -> list[float]:
+    """The largest difference of each tensor (output, dq, dk, dv); inf where the shapes differ."""
+    return [(a - b).abs().max().item() if a.shape == b.shape else float("inf") for a, b in zip(got, want)]
+
+
 def max_diff(got, want) -> float:
-    return max((a - b).abs().max().item() if a.shape == b.shape else float("inf") for a, b in zip(got, want))
+    return max(part_diffs(got, want))
 
 
 def merge_case(gen, device):
@@ -77,11 +82,10 @@ def merge_diffs(got, want) -> dict:
 PARTS = ("the output", "dq", "dk", "dv")
 
 
-def worst_part(got, want) -> str:
-    """Which of (output, dq, dk, dv) differs most: the output points at forward, a gradient alone at backward."""
-    diffs = [(a - b).abs().max().nan_to_num(nan=math.inf).item() if a.shape == b.shape else math.inf
-             for a, b in zip(got, want)]
-    return PARTS[max(range(len(diffs)), key=diffs.__getitem__)]
+def worst_part(diffs: list[float]) -> str:
+    """Which of (output, dq, dk, dv) differs most (part_diffs; NaN counts as the most): the output points at forward,
+    a gradient alone at backward."""
+    return PARTS[max(range(len(diffs)), key=lambda i: math.inf if math.isnan(diffs[i]) else diffs[i])]
 
 
 def shard(t, rank, world, layout):

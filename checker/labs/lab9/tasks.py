@@ -14,6 +14,7 @@ from checker.labs.lab9.measure import (
     max_diff,
     merge_case,
     merge_diffs,
+    part_diffs,
     randn,
     sdpa,
     shard,
@@ -57,8 +58,9 @@ def task_flash(ctx, target, cases=FLASH_CASES, mem=MEM_SHAPE, seed=SEED):
         for i, (c, (q, k, v, g, want)) in enumerate(zip(cases, data)):
             got = grads(lambda *t, c=c: seam.flash_attention(*t, causal=c[4], block_q=c[5], block_k=c[6]), q, k, v, g)
             keep(f"case{i}", got)
-            diffs.append(max_diff(got, want))
-            out.setdefault("worst", []).append(worst_part(got, want))
+            parts = part_diffs(got, want)
+            diffs.append(max(parts))
+            out.setdefault("worst", []).append(worst_part(parts))
         return diffs
     out["equiv"], out["equiv_error"] = ctx.attempt(equivalence)
 
@@ -101,7 +103,8 @@ def _ring_case(seam, env, full, want, layout, causal, block, comm=None, keep=Non
     mine = [shard(w, r, n, layout) for w in want]
     if keep:
         keep([out.detach(), *gs])
-    return {"diff": max_diff([out.detach(), *gs], mine), "worst": worst_part([out.detach(), *gs], mine),
+    parts = part_diffs([out.detach(), *gs], mine)
+    return {"diff": max(parts), "worst": worst_part(parts),
             "fwd": [[op, size, sent] for op, size, sent in fwd], "bwd": [[op, size, sent] for op, size, sent in bwd]}
 
 
